@@ -1,0 +1,1 @@
+//! Countersign core.

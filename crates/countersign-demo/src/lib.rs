@@ -1,0 +1,1 @@
+//! The built-in demo/test MCP Tasks server (work in progress).
