@@ -1,1 +1,12 @@
-//! Countersign core.
+//! Countersign's headless core: everything that is not a window.
+//!
+//! - [`mcp`]: the stateless MCP 2026-07-28 client with the Tasks extension (the only module that
+//!   touches HTTP);
+//! - [`secret`]: [`secret::Sensitive`], the wrapper that keeps tokens out of logs and storage.
+//!
+//! The CLI (`crates/countersign-cli`) and, later, the desktop shell (`src-tauri`) drive this crate;
+//! neither talks to a server directly.
+#![deny(missing_docs)]
+
+pub mod mcp;
+pub mod secret;

@@ -1,0 +1,702 @@
+//! The stateless MCP client: one POST per request, no session, `_meta` and headers on every call.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use futures_util::StreamExt as _;
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
+use serde_json::{json, Map, Value};
+use tokio::sync::mpsc;
+
+use super::error::{Error, Result};
+use super::headers::{encode_header_value, header_params, param_headers};
+use super::response::{parse_retry_after, rpc_error, Framing, ResponseReader};
+use super::wire::{
+    parse_input_requests, CallOutcome, Discovery, ExcludedTool, HeaderParam, InputRequired, Task,
+    Tool, ToolList, ToolResult, META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_PROTOCOL_VERSION,
+    PROTOCOL_VERSION, TASKS_EXTENSION,
+};
+use crate::secret::Sensitive;
+
+/// How to reach one server.
+#[derive(Debug, Clone)]
+pub struct Endpoint {
+    /// The Streamable HTTP endpoint, exactly as configured (it may have no `/mcp` path).
+    pub url: String,
+    /// A bearer token for the `Authorization` header, if the server needs one.
+    pub bearer_token: Option<Sensitive<String>>,
+}
+
+impl Endpoint {
+    /// An endpoint without credentials.
+    pub fn new(url: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            bearer_token: None,
+        }
+    }
+
+    /// Adds a bearer token.
+    pub fn with_token(mut self, token: Option<Sensitive<String>>) -> Self {
+        self.bearer_token = token;
+        self
+    }
+}
+
+/// Client tuning.
+#[derive(Debug, Clone)]
+pub struct ClientOptions {
+    /// `clientInfo.name`.
+    pub client_name: String,
+    /// `clientInfo.version`.
+    pub client_version: String,
+    /// Limit for one whole request (connect + answer).
+    pub request_timeout: Duration,
+    /// Limit for the TCP/TLS connect.
+    pub connect_timeout: Duration,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        Self {
+            client_name: "countersign".into(),
+            client_version: env!("CARGO_PKG_VERSION").into(),
+            request_timeout: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// The arguments of one `tools/call`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ToolCall {
+    /// The tool.
+    pub name: String,
+    /// Its arguments.
+    pub arguments: Option<Map<String, Value>>,
+    /// MRTR: answers to the `inputRequests` of the previous attempt.
+    pub input_responses: Option<Map<String, Value>>,
+    /// MRTR: the `requestState` of the previous attempt, echoed unchanged.
+    pub request_state: Option<String>,
+}
+
+impl ToolCall {
+    /// A first attempt with these arguments.
+    pub fn new(name: impl Into<String>, arguments: Option<Map<String, Value>>) -> Self {
+        Self {
+            name: name.into(),
+            arguments,
+            ..Self::default()
+        }
+    }
+
+    /// The retry that answers an MRTR `input_required`: same name and arguments, the answers,
+    /// and the server's state byte-for-byte (or none if it sent none).
+    pub fn retry_with(&self, answered: &InputRequired, responses: Map<String, Value>) -> Self {
+        Self {
+            name: self.name.clone(),
+            arguments: self.arguments.clone(),
+            input_responses: Some(responses),
+            request_state: answered.request_state.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct ToolHeaders {
+    params: HashMap<String, Vec<HeaderParam>>,
+    excluded: HashMap<String, String>,
+}
+
+/// A stateless MCP 2026-07-28 client for one server. Cheap to clone; clones share the connection
+/// pool and the tool-header cache.
+#[derive(Debug, Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    http: reqwest::Client,
+    endpoint: Endpoint,
+    url: reqwest::Url,
+    options: ClientOptions,
+    next_id: AtomicU64,
+    /// The version in use; changed at most once, by a -32022 retry.
+    version: RwLock<String>,
+    tools: RwLock<ToolHeaders>,
+    notifications: Option<mpsc::UnboundedSender<Value>>,
+}
+
+impl Client {
+    /// A client for `endpoint` with default options.
+    pub fn new(endpoint: Endpoint) -> Result<Self> {
+        Self::with_options(endpoint, ClientOptions::default(), None)
+    }
+
+    /// A client with explicit options; notifications that arrive on response streams (e.g.
+    /// `notifications/progress`) go to `notifications`, if given.
+    pub fn with_options(
+        endpoint: Endpoint,
+        options: ClientOptions,
+        notifications: Option<mpsc::UnboundedSender<Value>>,
+    ) -> Result<Self> {
+        let url = reqwest::Url::parse(&endpoint.url).map_err(|e| Error::InvalidUrl {
+            url: endpoint.url.clone(),
+            reason: e.to_string(),
+        })?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(Error::InvalidUrl {
+                url: endpoint.url.clone(),
+                reason: "only http and https are supported".into(),
+            });
+        }
+        let http = reqwest::Client::builder()
+            .connect_timeout(options.connect_timeout)
+            .timeout(options.request_timeout)
+            .pool_idle_timeout(Duration::from_secs(90))
+            .build()
+            .map_err(|e| Error::Transport {
+                url: endpoint.url.clone(),
+                message: e.to_string(),
+            })?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                http,
+                endpoint,
+                url,
+                options,
+                next_id: AtomicU64::new(1),
+                version: RwLock::new(PROTOCOL_VERSION.into()),
+                tools: RwLock::new(ToolHeaders::default()),
+                notifications,
+            }),
+        })
+    }
+
+    /// The endpoint URL.
+    pub fn url(&self) -> &str {
+        &self.inner.endpoint.url
+    }
+
+    /// The protocol version in use.
+    pub fn protocol_version(&self) -> String {
+        self.inner
+            .version
+            .read()
+            .map(|v| v.clone())
+            .unwrap_or_else(|_| PROTOCOL_VERSION.into())
+    }
+
+    /// `server/discover`: versions, capabilities, instructions and identity.
+    pub async fn discover(&self) -> Result<Discovery> {
+        let result = self.request("server/discover", Map::new(), None, Vec::new()).await?;
+        reject_task_handle("server/discover", &result)?;
+        Discovery::parse(&result).map_err(|reason| invalid("server/discover", reason))
+    }
+
+    /// `tools/list`, all pages. Tools with invalid `x-mcp-header` annotations are excluded (and
+    /// logged); the result says which and why.
+    pub async fn list_tools(&self) -> Result<ToolList> {
+        const MAX_PAGES: usize = 1000;
+        let mut list = ToolList::default();
+        let mut cursor: Option<String> = None;
+        for _ in 0..MAX_PAGES {
+            let mut params = Map::new();
+            if let Some(c) = &cursor {
+                params.insert("cursor".into(), Value::String(c.clone()));
+            }
+            let result = self.request("tools/list", params, None, Vec::new()).await?;
+            reject_task_handle("tools/list", &result)?;
+            let tools = result
+                .get("tools")
+                .and_then(Value::as_array)
+                .ok_or_else(|| invalid("tools/list", "the result has no `tools` array"))?;
+            for tool in tools {
+                match parse_tool(tool) {
+                    Ok(tool) => list.tools.push(tool),
+                    Err(excluded) => {
+                        tracing::warn!(tool = %excluded.name, reason = %excluded.reason, "excluding tool");
+                        list.excluded.push(excluded);
+                    }
+                }
+            }
+            cursor = match result.get("nextCursor") {
+                Some(Value::String(c)) if !c.is_empty() => Some(c.clone()),
+                _ => None,
+            };
+            if cursor.is_none() {
+                break;
+            }
+        }
+        if let Ok(mut cache) = self.inner.tools.write() {
+            for tool in &list.tools {
+                cache.excluded.remove(&tool.name);
+                cache
+                    .params
+                    .insert(tool.name.clone(), tool.header_params.clone());
+            }
+            for tool in &list.excluded {
+                cache.params.remove(&tool.name);
+                cache
+                    .excluded
+                    .insert(tool.name.clone(), tool.reason.clone());
+            }
+        }
+        Ok(list)
+    }
+
+    /// `tools/call`: a result, an MRTR question, or a task handle. Arguments declared with
+    /// `x-mcp-header` (as learnt from the last `tools/list`) are mirrored into headers.
+    pub async fn call_tool(&self, call: &ToolCall) -> Result<CallOutcome> {
+        let header_params = {
+            let cache = self
+                .inner
+                .tools
+                .read()
+                .map_err(|_| Error::InvalidRequest("tool cache poisoned".into()))?;
+            if let Some(reason) = cache.excluded.get(&call.name) {
+                return Err(Error::InvalidRequest(format!(
+                    "tool {:?} was excluded: {reason}",
+                    call.name
+                )));
+            }
+            cache.params.get(&call.name).cloned().unwrap_or_default()
+        };
+        let mut params = Map::new();
+        params.insert("name".into(), Value::String(call.name.clone()));
+        if let Some(arguments) = &call.arguments {
+            params.insert("arguments".into(), Value::Object(arguments.clone()));
+        }
+        if let Some(responses) = &call.input_responses {
+            params.insert("inputResponses".into(), Value::Object(responses.clone()));
+        }
+        if let Some(state) = &call.request_state {
+            params.insert("requestState".into(), Value::String(state.clone()));
+        }
+        let extra = param_headers(&header_params, call.arguments.as_ref());
+        let result = self
+            .request("tools/call", params, Some(&call.name), extra)
+            .await?;
+        interpret_call_result(&result).map_err(|reason| invalid("tools/call", reason))
+    }
+
+    /// `tasks/get`: the task's current state with its payload.
+    pub async fn get_task(&self, task_id: &str) -> Result<Task> {
+        let result = self
+            .task_request("tasks/get", task_id, Map::new())
+            .await?;
+        interpret_task_result(task_id, &result).map_err(|reason| invalid("tasks/get", reason))
+    }
+
+    /// `tasks/update`: delivers answers keyed by input-request key.
+    pub async fn update_task(&self, task_id: &str, responses: Map<String, Value>) -> Result<()> {
+        let mut params = Map::new();
+        params.insert("inputResponses".into(), Value::Object(responses));
+        let result = self.task_request("tasks/update", task_id, params).await?;
+        expect_ack("tasks/update", &result)
+    }
+
+    /// `tasks/cancel`: asks the server to stop (cooperative: the task may still complete).
+    pub async fn cancel_task(&self, task_id: &str) -> Result<()> {
+        let result = self.task_request("tasks/cancel", task_id, Map::new()).await?;
+        expect_ack("tasks/cancel", &result)
+    }
+
+    async fn task_request(
+        &self,
+        method: &str,
+        task_id: &str,
+        mut params: Map<String, Value>,
+    ) -> Result<Value> {
+        params.insert("taskId".into(), Value::String(task_id.into()));
+        self.request(method, params, Some(task_id), Vec::new()).await
+    }
+
+    /// Sends one request; on -32022 retries once with a version the server supports.
+    async fn request(
+        &self,
+        method: &str,
+        params: Map<String, Value>,
+        name: Option<&str>,
+        extra_headers: Vec<(String, String)>,
+    ) -> Result<Value> {
+        let version = self.protocol_version();
+        match self
+            .send(method, params.clone(), name, &extra_headers, &version)
+            .await
+        {
+            Err(Error::UnsupportedVersion { supported, .. }) => {
+                let Some(retry) = supported.iter().find(|v| **v != version).cloned() else {
+                    return Err(Error::UnsupportedVersion {
+                        requested: version,
+                        supported,
+                    });
+                };
+                tracing::info!(from = %version, to = %retry, "server asked for another protocol version; retrying once");
+                let result = self
+                    .send(method, params, name, &extra_headers, &retry)
+                    .await
+                    .map_err(|e| match e {
+                        Error::UnsupportedVersion { supported, .. } => Error::UnsupportedVersion {
+                            requested: retry.clone(),
+                            supported,
+                        },
+                        other => other,
+                    })?;
+                if let Ok(mut v) = self.inner.version.write() {
+                    *v = retry;
+                }
+                Ok(result)
+            }
+            other => other,
+        }
+    }
+
+    async fn send(
+        &self,
+        method: &str,
+        mut params: Map<String, Value>,
+        name: Option<&str>,
+        extra_headers: &[(String, String)],
+        version: &str,
+    ) -> Result<Value> {
+        let inner = &self.inner;
+        let id = inner.next_id.fetch_add(1, Ordering::Relaxed);
+        let meta = params
+            .entry("_meta")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Value::Object(meta) = meta {
+            meta.insert(META_PROTOCOL_VERSION.into(), Value::String(version.into()));
+            meta.insert(META_CLIENT_CAPABILITIES.into(), client_capabilities());
+            meta.insert(
+                META_CLIENT_INFO.into(),
+                json!({"name": inner.options.client_name, "version": inner.options.client_version}),
+            );
+        }
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+
+        let mut headers = HeaderMap::new();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        headers.insert(
+            ACCEPT,
+            HeaderValue::from_static("application/json, text/event-stream"),
+        );
+        insert_header(&mut headers, "MCP-Protocol-Version", version)?;
+        insert_header(&mut headers, "Mcp-Method", method)?;
+        if let Some(name) = name {
+            insert_header(&mut headers, "Mcp-Name", &encode_header_value(name))?;
+        }
+        for (header, value) in extra_headers {
+            insert_header(&mut headers, header, value)?;
+        }
+        if let Some(token) = &inner.endpoint.bearer_token {
+            let mut value = HeaderValue::from_str(&format!("Bearer {}", token.expose()))
+                .map_err(|_| {
+                    Error::InvalidRequest("the bearer token has characters not allowed in a header".into())
+                })?;
+            value.set_sensitive(true);
+            headers.insert(reqwest::header::AUTHORIZATION, value);
+        }
+
+        let response = inner
+            .http
+            .post(inner.url.clone())
+            .headers(headers)
+            .body(body.to_string())
+            .send()
+            .await
+            .map_err(|e| self.transport_error(e))?;
+
+        let status = response.status().as_u16();
+        let content_type = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let retry_after = response
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| parse_retry_after(v, std::time::SystemTime::now()));
+        let www_authenticate = response
+            .headers()
+            .get(reqwest::header::WWW_AUTHENTICATE)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+
+        if status == 406 {
+            return Err(Error::NotAcceptable {
+                method: method.into(),
+            });
+        }
+        if status == 429 {
+            return Err(Error::RateLimited {
+                method: method.into(),
+                retry_after,
+            });
+        }
+        let framing = Framing::from_content_type(content_type.as_deref());
+        let task_id = params.get("taskId").and_then(Value::as_str);
+
+        if !(200..300).contains(&status) {
+            // JSON-RPC errors come with 200, 400 or 404 depending on the peer: read them first.
+            let body = self.read_body_text(response).await;
+            if status < 500 {
+                if let Some(error) = framing
+                    .or(Some(Framing::Json))
+                    .and_then(|f| decode_rpc_error(f, &Value::from(id), body.as_bytes()))
+                {
+                    return Err(rpc_error(method, task_id, error));
+                }
+            }
+            if status == 401 || status == 403 {
+                return Err(Error::Unauthorized {
+                    status,
+                    method: method.into(),
+                    www_authenticate,
+                });
+            }
+            return Err(Error::Http {
+                status,
+                method: method.into(),
+                body: snippet(&body),
+                retry_after,
+            });
+        }
+
+        let Some(framing) = framing else {
+            return Err(invalid(
+                method,
+                format!(
+                    "unexpected Content-Type {:?} (expected application/json or text/event-stream)",
+                    content_type.unwrap_or_default()
+                ),
+            ));
+        };
+        let mut reader = ResponseReader::new(framing, Value::from(id));
+        let mut stream = response.bytes_stream();
+        let answer = loop {
+            match stream.next().await {
+                Some(Ok(chunk)) => {
+                    let fed = reader.feed(&chunk).map_err(|r| invalid(method, r))?;
+                    self.forward_notifications(&mut reader);
+                    if let Some(answer) = fed {
+                        break answer;
+                    }
+                }
+                Some(Err(e)) => return Err(self.transport_error(e)),
+                None => {
+                    let answer = reader.finish().map_err(|r| invalid(method, r))?;
+                    self.forward_notifications(&mut reader);
+                    break answer;
+                }
+            }
+        };
+        answer.map_err(|error| rpc_error(method, task_id, error))
+    }
+
+    fn forward_notifications(&self, reader: &mut ResponseReader) {
+        let notifications = std::mem::take(&mut reader.notifications);
+        if let Some(sink) = &self.inner.notifications {
+            for n in notifications {
+                let _ = sink.send(n);
+            }
+        }
+    }
+
+    async fn read_body_text(&self, response: reqwest::Response) -> String {
+        let mut stream = response.bytes_stream();
+        let mut body = Vec::new();
+        while let Some(Ok(chunk)) = stream.next().await {
+            if body.len() + chunk.len() > 1024 * 1024 {
+                break;
+            }
+            body.extend_from_slice(&chunk);
+        }
+        String::from_utf8_lossy(&body).into_owned()
+    }
+
+    fn transport_error(&self, error: reqwest::Error) -> Error {
+        let url = self.inner.endpoint.url.clone();
+        let message = error_chain(&error);
+        if error.is_timeout() {
+            Error::Timeout {
+                url,
+                after: self.inner.options.request_timeout,
+            }
+        } else if is_tls(&message) {
+            Error::Tls { url, message }
+        } else if error.is_connect() {
+            Error::Connect { url, message }
+        } else {
+            Error::Transport { url, message }
+        }
+    }
+}
+
+/// What the client declares on every request: the Tasks extension and both elicitation modes,
+/// nothing it cannot do.
+pub fn client_capabilities() -> Value {
+    json!({"extensions": {TASKS_EXTENSION: {}}, "elicitation": {"form": {}, "url": {}}})
+}
+
+fn insert_header(headers: &mut HeaderMap, name: &str, value: &str) -> Result<()> {
+    let name = HeaderName::from_bytes(name.as_bytes())
+        .map_err(|_| Error::InvalidRequest(format!("invalid header name {name:?}")))?;
+    let value = HeaderValue::from_str(value)
+        .map_err(|_| Error::InvalidRequest(format!("invalid value for header {name}")))?;
+    headers.insert(name, value);
+    Ok(())
+}
+
+fn decode_rpc_error(framing: Framing, id: &Value, body: &[u8]) -> Option<super::wire::RpcError> {
+    let mut reader = ResponseReader::new(framing, id.clone());
+    let answer = match reader.feed(body).ok()? {
+        Some(answer) => answer,
+        None => reader.finish().ok()?,
+    };
+    answer.err()
+}
+
+fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts = vec![error.to_string()];
+    let mut source = error.source();
+    while let Some(e) = source {
+        let text = e.to_string();
+        if !parts.contains(&text) {
+            parts.push(text);
+        }
+        source = e.source();
+    }
+    parts.join(": ")
+}
+
+fn is_tls(message: &str) -> bool {
+    let lower = message.to_ascii_lowercase();
+    ["certificate", "tls", "ssl", "handshake"]
+        .iter()
+        .any(|n| lower.contains(n))
+}
+
+fn snippet(body: &str) -> String {
+    const MAX: usize = 300;
+    let trimmed = body.trim();
+    if trimmed.chars().count() <= MAX {
+        trimmed.to_owned()
+    } else {
+        format!("{}…", trimmed.chars().take(MAX).collect::<String>())
+    }
+}
+
+fn invalid(method: &str, reason: impl Into<String>) -> Error {
+    Error::InvalidResponse {
+        method: method.into(),
+        reason: reason.into(),
+    }
+}
+
+fn result_type(result: &Value) -> std::result::Result<&str, String> {
+    match result.get("resultType") {
+        None => Ok("complete"),
+        Some(Value::String(s)) => Ok(s),
+        Some(_) => Err("`resultType` must be a string".into()),
+    }
+}
+
+fn reject_task_handle(method: &str, result: &Value) -> Result<()> {
+    if !result.is_object() {
+        return Err(invalid(method, "the result must be an object"));
+    }
+    match result_type(result).map_err(|r| invalid(method, r))? {
+        "task" => Err(invalid(
+            method,
+            format!("a task handle in answer to {method}, which cannot create tasks"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+fn expect_ack(method: &str, result: &Value) -> Result<()> {
+    reject_task_handle(method, result)?;
+    match result_type(result).map_err(|r| invalid(method, r))? {
+        "complete" => Ok(()),
+        other => Err(invalid(method, format!("unexpected resultType {other:?}"))),
+    }
+}
+
+/// Reads a `tools/call` result into its outcome.
+pub fn interpret_call_result(result: &Value) -> std::result::Result<CallOutcome, String> {
+    if !result.is_object() {
+        return Err("the result must be an object".into());
+    }
+    match result_type(result)? {
+        "complete" => Ok(CallOutcome::Complete(ToolResult::parse(result)?)),
+        "task" => Ok(CallOutcome::Task(Task::parse_handle(result)?)),
+        "input_required" => {
+            let input_requests = parse_input_requests(
+                result
+                    .get("inputRequests")
+                    .ok_or("an input_required result must carry `inputRequests`")?,
+            )?;
+            let request_state = match result.get("requestState") {
+                None | Some(Value::Null) => None,
+                Some(Value::String(s)) => Some(s.clone()),
+                Some(_) => return Err("`requestState` must be a string".into()),
+            };
+            Ok(CallOutcome::InputRequired(InputRequired {
+                input_requests,
+                request_state,
+            }))
+        }
+        other => Err(format!("unknown resultType {other:?}")),
+    }
+}
+
+/// Reads a `tasks/get` result: the full task, which must be the one asked for.
+pub fn interpret_task_result(task_id: &str, result: &Value) -> std::result::Result<Task, String> {
+    if !result.is_object() {
+        return Err("the result must be an object".into());
+    }
+    match result_type(result)? {
+        "complete" => {}
+        "task" => return Err("a task handle in answer to tasks/get".into()),
+        other => return Err(format!("unexpected resultType {other:?} for tasks/get")),
+    }
+    let task = Task::parse_full(result)?;
+    if task.task_id != task_id {
+        return Err(format!(
+            "asked for task {task_id:?} but got {:?}",
+            task.task_id
+        ));
+    }
+    Ok(task)
+}
+
+fn parse_tool(value: &Value) -> std::result::Result<Tool, ExcludedTool> {
+    let Some(definition) = value.as_object() else {
+        return Err(ExcludedTool {
+            name: String::new(),
+            reason: "a tool definition must be an object".into(),
+        });
+    };
+    let name = match definition.get("name") {
+        Some(Value::String(n)) if !n.is_empty() => n.clone(),
+        _ => {
+            return Err(ExcludedTool {
+                name: String::new(),
+                reason: "a tool must have a non-empty string `name`".into(),
+            })
+        }
+    };
+    match header_params(definition.get("inputSchema")) {
+        Ok(header_params) => Ok(Tool {
+            name,
+            definition: definition.clone(),
+            header_params,
+        }),
+        Err(reason) => Err(ExcludedTool { name, reason }),
+    }
+}
