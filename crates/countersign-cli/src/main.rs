@@ -1,1 +1,375 @@
-fn main() {}
+//! `countersign`: the headless command line over the Countersign core.
+//!
+//! Exit codes are a contract for scripts: 0 completed, 1 completed with `isError`, 2 failed,
+//! 3 cancelled, 4 input needed, 64 usage, 69 connection or protocol error.
+
+mod follow;
+mod prompt;
+
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+use countersign_core::mcp::{self, Client, ClientOptions, Endpoint, TaskStatus};
+use countersign_core::secret::Sensitive;
+use serde_json::{json, Map, Value};
+
+/// Exit code: the outcome was completed.
+pub const EXIT_COMPLETED: u8 = 0;
+/// Exit code: completed with `isError: true`.
+pub const EXIT_TOOL_ERROR: u8 = 1;
+/// Exit code: the task failed.
+pub const EXIT_FAILED: u8 = 2;
+/// Exit code: the task was cancelled.
+pub const EXIT_CANCELLED: u8 = 3;
+/// Exit code: a question needs a human and none could answer.
+pub const EXIT_INPUT_NEEDED: u8 = 4;
+/// Exit code: bad command line.
+pub const EXIT_USAGE: u8 = 64;
+/// Exit code: connection or protocol error.
+pub const EXIT_UNAVAILABLE: u8 = 69;
+
+#[derive(Parser, Debug)]
+#[command(name = "countersign", version, about = "Sign off on agent actions and watch long MCP tasks.")]
+struct Cli {
+    #[command(flatten)]
+    global: Global,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Args, Debug, Clone)]
+struct Global {
+    /// Print machine-readable JSON instead of text.
+    #[arg(long, global = true)]
+    json: bool,
+    /// Bearer token for the server (prefer the environment variable: arguments are visible to other users).
+    #[arg(long, global = true, env = "COUNTERSIGN_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// Seconds to wait for any one request.
+    #[arg(long, global = true, default_value_t = 30)]
+    timeout: u64,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Ask a server what it is and what it supports (server/discover).
+    Discover {
+        /// The server's MCP endpoint URL.
+        url: String,
+    },
+    /// List a server's tools (tools/list).
+    Tools {
+        /// The server's MCP endpoint URL.
+        url: String,
+    },
+    /// Call a tool and follow the outcome to its end, printing each status change.
+    Call(CallArgs),
+    /// Act on one task by id.
+    #[command(subcommand)]
+    Task(TaskCommand),
+    /// Serve the built-in demo MCP Tasks server on 127.0.0.1 (prints its URL first).
+    DemoServer {
+        /// Port to listen on (0 = any free port).
+        #[arg(long, default_value_t = 0)]
+        port: u16,
+        /// Speed factor: 1 is realistic pacing, 10 runs ten times faster.
+        #[arg(long, default_value_t = 1.0)]
+        speed: f64,
+    },
+}
+
+#[derive(Args, Debug)]
+struct CallArgs {
+    /// The server's MCP endpoint URL.
+    url: String,
+    /// The tool name.
+    tool: String,
+    /// The arguments as a JSON object.
+    args_json: Option<String>,
+    #[command(flatten)]
+    answer: AnswerArgs,
+    /// Print the task handle and exit instead of following it.
+    #[arg(long)]
+    no_follow: bool,
+}
+
+#[derive(Args, Debug, Clone, Default)]
+#[group(multiple = false)]
+pub(crate) struct AnswerArgs {
+    /// Answer every form question with {"action":"accept","content":JSON} (URL questions: consent).
+    #[arg(long, value_name = "JSON")]
+    accept: Option<String>,
+    /// Decline every question.
+    #[arg(long)]
+    decline: bool,
+}
+
+#[derive(Subcommand, Debug)]
+enum TaskCommand {
+    /// Show a task's current state (tasks/get).
+    Get {
+        /// The server's MCP endpoint URL.
+        url: String,
+        /// The task id.
+        task_id: String,
+    },
+    /// Ask the server to cancel a task (tasks/cancel).
+    Cancel {
+        /// The server's MCP endpoint URL.
+        url: String,
+        /// The task id.
+        task_id: String,
+    },
+    /// Answer every open question of a task (tasks/update).
+    Answer {
+        /// The server's MCP endpoint URL.
+        url: String,
+        /// The task id.
+        task_id: String,
+        #[command(flatten)]
+        answer: RequiredAnswer,
+    },
+}
+
+#[derive(Args, Debug)]
+#[group(required = true, multiple = false)]
+struct RequiredAnswer {
+    /// Accept with this JSON object as the form content.
+    #[arg(long, value_name = "JSON")]
+    accept: Option<String>,
+    /// Decline.
+    #[arg(long)]
+    decline: bool,
+}
+
+/// A failure that ends the command, with its exit code.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum CliError {
+    /// The command line was wrong (exit 64).
+    #[error("{0}")]
+    Usage(String),
+    /// The server could not be reached or spoke wrongly (exit 69).
+    #[error(transparent)]
+    Mcp(#[from] mcp::Error),
+    /// Local I/O failed (exit 69).
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl CliError {
+    fn exit_code(&self) -> u8 {
+        match self {
+            Self::Usage(_) => EXIT_USAGE,
+            Self::Mcp(_) | Self::Io(_) => EXIT_UNAVAILABLE,
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(match e.kind() {
+                clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => 0,
+                _ => EXIT_USAGE,
+            });
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(EXIT_UNAVAILABLE);
+        }
+    };
+    let json = cli.global.json;
+    match runtime.block_on(run(cli)) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            if json {
+                println!(
+                    "{}",
+                    json!({"outcome": "error", "error": {"code": error_code(&e), "message": e.to_string()}})
+                );
+            }
+            eprintln!("error: {e}");
+            ExitCode::from(e.exit_code())
+        }
+    }
+}
+
+fn error_code(e: &CliError) -> &'static str {
+    match e {
+        CliError::Usage(_) => "usage",
+        CliError::Mcp(e) => e.code(),
+        CliError::Io(_) => "io",
+    }
+}
+
+pub(crate) fn client(url: &str, global: &Global) -> Result<Client, CliError> {
+    let endpoint =
+        Endpoint::new(url).with_token(global.token.clone().filter(|t| !t.is_empty()).map(Sensitive::new));
+    let options = ClientOptions {
+        request_timeout: std::time::Duration::from_secs(global.timeout.max(1)),
+        ..ClientOptions::default()
+    };
+    Ok(Client::with_options(endpoint, options, None)?)
+}
+
+pub(crate) fn parse_object(what: &str, text: &str) -> Result<Map<String, Value>, CliError> {
+    match serde_json::from_str::<Value>(text) {
+        Ok(Value::Object(map)) => Ok(map),
+        Ok(_) => Err(CliError::Usage(format!("{what} must be a JSON object"))),
+        Err(e) => Err(CliError::Usage(format!("{what} is not valid JSON: {e}"))),
+    }
+}
+
+async fn run(cli: Cli) -> Result<u8, CliError> {
+    let global = cli.global;
+    match cli.command {
+        Command::Discover { url } => {
+            let discovery = client(&url, &global)?.discover().await?;
+            if global.json {
+                println!("{}", Value::Object(discovery.raw.clone()));
+            } else {
+                println!("server:     {}", discovery.server_label().unwrap_or_else(|| "(unnamed)".into()));
+                println!("versions:   {}", discovery.supported_versions.join(", "));
+                println!("tasks:      {}", if discovery.supports_tasks() { "yes" } else { "no" });
+                let caps: Vec<&String> = discovery.capabilities.keys().collect();
+                println!("capabilities: {}", caps.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", "));
+                if let Some(i) = &discovery.instructions {
+                    println!("instructions: {i}");
+                }
+            }
+            Ok(EXIT_COMPLETED)
+        }
+        Command::Tools { url } => {
+            let list = client(&url, &global)?.list_tools().await?;
+            for excluded in &list.excluded {
+                eprintln!("warning: tool {:?} excluded: {}", excluded.name, excluded.reason);
+            }
+            if global.json {
+                let tools: Vec<Value> = list.tools.iter().map(|t| Value::Object(t.definition.clone())).collect();
+                let excluded: Vec<Value> = list
+                    .excluded
+                    .iter()
+                    .map(|e| json!({"name": e.name, "reason": e.reason}))
+                    .collect();
+                println!("{}", json!({"tools": tools, "excluded": excluded}));
+            } else {
+                for tool in &list.tools {
+                    let support = tool.task_support().map(|s| format!(" [task: {s}]")).unwrap_or_default();
+                    println!("{}{support}\n    {}", tool.name, tool.description().unwrap_or(""));
+                }
+            }
+            Ok(EXIT_COMPLETED)
+        }
+        Command::Call(args) => {
+            let arguments = args
+                .args_json
+                .as_deref()
+                .map(|a| parse_object("ARGS_JSON", a))
+                .transpose()?;
+            let policy = follow::AnswerPolicy::from_args(&args.answer)?;
+            let client = client(&args.url, &global)?;
+            follow::call(&client, &args.tool, arguments, policy, args.no_follow, global.json).await
+        }
+        Command::Task(TaskCommand::Get { url, task_id }) => {
+            let task = client(&url, &global)?.get_task(&task_id).await?;
+            if global.json {
+                println!("{}", task.to_json());
+            } else {
+                follow::print_task_line(&task);
+                follow::print_payload(&task);
+            }
+            Ok(match task.status() {
+                TaskStatus::InputRequired => EXIT_INPUT_NEEDED,
+                _ => follow::exit_code_for(&task),
+            })
+        }
+        Command::Task(TaskCommand::Cancel { url, task_id }) => {
+            client(&url, &global)?.cancel_task(&task_id).await?;
+            if global.json {
+                println!("{}", json!({"taskId": task_id, "cancelRequested": true}));
+            } else {
+                println!("cancel requested for task {task_id}");
+            }
+            Ok(EXIT_COMPLETED)
+        }
+        Command::Task(TaskCommand::Answer { url, task_id, answer }) => {
+            let policy = follow::AnswerPolicy::from_args(&AnswerArgs {
+                accept: answer.accept,
+                decline: answer.decline,
+            })?;
+            let client = client(&url, &global)?;
+            let task = client.get_task(&task_id).await?;
+            let mcp::TaskState::InputRequired { input_requests } = &task.state else {
+                return Err(CliError::Usage(format!(
+                    "task {task_id} is {}, not waiting for input",
+                    task.status()
+                )));
+            };
+            let mut responses = Map::new();
+            for (key, request) in input_requests {
+                let response = policy.automatic(request).ok_or_else(|| {
+                    CliError::Usage(format!("cannot answer {key}: unsupported request {}", request.method))
+                })?;
+                responses.insert(key.clone(), response);
+            }
+            let keys: Vec<String> = responses.keys().cloned().collect();
+            client.update_task(&task_id, responses).await?;
+            if global.json {
+                println!("{}", json!({"taskId": task_id, "answered": keys}));
+            } else {
+                println!("answered {} question(s) of task {task_id}", keys.len());
+            }
+            Ok(EXIT_COMPLETED)
+        }
+        Command::DemoServer { port, speed } => serve_demo(port, speed).await,
+    }
+}
+
+async fn serve_demo(port: u16, speed: f64) -> Result<u8, CliError> {
+    if !(speed.is_finite() && speed > 0.0) {
+        return Err(CliError::Usage("--speed must be a positive number".into()));
+    }
+    let config = countersign_demo::DemoConfig {
+        time_scale: 1.0 / speed,
+        ..countersign_demo::DemoConfig::default()
+    };
+    let server = countersign_demo::DemoServer::start(
+        std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+        config,
+    )
+    .await?;
+    println!("{}", server.url());
+    use std::io::Write as _;
+    let _ = std::io::stdout().flush();
+    eprintln!("countersign demo server listening; Ctrl-C to stop");
+    shutdown_signal().await;
+    server.shutdown().await;
+    Ok(EXIT_COMPLETED)
+}
+
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

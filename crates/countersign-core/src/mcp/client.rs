@@ -283,6 +283,42 @@ impl Client {
         interpret_call_result(&result).map_err(|reason| invalid("tools/call", reason))
     }
 
+    /// `resources/list` (first page), verbatim.
+    pub async fn list_resources(&self) -> Result<Value> {
+        self.plain_request("resources/list", Map::new(), None).await
+    }
+
+    /// `resources/read` of one URI, verbatim (`Mcp-Name` carries the URI).
+    pub async fn read_resource(&self, uri: &str) -> Result<Value> {
+        let mut params = Map::new();
+        params.insert("uri".into(), Value::String(uri.into()));
+        self.plain_request("resources/read", params, Some(uri)).await
+    }
+
+    /// `prompts/list` (first page), verbatim.
+    pub async fn list_prompts(&self) -> Result<Value> {
+        self.plain_request("prompts/list", Map::new(), None).await
+    }
+
+    /// `prompts/get` with arguments, verbatim (`Mcp-Name` carries the prompt name).
+    pub async fn get_prompt(&self, name: &str, arguments: Map<String, Value>) -> Result<Value> {
+        let mut params = Map::new();
+        params.insert("name".into(), Value::String(name.into()));
+        params.insert("arguments".into(), Value::Object(arguments));
+        self.plain_request("prompts/get", params, Some(name)).await
+    }
+
+    async fn plain_request(
+        &self,
+        method: &str,
+        params: Map<String, Value>,
+        name: Option<&str>,
+    ) -> Result<Value> {
+        let result = self.request(method, params, name, Vec::new()).await?;
+        reject_task_handle(method, &result)?;
+        Ok(result)
+    }
+
     /// `tasks/get`: the task's current state with its payload.
     pub async fn get_task(&self, task_id: &str) -> Result<Task> {
         let result = self
@@ -329,7 +365,13 @@ impl Client {
             .await
         {
             Err(Error::UnsupportedVersion { supported, .. }) => {
-                let Some(retry) = supported.iter().find(|v| **v != version).cloned() else {
+                // Retry once with a version the server lists: ours if it is there (the first
+                // rejection may have been transient), otherwise the server's first choice.
+                let retry = if supported.contains(&version) {
+                    version.clone()
+                } else if let Some(first) = supported.first() {
+                    first.clone()
+                } else {
                     return Err(Error::UnsupportedVersion {
                         requested: version,
                         supported,

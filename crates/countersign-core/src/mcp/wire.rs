@@ -592,9 +592,11 @@ impl Discovery {
                 .get("instructions")
                 .and_then(Value::as_str)
                 .map(str::to_owned),
+            // The spec puts the identity in `_meta`; some servers put `serverInfo` in the body.
             server_info: raw
                 .get("_meta")
                 .and_then(|m| m.get(META_SERVER_INFO))
+                .or_else(|| raw.get("serverInfo"))
                 .cloned(),
             raw,
         })

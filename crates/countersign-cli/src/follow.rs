@@ -1,0 +1,304 @@
+//! `countersign call URL …`: follow one tool call to its end without a ledger (the direct mode).
+//!
+//! MRTR questions are answered by re-sending the call; a task is polled no faster than its
+//! `pollIntervalMs`, each status change printed as it is seen, each new question answered once.
+
+use std::collections::HashSet;
+use std::io::IsTerminal as _;
+use std::time::Duration;
+
+use countersign_core::mcp::{
+    CallOutcome, Client, Elicitation, ErrorClass, InputRequest, InputRequests, Task, TaskState,
+    ToolCall,
+};
+use serde_json::{json, Map, Value};
+
+use crate::prompt::{Answer, Prompter};
+use crate::{
+    parse_object, AnswerArgs, CliError, EXIT_CANCELLED, EXIT_COMPLETED, EXIT_FAILED,
+    EXIT_INPUT_NEEDED, EXIT_TOOL_ERROR,
+};
+
+/// Poll interval when the server names none.
+const DEFAULT_POLL: Duration = Duration::from_secs(1);
+/// MRTR rounds before we give up on a server that keeps asking.
+const MAX_MRTR_ROUNDS: usize = 16;
+/// Consecutive transient poll failures tolerated before giving up.
+const MAX_POLL_FAILURES: u32 = 8;
+
+/// How questions get answered.
+pub(crate) enum AnswerPolicy {
+    Accept(Map<String, Value>),
+    Decline,
+    /// Ask on the terminal; without one, stop with "input needed".
+    Ask,
+}
+
+impl AnswerPolicy {
+    pub(crate) fn from_args(args: &AnswerArgs) -> Result<Self, CliError> {
+        Ok(match (&args.accept, args.decline) {
+            (Some(json), _) => Self::Accept(parse_object("--accept", json)?),
+            (None, true) => Self::Decline,
+            (None, false) => Self::Ask,
+        })
+    }
+
+    /// The answer without asking anyone, if the policy gives one.
+    pub(crate) fn automatic(&self, request: &InputRequest) -> Option<Value> {
+        let elicitation = request.elicitation()?;
+        match self {
+            Self::Decline => Some(json!({"action": "decline"})),
+            Self::Accept(content) => Some(match elicitation {
+                Elicitation::Form { .. } => json!({"action": "accept", "content": content}),
+                Elicitation::Url { .. } => json!({"action": "accept"}),
+            }),
+            Self::Ask => None,
+        }
+    }
+}
+
+/// Answers every question in `requests` not in `answered`; `None` means a human is needed and
+/// none can answer here.
+fn answer_all(
+    policy: &AnswerPolicy,
+    server: &str,
+    requests: &InputRequests,
+    answered: &HashSet<String>,
+) -> Result<Option<Map<String, Value>>, CliError> {
+    let mut responses = Map::new();
+    for (key, request) in requests {
+        if answered.contains(key) {
+            continue;
+        }
+        let response = match policy.automatic(request) {
+            Some(r) => r,
+            None => {
+                let Some(elicitation) = request.elicitation() else {
+                    eprintln!("declining unsupported request {key} ({})", request.method);
+                    responses.insert(key.clone(), json!({"action": "decline"}));
+                    continue;
+                };
+                if !std::io::stdin().is_terminal() {
+                    return Ok(None);
+                }
+                let stdin = std::io::stdin();
+                let mut prompter = Prompter::new(stdin.lock(), std::io::stderr());
+                let answer = match &elicitation {
+                    Elicitation::Form { message, requested_schema } => {
+                        prompter.form(server, message, requested_schema)?
+                    }
+                    Elicitation::Url { message, url, .. } => {
+                        if !(url.starts_with("https://") || url.starts_with("http://")) {
+                            eprintln!("refusing to open a non-http(s) URL; declining");
+                            responses.insert(key.clone(), json!({"action": "decline"}));
+                            continue;
+                        }
+                        prompter.url(server, message, url)?
+                    }
+                };
+                match answer {
+                    Answer::Accept(Some(content)) => json!({"action": "accept", "content": content}),
+                    Answer::Accept(None) => json!({"action": "accept"}),
+                    Answer::Decline => json!({"action": "decline"}),
+                    Answer::Cancel => json!({"action": "cancel"}),
+                }
+            }
+        };
+        responses.insert(key.clone(), response);
+    }
+    Ok(Some(responses))
+}
+
+pub(crate) async fn call(
+    client: &Client,
+    tool: &str,
+    arguments: Option<Map<String, Value>>,
+    policy: AnswerPolicy,
+    no_follow: bool,
+    json_out: bool,
+) -> Result<u8, CliError> {
+    // Learn x-mcp-header annotations (and refuse excluded tools) before calling.
+    let _ = client.list_tools().await?;
+    let mut call = ToolCall::new(tool, arguments);
+    for _ in 0..MAX_MRTR_ROUNDS {
+        match client.call_tool(&call).await? {
+            CallOutcome::Complete(result) => {
+                let code = if result.is_error() { EXIT_TOOL_ERROR } else { EXIT_COMPLETED };
+                let outcome = if result.is_error() { "tool_error" } else { "completed" };
+                if json_out {
+                    println!("{}", json!({"outcome": outcome, "taskId": null, "result": result}));
+                } else {
+                    print_result(&result);
+                }
+                return Ok(code);
+            }
+            CallOutcome::InputRequired(question) => {
+                if !json_out {
+                    println!("{} question(s) before the call can run", question.input_requests.len());
+                }
+                let Some(responses) = answer_all(&policy, client.url(), &question.input_requests, &HashSet::new())? else {
+                    return input_needed(json_out, None, &question.input_requests);
+                };
+                call = call.retry_with(&question, responses);
+            }
+            CallOutcome::Task(task) => {
+                if no_follow {
+                    if json_out {
+                        println!("{}", task.to_json());
+                    } else {
+                        println!("task {} {}", task.task_id, task.status());
+                    }
+                    return Ok(EXIT_COMPLETED);
+                }
+                if !json_out {
+                    print_task_line(&task);
+                }
+                return follow_task(client, task, &policy, json_out).await;
+            }
+        }
+    }
+    Err(CliError::Mcp(countersign_core::mcp::Error::InvalidResponse {
+        method: "tools/call".into(),
+        reason: format!("still asking questions after {MAX_MRTR_ROUNDS} rounds"),
+    }))
+}
+
+async fn follow_task(client: &Client, first: Task, policy: &AnswerPolicy, json_out: bool) -> Result<u8, CliError> {
+    let task_id = first.task_id.clone();
+    let mut last_seen = (first.status(), first.status_message.clone());
+    let mut interval = first.poll_interval_ms.map(Duration::from_millis).unwrap_or(DEFAULT_POLL);
+    let mut answered: HashSet<String> = HashSet::new();
+    let mut failures = 0u32;
+    loop {
+        tokio::time::sleep(interval).await;
+        let task = match client.get_task(&task_id).await {
+            Ok(task) => {
+                failures = 0;
+                task
+            }
+            Err(e) if e.class() == ErrorClass::Transient && failures < MAX_POLL_FAILURES => {
+                failures += 1;
+                let backoff = e
+                    .retry_after()
+                    .unwrap_or_else(|| interval.saturating_mul(1 << failures.min(5)))
+                    .min(Duration::from_secs(60));
+                eprintln!("poll failed ({e}); retrying in {:.1}s", backoff.as_secs_f64());
+                tokio::time::sleep(backoff).await;
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        if let Some(ms) = task.poll_interval_ms {
+            interval = Duration::from_millis(ms);
+        }
+        let now = (task.status(), task.status_message.clone());
+        if now != last_seen && !json_out {
+            print_task_line(&task);
+        }
+        last_seen = now;
+        match &task.state {
+            TaskState::InputRequired { input_requests } => {
+                let fresh: InputRequests = input_requests
+                    .iter()
+                    .filter(|(k, _)| !answered.contains(*k))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                if fresh.is_empty() {
+                    continue; // answers sent; the server has not caught up yet
+                }
+                let Some(responses) = answer_all(policy, client.url(), &fresh, &answered)? else {
+                    return input_needed(json_out, Some(&task_id), &fresh);
+                };
+                answered.extend(responses.keys().cloned());
+                if !json_out {
+                    for (key, response) in &responses {
+                        println!("  answered {key}: {}", response.get("action").and_then(Value::as_str).unwrap_or("?"));
+                    }
+                }
+                client.update_task(&task_id, responses).await?;
+            }
+            _ if task.status().is_terminal() => {
+                if json_out {
+                    println!("{}", outcome_json(&task));
+                } else {
+                    print_payload(&task);
+                }
+                return Ok(exit_code_for(&task));
+            }
+            _ => {}
+        }
+    }
+}
+
+fn input_needed(json_out: bool, task_id: Option<&str>, requests: &InputRequests) -> Result<u8, CliError> {
+    if json_out {
+        println!(
+            "{}",
+            json!({"outcome": "input_needed", "taskId": task_id, "inputRequests": serde_json::to_value(requests).unwrap_or(Value::Null)})
+        );
+    } else {
+        eprintln!("input needed and no terminal to ask on: pass --accept JSON or --decline");
+        for (key, request) in requests {
+            let message = request.params.get("message").and_then(Value::as_str).unwrap_or("");
+            eprintln!("  {key}: {message}");
+        }
+    }
+    Ok(EXIT_INPUT_NEEDED)
+}
+
+/// The exit code a finished (or unfinished) task maps to.
+pub(crate) fn exit_code_for(task: &Task) -> u8 {
+    match &task.state {
+        TaskState::Completed { result } if result.is_error() => EXIT_TOOL_ERROR,
+        TaskState::Completed { .. } => EXIT_COMPLETED,
+        TaskState::Failed { .. } => EXIT_FAILED,
+        TaskState::Cancelled => EXIT_CANCELLED,
+        TaskState::InputRequired { .. } | TaskState::Working => EXIT_COMPLETED,
+    }
+}
+
+fn outcome_json(task: &Task) -> Value {
+    match &task.state {
+        TaskState::Completed { result } => json!({
+            "outcome": if result.is_error() { "tool_error" } else { "completed" },
+            "taskId": task.task_id, "result": result,
+        }),
+        TaskState::Failed { error } => json!({"outcome": "failed", "taskId": task.task_id, "error": error}),
+        TaskState::Cancelled => json!({"outcome": "cancelled", "taskId": task.task_id}),
+        _ => json!({"outcome": "unknown", "taskId": task.task_id}),
+    }
+}
+
+pub(crate) fn print_task_line(task: &Task) {
+    match &task.status_message {
+        Some(m) => println!("task {} {}: {}", task.task_id, task.status(), m),
+        None => println!("task {} {}", task.task_id, task.status()),
+    }
+}
+
+pub(crate) fn print_payload(task: &Task) {
+    match &task.state {
+        TaskState::Completed { result } => print_result(result),
+        TaskState::Failed { error } => println!("error {}: {}", error.code, error.message),
+        TaskState::InputRequired { input_requests } => {
+            for (key, request) in input_requests {
+                let message = request.params.get("message").and_then(Value::as_str).unwrap_or("");
+                println!("  question {key}: {message}");
+            }
+        }
+        TaskState::Working | TaskState::Cancelled => {}
+    }
+}
+
+fn print_result(result: &countersign_core::mcp::ToolResult) {
+    if result.is_error() {
+        println!("tool reported an error:");
+    }
+    let text = result.text();
+    if !text.is_empty() {
+        println!("{text}");
+    }
+    if let Some(structured) = result.structured_content() {
+        println!("{}", serde_json::to_string_pretty(structured).unwrap_or_default());
+    }
+}
