@@ -8,5 +8,11 @@
 //! neither talks to a server directly.
 #![deny(missing_docs)]
 
+pub mod actions;
+pub mod engine;
+pub mod ledger;
 pub mod mcp;
+pub mod scheduler;
 pub mod secret;
+pub mod status;
+pub mod tracking;

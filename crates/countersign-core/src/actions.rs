@@ -1,0 +1,226 @@
+//! What a person does — call a tool, answer a question, cancel a task, adopt a task by id — as
+//! ledger writes that happen BEFORE anything is sent. A running engine picks the writes up
+//! (through its nudge in-process, or the change feed from another process) and delivers them.
+
+use serde_json::{json, Map, Value};
+
+use crate::ledger::audit::{self, NewAudit};
+use crate::ledger::events::NewEvent;
+use crate::ledger::inputs::{self, InputState};
+use crate::ledger::outbox::{self, Delivery};
+use crate::ledger::servers::ServerRecord;
+use crate::ledger::tasks::{self, TaskRecord};
+use crate::ledger::{intents, now_ms, EventKind, Ledger, Via};
+use crate::mcp::{self, CallOutcome, Client, InputRequired, ToolCall, ToolResult};
+use crate::tracking;
+
+/// Errors of an action.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The ledger refused.
+    #[error(transparent)]
+    Ledger(#[from] crate::ledger::Error),
+    /// The server refused or could not be reached.
+    #[error(transparent)]
+    Mcp(#[from] mcp::Error),
+    /// The action makes no sense in the current state.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// Result with an action's error.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// How a recorded call ended.
+#[derive(Debug, Clone)]
+pub enum Called {
+    /// Synchronous result.
+    Complete(ToolResult),
+    /// The server asks first (MRTR): answer and call again with [`ToolCall::retry_with`].
+    InputRequired(InputRequired),
+    /// A task, already committed to the ledger.
+    Task(TaskRecord),
+}
+
+/// Calls a tool with the call intent on disk first and the task handle on disk before return.
+pub async fn call(ledger: &Ledger, client: &Client, server: &ServerRecord, call: &ToolCall, actor: &str) -> Result<Called> {
+    let server_id = server.id;
+    let (tool, arguments) = (call.name.clone(), call.arguments.clone());
+    let (server_name, actor_name) = (server.name.clone(), actor.to_owned());
+    let intent = ledger
+        .write(move |ctx| {
+            let intent = intents::create(ctx.conn, server_id, &tool, arguments.as_ref())?;
+            audit::record(ctx.conn, NewAudit {
+                actor: &actor_name,
+                action: "call",
+                server: Some(&server_name),
+                task_id: None,
+                input_key: None,
+                detail: json!({"tool": tool, "arguments": arguments, "intent": intent}),
+            })?;
+            ctx.append(NewEvent { task: None, server_id: Some(server_id), via: Via::User, kind: EventKind::CallStarted { intent, tool } })?;
+            Ok(intent)
+        })
+        .await?;
+    let tool = call.name.clone();
+    let outcome = match client.call_tool(call).await {
+        Ok(outcome) => outcome,
+        Err(error) => {
+            let detail = json!({"code": error.code(), "message": error.to_string()});
+            let t = tool.clone();
+            ledger
+                .write(move |ctx| {
+                    intents::resolve(ctx.conn, intent, "failed", None, Some(&detail))?;
+                    ctx.append(NewEvent { task: None, server_id: Some(server_id), via: Via::Call, kind: EventKind::CallFinished { intent, tool: t, outcome: "failed".into() } })?;
+                    Ok(())
+                })
+                .await?;
+            return Err(error.into());
+        }
+    };
+    match outcome {
+        CallOutcome::Complete(result) => {
+            let value = Value::Object(result.0.clone());
+            let label = if result.is_error() { "tool_error" } else { "completed" };
+            ledger
+                .write(move |ctx| {
+                    intents::resolve(ctx.conn, intent, "completed", None, Some(&value))?;
+                    ctx.append(NewEvent { task: None, server_id: Some(server_id), via: Via::Call, kind: EventKind::CallFinished { intent, tool, outcome: label.into() } })?;
+                    Ok(())
+                })
+                .await?;
+            Ok(Called::Complete(result))
+        }
+        CallOutcome::InputRequired(question) => {
+            let value = json!({"inputRequests": question.input_requests});
+            ledger
+                .write(move |ctx| {
+                    intents::resolve(ctx.conn, intent, "input_required", None, Some(&value))?;
+                    ctx.append(NewEvent { task: None, server_id: Some(server_id), via: Via::Call, kind: EventKind::CallFinished { intent, tool, outcome: "input_required".into() } })?;
+                    Ok(())
+                })
+                .await?;
+            Ok(Called::InputRequired(question))
+        }
+        CallOutcome::Task(task) => {
+            let arguments = call.arguments.clone();
+            let record = ledger
+                .write(move |ctx| {
+                    let record = tasks::insert(ctx.conn, server_id, &task, Some(&tool), arguments.as_ref(), "call")?;
+                    intents::resolve(ctx.conn, intent, "task", Some(record.id), Some(&task.to_json()))?;
+                    ctx.append(NewEvent {
+                        task: Some(record.id),
+                        server_id: Some(server_id),
+                        via: Via::Call,
+                        kind: EventKind::TaskCreated { task_id: task.task_id.clone(), status: task.status().as_str().into(), tool: Some(tool), origin: "call".into() },
+                    })?;
+                    tracking::record(ctx, record.id, None, &task, Via::Call)?;
+                    Ok(record)
+                })
+                .await?;
+            Ok(Called::Task(record))
+        }
+    }
+}
+
+/// Starts tracking a task created elsewhere (another client, a teammate, a link).
+pub async fn adopt(ledger: &Ledger, client: &Client, server: &ServerRecord, task_id: &str, actor: &str) -> Result<TaskRecord> {
+    let task = client.get_task(task_id).await?;
+    let (server_id, server_name, actor) = (server.id, server.name.clone(), actor.to_owned());
+    Ok(ledger
+        .write(move |ctx| {
+            let record = tasks::insert(ctx.conn, server_id, &task, None, None, "adopted")?;
+            audit::record(ctx.conn, NewAudit {
+                actor: &actor,
+                action: "adopt",
+                server: Some(&server_name),
+                task_id: Some(&task.task_id),
+                input_key: None,
+                detail: json!({"status": task.status().as_str()}),
+            })?;
+            ctx.append(NewEvent {
+                task: Some(record.id),
+                server_id: Some(server_id),
+                via: Via::User,
+                kind: EventKind::TaskCreated { task_id: task.task_id.clone(), status: task.status().as_str().into(), tool: None, origin: "adopted".into() },
+            })?;
+            tracking::record(ctx, record.id, None, &task, Via::Poll)?;
+            Ok(record)
+        })
+        .await?)
+}
+
+/// Records an answer: the question's state, the audit entry and the outbox item, in one
+/// transaction, before anything is sent. `response` is the exact elicitation response.
+pub async fn answer(ledger: &Ledger, task: i64, key: &str, response: Value, actor: &str) -> Result<()> {
+    let action = match response.get("action").and_then(Value::as_str) {
+        Some(a @ ("accept" | "decline" | "cancel")) => a.to_owned(),
+        _ => return Err(Error::Invalid("an answer needs an action of accept, decline or cancel".into())),
+    };
+    if action == "accept" {
+        if let Some(content) = response.get("content") {
+            if !content.is_object() {
+                return Err(Error::Invalid("accepted content must be a JSON object".into()));
+            }
+        }
+    }
+    let (key, actor) = (key.to_owned(), actor.to_owned());
+    ledger
+        .write(move |ctx| {
+            let record = tasks::get(ctx.conn, task)?;
+            if record.status.is_finished() {
+                return Err(crate::ledger::Error::Conflict(format!("task {} is already {}", record.task_id, record.status)));
+            }
+            let question = inputs::answer(ctx.conn, task, &key, &response, &actor)?;
+            audit::record(ctx.conn, NewAudit {
+                actor: &actor,
+                action: &format!("answer_{action}"),
+                server: Some(&record.server),
+                task_id: Some(&record.task_id),
+                input_key: Some(&key),
+                detail: json!({
+                    "question": question.request,
+                    "response": response,
+                    "waited_ms": now_ms().saturating_sub(question.requested_at),
+                    "tool": record.tool,
+                }),
+            })?;
+            let mut responses = Map::new();
+            responses.insert(key.clone(), response.clone());
+            outbox::enqueue(ctx.conn, task, &Delivery::Update { responses })?;
+            ctx.append(NewEvent { task: Some(task), server_id: None, via: Via::User, kind: EventKind::InputAnswered { key, action, response, by: actor } })?;
+            Ok(())
+        })
+        .await?;
+    Ok(())
+}
+
+/// Records a cancel request (audit, outbox, event) before it is sent.
+pub async fn cancel(ledger: &Ledger, task: i64, actor: &str) -> Result<()> {
+    let actor = actor.to_owned();
+    ledger
+        .write(move |ctx| {
+            let record = tasks::get(ctx.conn, task)?;
+            if record.status.is_finished() {
+                return Err(crate::ledger::Error::Conflict(format!("task {} is already {}", record.task_id, record.status)));
+            }
+            audit::record(ctx.conn, NewAudit {
+                actor: &actor,
+                action: "cancel",
+                server: Some(&record.server),
+                task_id: Some(&record.task_id),
+                input_key: None,
+                detail: json!({"status": record.status.as_str(), "tool": record.tool}),
+            })?;
+            outbox::enqueue(ctx.conn, task, &Delivery::Cancel)?;
+            ctx.append(NewEvent { task: Some(task), server_id: None, via: Via::User, kind: EventKind::CancelRequested { by: actor } })?;
+            Ok(())
+        })
+        .await?;
+    Ok(())
+}
+
+/// The pending question keys of a task (for "answer everything" in the CLI).
+pub fn pending_keys(ledger: &Ledger, task: i64) -> Result<Vec<inputs::InputRecord>> {
+    Ok(ledger.read(|conn| inputs::for_task(conn, task))?.into_iter().filter(|q| q.state == InputState::Pending).collect())
+}

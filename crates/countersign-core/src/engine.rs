@@ -1,0 +1,542 @@
+//! The engine: resumes every unfinished task, applies what the status sources observe to the
+//! ledger, and delivers queued answers and cancels.
+//!
+//! One loop owns all in-memory state; it reacts to
+//! - observations from the status sources (polling now, push later) → [`tracking::record`];
+//! - finished deliveries (`tasks/update`, `tasks/cancel`) → outbox acknowledgements;
+//! - the change feed: a nudge from this process, or a new SQLite `data_version` (another
+//!   process, e.g. `countersign answer`, committed) checked every [`EngineConfig::change_feed`]
+//!   → new tasks to watch and new outbox items to deliver.
+
+pub mod lock;
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{broadcast, mpsc, Notify, Semaphore};
+use tokio::task::JoinHandle;
+
+use crate::ledger::events::NewEvent;
+use crate::ledger::outbox::{self, Delivery, OutboxItem};
+use crate::ledger::servers::{self, ServerRecord};
+use crate::ledger::tasks::{self, LedgerStatus, TaskRecord};
+use crate::ledger::{inputs, intents, now_ms, EventKind, Ledger, StoredEvent, Via};
+use crate::mcp::{self, Client, ClientOptions, Endpoint, ErrorClass};
+use crate::secret::Sensitive;
+use crate::status::poll::{PollSource, PollStats};
+use crate::status::{FirstCheck, Links, Observation, ServerLink, StatusSource, Watch};
+use crate::tracking::{self, Known};
+use lock::{EngineLock, LockError};
+
+/// Supplies a server's bearer token (from the OS keyring in the app, the environment in the CLI).
+pub type TokenProvider = Arc<dyn Fn(&ServerRecord) -> Option<Sensitive<String>> + Send + Sync>;
+
+/// Engine settings.
+#[derive(Clone)]
+pub struct EngineConfig {
+    /// Where the ledger lives.
+    pub data_dir: PathBuf,
+    /// The user's global minimum poll interval (per-server floors add to it).
+    pub poll_floor: Duration,
+    /// Concurrent requests per server.
+    pub per_server_concurrency: usize,
+    /// How often the change feed checks for other processes' writes.
+    pub change_feed: Duration,
+    /// Tokens for servers that need them.
+    pub tokens: Option<TokenProvider>,
+    /// HTTP client settings.
+    pub client: ClientOptions,
+}
+
+impl EngineConfig {
+    /// Defaults for a data directory.
+    pub fn new(data_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            data_dir: data_dir.into(),
+            poll_floor: Duration::ZERO,
+            per_server_concurrency: 32,
+            change_feed: Duration::from_millis(250),
+            tokens: None,
+            client: ClientOptions::default(),
+        }
+    }
+}
+
+impl std::fmt::Debug for EngineConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EngineConfig").field("data_dir", &self.data_dir).field("poll_floor", &self.poll_floor).finish_non_exhaustive()
+    }
+}
+
+/// Why the engine could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Another engine runs on this ledger.
+    #[error(transparent)]
+    Lock(#[from] LockError),
+    /// The ledger failed.
+    #[error(transparent)]
+    Ledger(#[from] crate::ledger::Error),
+}
+
+/// A running engine. Dropping it stops the loop; [`Engine::shutdown`] waits for it.
+pub struct Engine {
+    ledger: Arc<Ledger>,
+    nudge: Arc<Notify>,
+    stop: Arc<Notify>,
+    poll: Arc<PollSource>,
+    links: Links,
+    config: EngineConfig,
+    loop_handle: Option<JoinHandle<()>>,
+    resumed: usize,
+    _lock: EngineLock,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine").field("ledger", &self.ledger).finish_non_exhaustive()
+    }
+}
+
+impl Engine {
+    /// Takes the engine lock, opens the ledger and resumes every unfinished task.
+    pub async fn start(config: EngineConfig) -> Result<Self, Error> {
+        let lock = EngineLock::acquire_creating(&config.data_dir)?;
+        let ledger = Arc::new(Ledger::open(&config.data_dir)?);
+        let links = Links::default();
+        let (obs_tx, obs_rx) = mpsc::unbounded_channel();
+        let poll = Arc::new(PollSource::start(links.clone(), obs_tx));
+        let nudge = Arc::new(Notify::new());
+        let stop = Arc::new(Notify::new());
+
+        let mut state = State {
+            ledger: ledger.clone(),
+            links: links.clone(),
+            config: config.clone(),
+            sources: vec![poll.clone() as Arc<dyn StatusSource>],
+            tracked: HashMap::new(),
+            task_cursor: 0,
+            outbox_cursor: 0,
+            delivering: HashSet::new(),
+            unreachable: HashSet::new(),
+            servers_seen: Vec::new(),
+        };
+        let resumed = state.resume().await?;
+        let loop_handle = tokio::spawn(state.run(obs_rx, nudge.clone(), stop.clone()));
+        Ok(Self { ledger, nudge, stop, poll, links, config, loop_handle: Some(loop_handle), resumed, _lock: lock })
+    }
+
+    /// The ledger (shared with the engine's loop).
+    pub fn ledger(&self) -> &Arc<Ledger> {
+        &self.ledger
+    }
+
+    /// Events as they are committed.
+    pub fn subscribe(&self) -> broadcast::Receiver<StoredEvent> {
+        self.ledger.subscribe()
+    }
+
+    /// Tells the engine this process wrote something it should act on now.
+    pub fn nudge(&self) {
+        self.nudge.notify_one();
+    }
+
+    /// How many unfinished tasks were resumed at start.
+    pub fn resumed(&self) -> usize {
+        self.resumed
+    }
+
+    /// Poll counters.
+    pub fn poll_stats(&self) -> PollStats {
+        self.poll.stats()
+    }
+
+    /// A client for a registered server (with its token), sharing the engine's connection pool.
+    pub fn client_for(&self, server: &ServerRecord) -> Result<Client, mcp::Error> {
+        match self.links.get(server.id) {
+            Some(link) if link.client.url() == server.url => Ok(link.client),
+            _ => make_client(server, &self.config),
+        }
+    }
+
+    /// Stops the loop and waits for it; queued ledger writes are flushed.
+    pub async fn shutdown(mut self) {
+        self.stop.notify_one();
+        if let Some(handle) = self.loop_handle.take() {
+            let _ = handle.await;
+        }
+        self.ledger.close();
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        self.stop.notify_one();
+        if let Some(handle) = self.loop_handle.take() {
+            handle.abort();
+        }
+    }
+}
+
+/// Builds the client for a server from its record and the engine settings.
+pub fn make_client(server: &ServerRecord, config: &EngineConfig) -> Result<Client, mcp::Error> {
+    let token = config.tokens.as_ref().and_then(|t| t(server));
+    Client::with_options(Endpoint::new(server.url.clone()).with_token(token), config.client.clone(), None)
+}
+
+struct Tracked {
+    server_id: i64,
+    task_id: String,
+    known: Known,
+    failures: u32,
+    ttl_ms: Option<u64>,
+    /// Wall-clock Unix ms after which the server may have discarded the task.
+    expires_at: Option<i64>,
+}
+
+enum Delivered {
+    Acknowledged(OutboxItem),
+    Abandoned(OutboxItem, String),
+}
+
+struct State {
+    ledger: Arc<Ledger>,
+    links: Links,
+    config: EngineConfig,
+    sources: Vec<Arc<dyn StatusSource>>,
+    tracked: HashMap<i64, Tracked>,
+    task_cursor: i64,
+    outbox_cursor: i64,
+    delivering: HashSet<i64>,
+    unreachable: HashSet<i64>,
+    servers_seen: Vec<(i64, String, u64, bool)>,
+}
+
+fn expires_at(record: &TaskRecord) -> Option<i64> {
+    let ttl = record.ttl_ms? as i64;
+    let created = record
+        .created_text
+        .as_deref()
+        .and_then(|t| time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339).ok())
+        .map(|t| (t.unix_timestamp_nanos() / 1_000_000) as i64)
+        .unwrap_or(record.created_at);
+    Some(created.saturating_add(ttl))
+}
+
+impl State {
+    async fn resume(&mut self) -> Result<usize, Error> {
+        // Calls that were in flight when the last process died: their outcome is unknown.
+        let lost_calls = self.ledger.read_async(|c| intents::in_flight(c)).await?;
+        if !lost_calls.is_empty() {
+            self.ledger
+                .write(move |ctx| {
+                    for intent in lost_calls {
+                        intents::resolve(ctx.conn, intent.id, "unknown", None, None)?;
+                        ctx.append(NewEvent {
+                            task: None,
+                            server_id: Some(intent.server_id),
+                            via: Via::Engine,
+                            kind: EventKind::CallOutcomeUnknown { intent: intent.id, tool: intent.tool },
+                        })?;
+                    }
+                    Ok(())
+                })
+                .await?;
+        }
+        self.refresh_links().await?;
+        let unfinished = self.ledger.read_async(|c| tasks::unfinished(c)).await?;
+        let resumed = unfinished.len();
+        for record in unfinished {
+            self.track(record, FirstCheck::Spread);
+        }
+        self.ledger
+            .write(move |ctx| {
+                ctx.append(NewEvent { task: None, server_id: None, via: Via::Engine, kind: EventKind::EngineStarted { resumed } })?;
+                Ok(())
+            })
+            .await?;
+        Ok(resumed)
+    }
+
+    fn track(&mut self, record: TaskRecord, first: FirstCheck) {
+        self.task_cursor = self.task_cursor.max(record.id);
+        if record.status.is_finished() || self.tracked.contains_key(&record.id) {
+            return;
+        }
+        let known = record.task().map(|t| Known::of(&t)).unwrap_or(Known { status: record.status, message: record.status_message.clone(), keys: Vec::new() });
+        let watch = Watch { task: record.id, server_id: record.server_id, task_id: record.task_id.clone(), poll_interval_ms: record.poll_interval_ms, first };
+        self.tracked.insert(record.id, Tracked {
+            server_id: record.server_id,
+            task_id: record.task_id.clone(),
+            known,
+            failures: 0,
+            ttl_ms: record.ttl_ms,
+            expires_at: expires_at(&record),
+        });
+        for source in &self.sources {
+            source.watch(watch.clone());
+        }
+    }
+
+    fn untrack(&mut self, task: i64) {
+        self.tracked.remove(&task);
+        for source in &self.sources {
+            source.unwatch(task);
+        }
+    }
+
+    /// Re-reads the servers table and (re)builds links whose URL, floor or token changed.
+    async fn refresh_links(&mut self) -> Result<(), Error> {
+        let servers = self.ledger.read_async(|c| servers::list(c)).await?;
+        let seen: Vec<(i64, String, u64, bool)> = servers.iter().map(|s| (s.id, s.url.clone(), s.poll_floor_ms, s.has_token)).collect();
+        if seen == self.servers_seen {
+            return Ok(());
+        }
+        self.servers_seen = seen;
+        let ids: HashSet<i64> = servers.iter().map(|s| s.id).collect();
+        for gone in self.links.ids().into_iter().filter(|id| !ids.contains(id)) {
+            self.links.remove(gone);
+            let orphans: Vec<i64> = self.tracked.iter().filter(|(_, t)| t.server_id == gone).map(|(id, _)| *id).collect();
+            for task in orphans {
+                self.untrack(task);
+            }
+        }
+        for server in servers {
+            match make_client(&server, &self.config) {
+                Ok(client) => self.links.set(server.id, ServerLink {
+                    client,
+                    floor: self.config.poll_floor.max(Duration::from_millis(server.poll_floor_ms)),
+                    permits: Arc::new(Semaphore::new(self.config.per_server_concurrency.max(1))),
+                }),
+                Err(e) => tracing::warn!(server = %server.name, error = %e, "cannot build a client for server"),
+            }
+        }
+        Ok(())
+    }
+
+    async fn run(mut self, mut observations: mpsc::UnboundedReceiver<Observation>, nudge: Arc<Notify>, stop: Arc<Notify>) {
+        let (delivered_tx, mut delivered_rx) = mpsc::unbounded_channel::<Delivered>();
+        let mut feed = tokio::time::interval(self.config.change_feed);
+        feed.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut data_version = self.ledger.data_version().unwrap_or(0);
+        // Deliver whatever a previous process left undelivered.
+        self.scan(&delivered_tx).await;
+        loop {
+            tokio::select! {
+                biased;
+                _ = stop.notified() => break,
+                Some(observation) = observations.recv() => self.observe(observation),
+                Some(delivered) = delivered_rx.recv() => self.delivered(delivered),
+                _ = nudge.notified() => self.scan(&delivered_tx).await,
+                _ = feed.tick() => {
+                    let now = self.ledger.data_version().unwrap_or(data_version);
+                    if now != data_version {
+                        data_version = now;
+                        self.scan(&delivered_tx).await;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Picks up what other writers added: servers, tasks to watch, deliveries to make.
+    async fn scan(&mut self, delivered: &mpsc::UnboundedSender<Delivered>) {
+        if let Err(e) = self.refresh_links().await {
+            tracing::warn!(error = %e, "cannot read servers");
+        }
+        let after = self.task_cursor;
+        match self.ledger.read_async(move |c| tasks::unfinished_after(c, after)).await {
+            Ok(new) => {
+                for record in new {
+                    self.track(record, FirstCheck::AfterInterval);
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot read new tasks"),
+        }
+        let after = self.outbox_cursor;
+        match self.ledger.read_async(move |c| outbox::open_after(c, after)).await {
+            Ok(items) => {
+                for item in items {
+                    self.outbox_cursor = self.outbox_cursor.max(item.id);
+                    if self.delivering.insert(item.id) {
+                        self.deliver(item, delivered.clone());
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot read the outbox"),
+        }
+    }
+
+    fn deliver(&self, item: OutboxItem, done: mpsc::UnboundedSender<Delivered>) {
+        let ledger = self.ledger.clone();
+        let links = self.links.clone();
+        tokio::spawn(async move {
+            let target = ledger.read_async({
+                let task = item.task;
+                move |c| tasks::get(c, task)
+            });
+            let record = match target.await {
+                Ok(r) => r,
+                Err(e) => {
+                    let _ = done.send(Delivered::Abandoned(item, e.to_string()));
+                    return;
+                }
+            };
+            let mut failures = 0u32;
+            loop {
+                let Some(link) = links.get(record.server_id) else {
+                    let _ = done.send(Delivered::Abandoned(item, "the server was removed".into()));
+                    return;
+                };
+                let result = match &item.delivery {
+                    Delivery::Update { responses } => link.client.update_task(&record.task_id, responses.clone()).await,
+                    Delivery::Cancel => link.client.cancel_task(&record.task_id).await,
+                };
+                match result {
+                    Ok(()) => {
+                        let _ = done.send(Delivered::Acknowledged(item));
+                        return;
+                    }
+                    Err(e) if e.class() == ErrorClass::Transient => {
+                        failures += 1;
+                        let wait = crate::scheduler::backoff(Duration::from_secs(1), failures, e.retry_after());
+                        let (id, message) = (item.id, e.to_string());
+                        let _ = ledger.write(move |ctx| Ok(outbox::failed_attempt(ctx.conn, id, &message)?)).await;
+                        tokio::time::sleep(wait).await;
+                    }
+                    Err(e) => {
+                        let _ = done.send(Delivered::Abandoned(item, e.to_string()));
+                        return;
+                    }
+                }
+            }
+        });
+    }
+
+    fn delivered(&mut self, delivered: Delivered) {
+        match delivered {
+            Delivered::Acknowledged(item) => {
+                self.delivering.remove(&item.id);
+                let write = self.ledger.write(move |ctx| {
+                    outbox::acknowledge(ctx.conn, item.id)?;
+                    let kind = match &item.delivery {
+                        Delivery::Update { responses } => {
+                            let keys: Vec<String> = responses.keys().cloned().collect();
+                            inputs::mark_delivered(ctx.conn, item.task, &keys)?;
+                            EventKind::UpdateAcknowledged { keys }
+                        }
+                        Delivery::Cancel => EventKind::CancelAcknowledged,
+                    };
+                    ctx.append(NewEvent { task: Some(item.task), server_id: None, via: Via::Engine, kind })?;
+                    Ok(())
+                });
+                spawn_logged(write, "record a delivery");
+            }
+            Delivered::Abandoned(item, message) => {
+                self.delivering.remove(&item.id);
+                let write = self.ledger.write(move |ctx| {
+                    outbox::abandon(ctx.conn, item.id, &message)?;
+                    let kind = match &item.delivery {
+                        Delivery::Update { responses } => EventKind::UpdateFailed { keys: responses.keys().cloned().collect(), message },
+                        Delivery::Cancel => EventKind::CancelFailed { message },
+                    };
+                    ctx.append(NewEvent { task: Some(item.task), server_id: None, via: Via::Engine, kind })?;
+                    Ok(())
+                });
+                spawn_logged(write, "record a delivery");
+            }
+        }
+    }
+
+    fn observe(&mut self, observation: Observation) {
+        let row = observation.task;
+        let Some(tracked) = self.tracked.get_mut(&row) else { return };
+        let server_id = tracked.server_id;
+        match observation.outcome {
+            Ok(task) => {
+                if task.task_id != tracked.task_id {
+                    tracing::warn!(row, "observation for another task id; ignored");
+                    return;
+                }
+                let recovered = std::mem::take(&mut tracked.failures);
+                let server_recovered = self.unreachable.remove(&server_id);
+                if !tracked.known.differs(&task) && recovered == 0 && !server_recovered {
+                    return; // nothing new: no write
+                }
+                let before = tracked.known.clone();
+                tracked.known = Known::of(&task);
+                if let Some(ttl) = task.ttl_ms {
+                    tracked.ttl_ms = Some(ttl);
+                }
+                let finished = task.status().is_terminal();
+                let via = observation.via;
+                let changed = before != tracked.known;
+                let write = self.ledger.write(move |ctx| {
+                    if server_recovered {
+                        ctx.append(NewEvent { task: None, server_id: Some(server_id), via: Via::Engine, kind: EventKind::ServerRecovered })?;
+                    }
+                    if recovered > 0 {
+                        tasks::set_poll_error(ctx.conn, row, None)?;
+                        ctx.append(NewEvent { task: Some(row), server_id: None, via, kind: EventKind::PollRecovered { failures: recovered } })?;
+                    }
+                    if changed {
+                        tracking::record(ctx, row, Some(&before), &task, via)?;
+                    }
+                    Ok(())
+                });
+                spawn_logged(write, "record an observation");
+                if finished {
+                    self.untrack(row);
+                }
+            }
+            Err(failure) => {
+                tracked.failures = failure.failures;
+                let past_ttl = tracked.expires_at.is_some_and(|at| now_ms() > at);
+                let ttl_ms = tracked.ttl_ms;
+                let conclusion = match failure.class {
+                    ErrorClass::Lost if past_ttl => Some(LedgerStatus::Expired),
+                    ErrorClass::Lost => Some(LedgerStatus::Lost),
+                    _ if past_ttl => Some(LedgerStatus::Expired),
+                    _ => None,
+                };
+                if let Some(status) = conclusion {
+                    let message = failure.message.clone();
+                    spawn_logged(self.ledger.write(move |ctx| tracking::conclude(ctx, row, status, ttl_ms, &message)), "conclude a task");
+                    self.untrack(row);
+                    return;
+                }
+                let first_of_streak = failure.failures == 1;
+                let server_down = failure.code == "connect" && self.unreachable.insert(server_id);
+                if first_of_streak || server_down {
+                    let failure = failure.clone();
+                    let write = self.ledger.write(move |ctx| {
+                        if server_down {
+                            ctx.append(NewEvent { task: None, server_id: Some(server_id), via: Via::Engine, kind: EventKind::ServerUnreachable { message: failure.message.clone() } })?;
+                        }
+                        if first_of_streak {
+                            tasks::set_poll_error(ctx.conn, row, Some(&failure.message))?;
+                            ctx.append(NewEvent {
+                                task: Some(row),
+                                server_id: None,
+                                via: Via::Poll,
+                                kind: EventKind::PollFailed { code: failure.code.into(), message: failure.message, retry_in_ms: failure.retry_in.as_millis() as u64 },
+                            })?;
+                        }
+                        Ok(())
+                    });
+                    spawn_logged(write, "record a poll failure");
+                }
+            }
+        }
+    }
+}
+
+fn spawn_logged<T: Send + 'static>(write: impl std::future::Future<Output = crate::ledger::Result<T>> + Send + 'static, what: &'static str) {
+    tokio::spawn(async move {
+        if let Err(e) = write.await {
+            tracing::error!(error = %e, "failed to {what}");
+        }
+    });
+}

@@ -1,0 +1,349 @@
+//! The durable task ledger: one SQLite file (WAL) that outlives every crash.
+//!
+//! One writer per process: all writes go through [`Ledger::write`], which runs them on a dedicated
+//! thread that batches whatever is queued into one transaction (each job in its own savepoint, so
+//! one bad job cannot poison its neighbours) and replies only after the commit. Events appended
+//! in a batch are published to subscribers after that commit, in order. Reads use a separate
+//! connection. Other processes (the CLI next to a running engine) open their own `Ledger`; SQLite
+//! serialises writers across processes and the engine notices their commits through
+//! [`Ledger::data_version`].
+//!
+//! Tables, one module each: [`servers`], [`intents`] (call intents), [`tasks`], [`events`] (the
+//! append-only timeline), [`inputs`] (questions by key), [`outbox`] (answers and cancels not yet
+//! acknowledged) and [`audit`] (every human decision).
+
+pub mod audit;
+pub mod events;
+pub mod inputs;
+pub mod intents;
+pub mod outbox;
+pub mod servers;
+pub mod tasks;
+
+use std::path::{Path, PathBuf};
+use std::sync::{mpsc as std_mpsc, Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use rusqlite::Connection;
+use tokio::sync::{broadcast, oneshot};
+
+pub use events::{EventKind, StoredEvent, Via};
+
+/// Migrations, applied in order; `PRAGMA user_version` records how many ran.
+const MIGRATIONS: &[&str] = &[include_str!("../migrations/0001_init.sql")];
+
+/// Errors of the ledger.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// SQLite refused an operation.
+    #[error("ledger database error: {0}")]
+    Sql(#[from] rusqlite::Error),
+    /// The data directory could not be created or read.
+    #[error("ledger directory {path}: {source}")]
+    Io {
+        /// The path involved.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// Stored JSON did not parse (a corrupted or foreign row).
+    #[error("ledger holds malformed JSON in {what}: {source}")]
+    Json {
+        /// Which column.
+        what: &'static str,
+        /// The parse error.
+        source: serde_json::Error,
+    },
+    /// A named thing does not exist.
+    #[error("{0} not found")]
+    NotFound(String),
+    /// The request conflicts with what is stored (duplicate name, answering a settled question…).
+    #[error("{0}")]
+    Conflict(String),
+    /// The database was written by a newer Countersign.
+    #[error("ledger schema version {found} is newer than this build understands ({known})")]
+    TooNew {
+        /// `user_version` found.
+        found: i64,
+        /// Migrations this build has.
+        known: i64,
+    },
+    /// The writer thread is gone (the process is shutting down).
+    #[error("the ledger writer has stopped")]
+    WriterGone,
+}
+
+/// Result with the ledger's error.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The current wall-clock time in Unix milliseconds (for records, never for scheduling).
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// What a write job sees: the transaction's connection and the events it appends.
+pub struct WriteCtx<'c> {
+    /// The connection, inside the batch transaction and the job's savepoint.
+    pub conn: &'c Connection,
+    appended: Vec<StoredEvent>,
+}
+
+impl WriteCtx<'_> {
+    /// Appends an event to the timeline; it is published after the commit.
+    pub fn append(&mut self, event: events::NewEvent) -> Result<StoredEvent> {
+        let stored = events::insert(self.conn, event)?;
+        self.appended.push(stored.clone());
+        Ok(stored)
+    }
+}
+
+type Finish = Box<dyn FnOnce(Option<&Error>) + Send>;
+/// A job runs inside the batch and says whether its writes stand, and how to reply after commit.
+type Job = Box<dyn for<'c> FnOnce(&mut WriteCtx<'c>) -> (bool, Finish) + Send>;
+
+/// The ledger: a writer thread, a reader connection and an event feed.
+pub struct Ledger {
+    path: PathBuf,
+    jobs: Mutex<Option<std_mpsc::Sender<Job>>>,
+    writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+    reader: Arc<Mutex<Connection>>,
+    events: broadcast::Sender<StoredEvent>,
+}
+
+impl std::fmt::Debug for Ledger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ledger").field("path", &self.path).finish()
+    }
+}
+
+/// The file name of the ledger inside the data directory.
+pub const LEDGER_FILE: &str = "ledger.sqlite3";
+
+fn open_connection(path: &Path) -> Result<Connection> {
+    let conn = Connection::open(path)?;
+    conn.busy_timeout(std::time::Duration::from_secs(10))?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    // FULL: a committed task handle survives power loss, not just a killed process.
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    Ok(conn)
+}
+
+fn migrate(conn: &mut Connection) -> Result<()> {
+    let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    let known = MIGRATIONS.len() as i64;
+    if version > known {
+        return Err(Error::TooNew {
+            found: version,
+            known,
+        });
+    }
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+        let tx = conn.transaction()?;
+        tx.execute_batch(sql)?;
+        tx.pragma_update(None, "user_version", (i + 1) as i64)?;
+        tx.commit()?;
+    }
+    Ok(())
+}
+
+impl Ledger {
+    /// Opens (creating if needed) the ledger in `data_dir`, migrating it to this build's schema.
+    pub fn open(data_dir: &Path) -> Result<Self> {
+        std::fs::create_dir_all(data_dir).map_err(|source| Error::Io {
+            path: data_dir.to_owned(),
+            source,
+        })?;
+        let path = data_dir.join(LEDGER_FILE);
+        let mut write_conn = open_connection(&path)?;
+        migrate(&mut write_conn)?;
+        let reader = open_connection(&path)?;
+        let (events, _) = broadcast::channel(16_384);
+        let (tx, rx) = std_mpsc::channel::<Job>();
+        let publisher = events.clone();
+        let writer = std::thread::Builder::new()
+            .name("ledger-writer".into())
+            .spawn(move || writer_loop(write_conn, rx, publisher))
+            .map_err(|source| Error::Io {
+                path: path.clone(),
+                source,
+            })?;
+        Ok(Self {
+            path,
+            jobs: Mutex::new(Some(tx)),
+            writer: Mutex::new(Some(writer)),
+            reader: Arc::new(Mutex::new(reader)),
+            events,
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Events committed by this process, in commit order.
+    pub fn subscribe(&self) -> broadcast::Receiver<StoredEvent> {
+        self.events.subscribe()
+    }
+
+    /// Queues `f` for the next write batch NOW (so writes keep the order of these calls) and
+    /// returns a future that resolves after the batch commits.
+    pub fn write<T, F>(&self, f: F) -> impl std::future::Future<Output = Result<T>> + Send + 'static
+    where
+        T: Send + 'static,
+        F: for<'c> FnOnce(&mut WriteCtx<'c>) -> Result<T> + Send + 'static,
+    {
+        let (reply, done) = oneshot::channel::<Result<T>>();
+        let job: Job = Box::new(move |ctx| {
+            let outcome = f(ctx);
+            let ok = outcome.is_ok();
+            (ok, Box::new(move |commit_error: Option<&Error>| {
+                let outcome = match (outcome, commit_error) {
+                    (Ok(_), Some(e)) => Err(Error::Conflict(format!("commit failed: {e}"))),
+                    (other, _) => other,
+                };
+                let _ = reply.send(outcome);
+            }) as Finish)
+        });
+        let submitted = self.submit(job);
+        async move {
+            submitted?;
+            done.await.map_err(|_| Error::WriterGone)?
+        }
+    }
+
+    /// [`Ledger::write`] for synchronous callers (the CLI outside any runtime).
+    pub fn write_blocking<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: for<'c> FnOnce(&mut WriteCtx<'c>) -> Result<T> + Send + 'static,
+    {
+        let (reply, done) = std_mpsc::channel::<Result<T>>();
+        let job: Job = Box::new(move |ctx| {
+            let outcome = f(ctx);
+            let ok = outcome.is_ok();
+            (ok, Box::new(move |commit_error: Option<&Error>| {
+                let outcome = match (outcome, commit_error) {
+                    (Ok(_), Some(e)) => Err(Error::Conflict(format!("commit failed: {e}"))),
+                    (other, _) => other,
+                };
+                let _ = reply.send(outcome);
+            }) as Finish)
+        });
+        self.submit(job)?;
+        done.recv().map_err(|_| Error::WriterGone)?
+    }
+
+    fn submit(&self, job: Job) -> Result<()> {
+        let guard = self.jobs.lock().map_err(|_| Error::WriterGone)?;
+        guard
+            .as_ref()
+            .ok_or(Error::WriterGone)?
+            .send(job)
+            .map_err(|_| Error::WriterGone)
+    }
+
+    /// Runs a read on the reader connection (blocking; call from a blocking context or
+    /// through [`Ledger::read_async`]).
+    pub fn read<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        let conn = self.reader.lock().map_err(|_| Error::WriterGone)?;
+        f(&conn)
+    }
+
+    /// Runs a read on a blocking thread.
+    pub async fn read_async<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+    {
+        let reader = self.reader.clone();
+        tokio::task::spawn_blocking(move || {
+            let conn = reader.lock().map_err(|_| Error::WriterGone)?;
+            f(&conn)
+        })
+        .await
+        .map_err(|_| Error::WriterGone)?
+    }
+
+    /// SQLite's `data_version`: changes when ANOTHER connection (e.g. the CLI in another process)
+    /// commits. Cheap: no disk read.
+    pub fn data_version(&self) -> Result<i64> {
+        self.read(|conn| Ok(conn.pragma_query_value(None, "data_version", |r| r.get(0))?))
+    }
+
+    /// Stops the writer after it drains what is queued.
+    pub fn close(&self) {
+        if let Ok(mut jobs) = self.jobs.lock() {
+            jobs.take();
+        }
+        if let Ok(mut writer) = self.writer.lock() {
+            if let Some(handle) = writer.take() {
+                let _ = handle.join();
+            }
+        }
+    }
+}
+
+impl Drop for Ledger {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+/// Most jobs one transaction takes: bounds the latency of the first job in a burst.
+const MAX_BATCH: usize = 512;
+
+fn writer_loop(
+    mut conn: Connection,
+    jobs: std_mpsc::Receiver<Job>,
+    events: broadcast::Sender<StoredEvent>,
+) {
+    while let Ok(first) = jobs.recv() {
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match jobs.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
+        }
+        let mut finishes: Vec<Finish> = Vec::with_capacity(batch.len());
+        let mut appended = Vec::new();
+        let commit = (|| -> Result<()> {
+            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            for job in batch.drain(..) {
+                tx.execute_batch("SAVEPOINT job")?;
+                let mut ctx = WriteCtx {
+                    conn: &tx,
+                    appended: Vec::new(),
+                };
+                let (ok, finish) = job(&mut ctx);
+                let job_events = std::mem::take(&mut ctx.appended);
+                finishes.push(finish);
+                if ok {
+                    tx.execute_batch("RELEASE job")?;
+                    appended.extend(job_events);
+                } else {
+                    // The job failed: nothing half-written stays in the ledger.
+                    tx.execute_batch("ROLLBACK TO job; RELEASE job")?;
+                }
+            }
+            tx.commit()?;
+            Ok(())
+        })();
+        let error = commit.err();
+        for finish in finishes {
+            finish(error.as_ref());
+        }
+        if error.is_none() {
+            for event in appended {
+                let _ = events.send(event);
+            }
+        }
+        // Any jobs left in `batch` (only if the transaction could not even start) are dropped,
+        // which closes their reply channels: callers see WriterGone rather than hanging.
+    }
+}

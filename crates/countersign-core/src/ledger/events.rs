@@ -1,0 +1,378 @@
+//! The append-only timeline. Every state change the UI must see is an event with a global,
+//! increasing id: readers (the CLI's `watch`, the desktop app) follow it with a cursor.
+
+use rusqlite::{params, Connection, OptionalExtension as _, Row};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{now_ms, Error, Result};
+
+/// How the fact reached us.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Via {
+    /// A `tasks/get` poll.
+    Poll,
+    /// A push notification (`notifications/tasks`).
+    Push,
+    /// The answer to `tools/call`.
+    Call,
+    /// A person (CLI or app).
+    User,
+    /// The engine itself (timeouts, recovery, restarts).
+    Engine,
+}
+
+impl Via {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Poll => "poll",
+            Self::Push => "push",
+            Self::Call => "call",
+            Self::User => "user",
+            Self::Engine => "engine",
+        }
+    }
+    fn parse(s: &str) -> Self {
+        match s {
+            "poll" => Self::Poll,
+            "push" => Self::Push,
+            "call" => Self::Call,
+            "user" => Self::User,
+            _ => Self::Engine,
+        }
+    }
+}
+
+/// What happened: past-tense facts with typed payloads.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum EventKind {
+    /// A server was registered.
+    ServerAdded {
+        /// Its name.
+        name: String,
+        /// Its URL.
+        url: String,
+    },
+    /// A server was removed (its tasks with it).
+    ServerRemoved {
+        /// Its name.
+        name: String,
+    },
+    /// A `tools/call` is about to be sent (the intent is on disk).
+    CallStarted {
+        /// The intent id.
+        intent: i64,
+        /// The tool.
+        tool: String,
+    },
+    /// A call's outcome never reached us (the process died while it was in flight).
+    CallOutcomeUnknown {
+        /// The intent id.
+        intent: i64,
+        /// The tool.
+        tool: String,
+    },
+    /// A call finished without creating a task.
+    CallFinished {
+        /// The intent id.
+        intent: i64,
+        /// The tool.
+        tool: String,
+        /// `completed`, `tool_error`, `input_required` or `failed`.
+        outcome: String,
+    },
+    /// A task joined the ledger (from a call, or adopted by id).
+    TaskCreated {
+        /// The server's task id.
+        task_id: String,
+        /// Its first known status.
+        status: String,
+        /// The tool, when we made the call.
+        tool: Option<String>,
+        /// `call` or `adopted`.
+        origin: String,
+    },
+    /// Status and/or status message changed.
+    TaskUpdated {
+        /// The new status.
+        status: String,
+        /// The status before.
+        previous_status: String,
+        /// The new message.
+        status_message: Option<String>,
+    },
+    /// A question appeared (once per key, ever).
+    InputRequested {
+        /// The input-request key.
+        key: String,
+        /// The request, verbatim ({method, params}).
+        request: Value,
+    },
+    /// A person answered (recorded before it is sent).
+    InputAnswered {
+        /// The key.
+        key: String,
+        /// accept, decline or cancel.
+        action: String,
+        /// The exact response that is sent.
+        response: Value,
+        /// Who answered.
+        by: String,
+    },
+    /// A question vanished from the server's list without an answer.
+    InputSuperseded {
+        /// The key.
+        key: String,
+    },
+    /// `tasks/update` was acknowledged.
+    UpdateAcknowledged {
+        /// Keys delivered.
+        keys: Vec<String>,
+    },
+    /// `tasks/update` was refused for good.
+    UpdateFailed {
+        /// Keys not delivered.
+        keys: Vec<String>,
+        /// Why.
+        message: String,
+    },
+    /// A person asked to cancel.
+    CancelRequested {
+        /// Who.
+        by: String,
+    },
+    /// `tasks/cancel` was acknowledged (the task may still complete).
+    CancelAcknowledged,
+    /// `tasks/cancel` was refused for good.
+    CancelFailed {
+        /// Why.
+        message: String,
+    },
+    /// A poll failed; polling backs off.
+    PollFailed {
+        /// A stable error code (`connect`, `http`, `invalid_response`, …).
+        code: String,
+        /// The message.
+        message: String,
+        /// When the next attempt is due.
+        retry_in_ms: u64,
+    },
+    /// Polling works again after failures.
+    PollRecovered {
+        /// How many polls failed in a row.
+        failures: u32,
+    },
+    /// The task reached a terminal state.
+    TaskFinished {
+        /// completed, failed or cancelled.
+        status: String,
+        /// The tool result, when completed.
+        result: Option<Value>,
+        /// The JSON-RPC error, when failed.
+        error: Option<Value>,
+    },
+    /// The task outlived its `ttlMs`: we stop polling (the server may have discarded it).
+    TaskExpired {
+        /// The TTL it had.
+        ttl_ms: u64,
+    },
+    /// The server no longer knows the task (-32602): the handle is gone, which is not `failed`.
+    TaskLost {
+        /// The server's message.
+        message: String,
+    },
+    /// A server stopped answering.
+    ServerUnreachable {
+        /// Why.
+        message: String,
+    },
+    /// A server answers again.
+    ServerRecovered,
+    /// The engine started and resumed unfinished tasks.
+    EngineStarted {
+        /// How many unfinished tasks were resumed.
+        resumed: usize,
+    },
+}
+
+impl EventKind {
+    /// The `kind` tag.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::ServerAdded { .. } => "server_added",
+            Self::ServerRemoved { .. } => "server_removed",
+            Self::CallStarted { .. } => "call_started",
+            Self::CallOutcomeUnknown { .. } => "call_outcome_unknown",
+            Self::CallFinished { .. } => "call_finished",
+            Self::TaskCreated { .. } => "task_created",
+            Self::TaskUpdated { .. } => "task_updated",
+            Self::InputRequested { .. } => "input_requested",
+            Self::InputAnswered { .. } => "input_answered",
+            Self::InputSuperseded { .. } => "input_superseded",
+            Self::UpdateAcknowledged { .. } => "update_acknowledged",
+            Self::UpdateFailed { .. } => "update_failed",
+            Self::CancelRequested { .. } => "cancel_requested",
+            Self::CancelAcknowledged => "cancel_acknowledged",
+            Self::CancelFailed { .. } => "cancel_failed",
+            Self::PollFailed { .. } => "poll_failed",
+            Self::PollRecovered { .. } => "poll_recovered",
+            Self::TaskFinished { .. } => "task_finished",
+            Self::TaskExpired { .. } => "task_expired",
+            Self::TaskLost { .. } => "task_lost",
+            Self::ServerUnreachable { .. } => "server_unreachable",
+            Self::ServerRecovered => "server_recovered",
+            Self::EngineStarted { .. } => "engine_started",
+        }
+    }
+}
+
+/// An event to append.
+#[derive(Debug, Clone)]
+pub struct NewEvent {
+    /// The task row, if the event is about a task.
+    pub task: Option<i64>,
+    /// The server row, if any.
+    pub server_id: Option<i64>,
+    /// How it reached us.
+    pub via: Via,
+    /// What happened.
+    pub kind: EventKind,
+}
+
+/// An event as stored, with its cursor id and the names a reader needs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StoredEvent {
+    /// The global cursor.
+    pub id: i64,
+    /// Unix ms.
+    pub at: i64,
+    /// The task row, if any.
+    pub task: Option<i64>,
+    /// The server's task id, if any.
+    pub task_id: Option<String>,
+    /// The server row, if any.
+    pub server_id: Option<i64>,
+    /// The server name, if any.
+    pub server: Option<String>,
+    /// How it reached us.
+    pub via: Via,
+    /// What happened.
+    #[serde(flatten)]
+    pub kind: EventKind,
+}
+
+pub(crate) fn insert(conn: &Connection, event: NewEvent) -> Result<StoredEvent> {
+    let at = now_ms();
+    let data = serde_json::to_string(&event.kind).map_err(|source| Error::Json {
+        what: "events.data",
+        source,
+    })?;
+    // Derive the server from the task when not given, so every task event names its server.
+    let server_id = match (event.server_id, event.task) {
+        (Some(s), _) => Some(s),
+        (None, Some(task)) => conn
+            .query_row("SELECT server_id FROM tasks WHERE id = ?1", [task], |r| r.get(0))
+            .optional()?,
+        (None, None) => None,
+    };
+    conn.execute(
+        "INSERT INTO events (task, server_id, at, kind, via, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        params![event.task, server_id, at, event.kind.name(), event.via.as_str(), data],
+    )?;
+    let id = conn.last_insert_rowid();
+    let (task_id, server) = names(conn, event.task, server_id)?;
+    Ok(StoredEvent {
+        id,
+        at,
+        task: event.task,
+        task_id,
+        server_id,
+        server,
+        via: event.via,
+        kind: event.kind,
+    })
+}
+
+fn names(
+    conn: &Connection,
+    task: Option<i64>,
+    server_id: Option<i64>,
+) -> Result<(Option<String>, Option<String>)> {
+    let task_id = match task {
+        Some(t) => conn
+            .query_row("SELECT task_id FROM tasks WHERE id = ?1", [t], |r| r.get(0))
+            .optional()?,
+        None => None,
+    };
+    let server = match server_id {
+        Some(s) => conn
+            .query_row("SELECT name FROM servers WHERE id = ?1", [s], |r| r.get(0))
+            .optional()?,
+        None => None,
+    };
+    Ok((task_id, server))
+}
+
+const SELECT: &str = "SELECT e.id, e.at, e.task, t.task_id, e.server_id, s.name, e.via, e.data
+     FROM events e LEFT JOIN tasks t ON t.id = e.task LEFT JOIN servers s ON s.id = e.server_id";
+
+type RawEvent = (StoredEvent, std::result::Result<EventKind, String>);
+
+fn from_row(row: &Row<'_>) -> rusqlite::Result<RawEvent> {
+    let data: String = row.get(7)?;
+    let via: String = row.get(6)?;
+    let kind = serde_json::from_str::<EventKind>(&data).map_err(|e| e.to_string());
+    Ok((
+        StoredEvent {
+            id: row.get(0)?,
+            at: row.get(1)?,
+            task: row.get(2)?,
+            task_id: row.get(3)?,
+            server_id: row.get(4)?,
+            server: row.get(5)?,
+            via: Via::parse(&via),
+            kind: EventKind::ServerRecovered, // replaced below
+        },
+        kind,
+    ))
+}
+
+fn collect(rows: impl Iterator<Item = rusqlite::Result<RawEvent>>) -> Result<Vec<StoredEvent>> {
+    let mut out = Vec::new();
+    for row in rows {
+        let (mut event, kind) = row?;
+        match kind {
+            Ok(kind) => {
+                event.kind = kind;
+                out.push(event);
+            }
+            // A row written by a newer build: keep reading the rest, say so.
+            Err(reason) => {
+                tracing::warn!(id = event.id, %reason, "skipping an event this build cannot read")
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The timeline of one task, oldest first.
+pub fn for_task(conn: &Connection, task: i64) -> Result<Vec<StoredEvent>> {
+    let mut stmt = conn.prepare_cached(&format!("{SELECT} WHERE e.task = ?1 ORDER BY e.id"))?;
+    let rows = stmt.query_map([task], from_row)?;
+    collect(rows)
+}
+
+/// Every event after `cursor`, oldest first, at most `limit`.
+pub fn since(conn: &Connection, cursor: i64, limit: usize) -> Result<Vec<StoredEvent>> {
+    let mut stmt =
+        conn.prepare_cached(&format!("{SELECT} WHERE e.id > ?1 ORDER BY e.id LIMIT ?2"))?;
+    let rows = stmt.query_map(params![cursor, limit as i64], from_row)?;
+    collect(rows)
+}
+
+/// The id of the newest event (0 when empty).
+pub fn last_id(conn: &Connection) -> Result<i64> {
+    Ok(conn.query_row("SELECT COALESCE(MAX(id), 0) FROM events", [], |r| r.get(0))?)
+}

@@ -1,0 +1,81 @@
+//! Call intents: written before `tools/call` is sent, resolved when its answer arrives.
+
+use rusqlite::{params, Connection, Row};
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use super::{now_ms, Result};
+
+/// One call.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct IntentRecord {
+    /// Row id.
+    pub id: i64,
+    /// The server row.
+    pub server_id: i64,
+    /// The tool.
+    pub tool: String,
+    /// The arguments.
+    pub arguments: Option<Value>,
+    /// sending, input_required, task, completed, failed or unknown.
+    pub state: String,
+    /// The task row, once a handle arrived.
+    pub task: Option<i64>,
+    /// The result, questions or error.
+    pub outcome: Option<Value>,
+    /// When it was recorded.
+    pub created_at: i64,
+}
+
+fn from_row(row: &Row<'_>) -> rusqlite::Result<IntentRecord> {
+    let json = |i: usize| -> rusqlite::Result<Option<Value>> {
+        Ok(row.get::<_, Option<String>>(i)?.and_then(|s| serde_json::from_str(&s).ok()))
+    };
+    Ok(IntentRecord {
+        id: row.get(0)?,
+        server_id: row.get(1)?,
+        tool: row.get(2)?,
+        arguments: json(3)?,
+        state: row.get(4)?,
+        task: row.get(5)?,
+        outcome: json(6)?,
+        created_at: row.get(7)?,
+    })
+}
+
+/// Records that a call is about to be sent.
+pub fn create(conn: &Connection, server_id: i64, tool: &str, arguments: Option<&Map<String, Value>>) -> Result<i64> {
+    let now = now_ms();
+    conn.execute(
+        "INSERT INTO call_intents (server_id, tool, arguments, state, created_at, updated_at) VALUES (?1, ?2, ?3, 'sending', ?4, ?4)",
+        params![server_id, tool, arguments.map(|a| Value::Object(a.clone()).to_string()), now],
+    )?;
+    Ok(conn.last_insert_rowid())
+}
+
+/// Records how the call ended.
+pub fn resolve(conn: &Connection, id: i64, state: &str, task: Option<i64>, outcome: Option<&Value>) -> Result<()> {
+    conn.execute(
+        "UPDATE call_intents SET state = ?2, task = ?3, outcome = ?4, updated_at = ?5 WHERE id = ?1",
+        params![id, state, task, outcome.map(Value::to_string), now_ms()],
+    )?;
+    Ok(())
+}
+
+/// Intents still `sending` — at engine start these are calls whose outcome was lost in a crash.
+pub fn in_flight(conn: &Connection) -> Result<Vec<IntentRecord>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT id, server_id, tool, arguments, state, task, outcome, created_at FROM call_intents WHERE state = 'sending' ORDER BY id",
+    )?;
+    let rows = stmt.query_map([], from_row)?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// All intents, newest first.
+pub fn list(conn: &Connection, limit: usize) -> Result<Vec<IntentRecord>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT id, server_id, tool, arguments, state, task, outcome, created_at FROM call_intents ORDER BY id DESC LIMIT ?1",
+    )?;
+    let rows = stmt.query_map([limit as i64], from_row)?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}

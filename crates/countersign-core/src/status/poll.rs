@@ -1,0 +1,200 @@
+//! The polling status source: one loop, one deadline queue for every watched task, a bounded
+//! number of concurrent `tasks/get` per server. Poll bookkeeping (due times, intervals, failure
+//! streaks) lives only in memory: an unchanged poll costs no disk write.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::{CheckFailure, FirstCheck, Links, Observation, StatusSource, Watch};
+use crate::ledger::Via;
+use crate::mcp::ErrorClass;
+use crate::scheduler::{self, DeadlineQueue};
+
+enum Command {
+    Watch(Watch),
+    Unwatch(i64),
+}
+
+struct Done {
+    task: i64,
+    generation: u64,
+    result: Result<crate::mcp::Task, crate::mcp::Error>,
+}
+
+struct Entry {
+    server_id: i64,
+    task_id: String,
+    interval: Duration,
+    failures: u32,
+    generation: u64,
+    in_flight: bool,
+}
+
+/// Counters for benchmarks and diagnostics.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct PollStats {
+    /// `tasks/get` requests sent.
+    pub polls: u64,
+    /// Of those, failed.
+    pub failures: u64,
+}
+
+/// Polls every watched task no faster than its interval.
+pub struct PollSource {
+    commands: mpsc::UnboundedSender<Command>,
+    stats: std::sync::Arc<std::sync::Mutex<PollStats>>,
+}
+
+impl PollSource {
+    /// Starts the polling loop; observations go to `sink`. The loop ends when the source is
+    /// dropped.
+    pub fn start(links: Links, sink: mpsc::UnboundedSender<Observation>) -> Self {
+        let (commands, rx) = mpsc::unbounded_channel();
+        let stats = std::sync::Arc::new(std::sync::Mutex::new(PollStats::default()));
+        tokio::spawn(run(links, sink, rx, stats.clone()));
+        Self { commands, stats }
+    }
+
+    /// Polls sent so far.
+    pub fn stats(&self) -> PollStats {
+        self.stats.lock().map(|s| *s).unwrap_or_default()
+    }
+}
+
+impl StatusSource for PollSource {
+    fn via(&self) -> Via {
+        Via::Poll
+    }
+
+    fn watch(&self, watch: Watch) {
+        let _ = self.commands.send(Command::Watch(watch));
+    }
+
+    fn unwatch(&self, task: i64) {
+        let _ = self.commands.send(Command::Unwatch(task));
+    }
+}
+
+async fn run(
+    links: Links,
+    sink: mpsc::UnboundedSender<Observation>,
+    mut commands: mpsc::UnboundedReceiver<Command>,
+    stats: std::sync::Arc<std::sync::Mutex<PollStats>>,
+) {
+    let mut queue = DeadlineQueue::new();
+    let mut entries: HashMap<i64, Entry> = HashMap::new();
+    let mut generation = 0u64;
+    let (done_tx, mut done_rx) = mpsc::unbounded_channel::<Done>();
+    loop {
+        let next = queue.next_deadline();
+        tokio::select! {
+            command = commands.recv() => match command {
+                None => return,
+                Some(Command::Watch(w)) => {
+                    generation += 1;
+                    let floor = links.get(w.server_id).map(|l| l.floor).unwrap_or_default();
+                    let interval = scheduler::interval(w.poll_interval_ms, floor);
+                    let first = match w.first {
+                        FirstCheck::AfterInterval => interval,
+                        FirstCheck::Spread => scheduler::spread(interval),
+                    };
+                    queue.schedule(w.task, Instant::now() + first);
+                    entries.insert(w.task, Entry {
+                        server_id: w.server_id,
+                        task_id: w.task_id,
+                        interval,
+                        failures: 0,
+                        generation,
+                        in_flight: false,
+                    });
+                }
+                Some(Command::Unwatch(task)) => {
+                    entries.remove(&task);
+                    queue.remove(task);
+                }
+            },
+            Some(done) = done_rx.recv() => {
+                let Some(entry) = entries.get_mut(&done.task) else { continue };
+                if entry.generation != done.generation {
+                    continue; // re-watched meanwhile: this answer belongs to the old watch
+                }
+                entry.in_flight = false;
+                let now = Instant::now();
+                let outcome = match done.result {
+                    Ok(task) => {
+                        entry.failures = 0;
+                        let floor = links.get(entry.server_id).map(|l| l.floor).unwrap_or_default();
+                        entry.interval = scheduler::interval(task.poll_interval_ms, floor);
+                        if task.status().is_terminal() {
+                            entries.remove(&done.task);
+                        } else {
+                            queue.schedule(done.task, now + entry.interval);
+                        }
+                        Ok(task)
+                    }
+                    Err(error) => {
+                        entry.failures += 1;
+                        if let Ok(mut s) = stats.lock() {
+                            s.failures += 1;
+                        }
+                        let class = error.class();
+                        let retry_in = if class == ErrorClass::Lost {
+                            entries.remove(&done.task);
+                            Duration::ZERO
+                        } else {
+                            let wait = scheduler::backoff(entry.interval, entry.failures, error.retry_after());
+                            queue.schedule(done.task, now + wait);
+                            wait
+                        };
+                        Err(CheckFailure {
+                            code: error.code(),
+                            message: error.to_string(),
+                            class,
+                            failures: entries.get(&done.task).map(|e| e.failures).unwrap_or(1),
+                            retry_in,
+                        })
+                    }
+                };
+                if sink.send(Observation { task: done.task, via: Via::Poll, outcome }).is_err() {
+                    return;
+                }
+            }
+            _ = sleep_until(next), if next.is_some() => {
+                for task in queue.pop_due(Instant::now()) {
+                    let Some(entry) = entries.get_mut(&task) else { continue };
+                    if entry.in_flight {
+                        continue;
+                    }
+                    let Some(link) = links.get(entry.server_id) else {
+                        // The server was removed; the engine unwatches its tasks.
+                        continue;
+                    };
+                    entry.in_flight = true;
+                    if let Ok(mut s) = stats.lock() {
+                        s.polls += 1;
+                    }
+                    let done = done_tx.clone();
+                    let task_id = entry.task_id.clone();
+                    let generation = entry.generation;
+                    tokio::spawn(async move {
+                        let result = match link.permits.acquire_owned().await {
+                            Ok(_permit) => link.client.get_task(&task_id).await,
+                            Err(_) => return,
+                        };
+                        let _ = done.send(Done { task, generation, result });
+                    });
+                }
+            }
+        }
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
