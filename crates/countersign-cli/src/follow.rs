@@ -26,6 +26,32 @@ const MAX_MRTR_ROUNDS: usize = 16;
 /// Consecutive transient poll failures tolerated before giving up.
 const MAX_POLL_FAILURES: u32 = 8;
 
+/// Asks one question on the terminal and returns the exact response to send.
+pub(crate) fn ask_one(server: &str, request: &InputRequest) -> Result<Value, CliError> {
+    let Some(elicitation) = request.elicitation() else {
+        eprintln!("declining a request this console cannot serve ({})", request.method);
+        return Ok(json!({"action": "decline"}));
+    };
+    let stdin = std::io::stdin();
+    let mut prompter = Prompter::new(stdin.lock(), std::io::stderr());
+    let answer = match &elicitation {
+        Elicitation::Form { message, requested_schema } => prompter.form(server, message, requested_schema)?,
+        Elicitation::Url { message, url, .. } => {
+            if !(url.starts_with("https://") || url.starts_with("http://")) {
+                eprintln!("refusing to open a non-http(s) URL; declining");
+                return Ok(json!({"action": "decline"}));
+            }
+            prompter.url(server, message, url)?
+        }
+    };
+    Ok(match answer {
+        Answer::Accept(Some(content)) => json!({"action": "accept", "content": content}),
+        Answer::Accept(None) => json!({"action": "accept"}),
+        Answer::Decline => json!({"action": "decline"}),
+        Answer::Cancel => json!({"action": "cancel"}),
+    })
+}
+
 /// How questions get answered.
 pub(crate) enum AnswerPolicy {
     Accept(Map<String, Value>),
@@ -73,35 +99,10 @@ fn answer_all(
         let response = match policy.automatic(request) {
             Some(r) => r,
             None => {
-                let Some(elicitation) = request.elicitation() else {
-                    eprintln!("declining unsupported request {key} ({})", request.method);
-                    responses.insert(key.clone(), json!({"action": "decline"}));
-                    continue;
-                };
-                if !std::io::stdin().is_terminal() {
+                if request.elicitation().is_some() && !std::io::stdin().is_terminal() {
                     return Ok(None);
                 }
-                let stdin = std::io::stdin();
-                let mut prompter = Prompter::new(stdin.lock(), std::io::stderr());
-                let answer = match &elicitation {
-                    Elicitation::Form { message, requested_schema } => {
-                        prompter.form(server, message, requested_schema)?
-                    }
-                    Elicitation::Url { message, url, .. } => {
-                        if !(url.starts_with("https://") || url.starts_with("http://")) {
-                            eprintln!("refusing to open a non-http(s) URL; declining");
-                            responses.insert(key.clone(), json!({"action": "decline"}));
-                            continue;
-                        }
-                        prompter.url(server, message, url)?
-                    }
-                };
-                match answer {
-                    Answer::Accept(Some(content)) => json!({"action": "accept", "content": content}),
-                    Answer::Accept(None) => json!({"action": "accept"}),
-                    Answer::Decline => json!({"action": "decline"}),
-                    Answer::Cancel => json!({"action": "cancel"}),
-                }
+                ask_one(server, request)?
             }
         };
         responses.insert(key.clone(), response);

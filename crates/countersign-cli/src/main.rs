@@ -5,6 +5,7 @@
 
 mod follow;
 mod prompt;
+mod tracked;
 
 use std::process::ExitCode;
 
@@ -38,16 +39,19 @@ struct Cli {
 }
 
 #[derive(Args, Debug, Clone)]
-struct Global {
+pub(crate) struct Global {
     /// Print machine-readable JSON instead of text.
     #[arg(long, global = true)]
-    json: bool,
+    pub(crate) json: bool,
     /// Bearer token for the server (prefer the environment variable: arguments are visible to other users).
     #[arg(long, global = true, env = "COUNTERSIGN_TOKEN", hide_env_values = true)]
-    token: Option<String>,
+    pub(crate) token: Option<String>,
     /// Seconds to wait for any one request.
     #[arg(long, global = true, default_value_t = 30)]
-    timeout: u64,
+    pub(crate) timeout: u64,
+    /// The ledger's directory (default: the platform data directory, e.g. ~/.local/share/countersign).
+    #[arg(long, global = true, env = "COUNTERSIGN_DATA_DIR")]
+    pub(crate) data_dir: Option<std::path::PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -62,11 +66,58 @@ enum Command {
         /// The server's MCP endpoint URL.
         url: String,
     },
-    /// Call a tool and follow the outcome to its end, printing each status change.
+    /// Call a tool (on a URL, or a server NAME from the ledger) and follow the outcome to its end.
     Call(CallArgs),
-    /// Act on one task by id.
+    /// Act on one task: by URL and id (direct), or `show` from the ledger.
     #[command(subcommand)]
     Task(TaskCommand),
+    /// Manage the servers the ledger knows.
+    #[command(subcommand)]
+    Servers(ServersCommand),
+    /// Run the engine in the foreground: resume every unfinished task, print events as lines.
+    Watch,
+    /// List tracked tasks.
+    Tasks {
+        /// Only this status (working, input_required, completed, failed, cancelled, expired, lost).
+        #[arg(long)]
+        status: Option<String>,
+        /// Only this server.
+        #[arg(long)]
+        server: Option<String>,
+        /// Only this tool.
+        #[arg(long)]
+        tool: Option<String>,
+    },
+    /// Answer a tracked task's pending questions (recorded, then delivered by the engine).
+    Answer {
+        /// The task id (or #ROW).
+        task_id: String,
+        /// Only this question key (default: every pending one).
+        #[arg(long)]
+        key: Option<String>,
+        #[command(flatten)]
+        answer: RequiredAnswer,
+    },
+    /// Cancel a tracked task (recorded, then delivered by the engine).
+    Cancel {
+        /// The task id (or #ROW).
+        task_id: String,
+    },
+    /// Track a task created elsewhere, by its id.
+    Adopt {
+        /// The server name.
+        server: String,
+        /// The server's task id.
+        task_id: String,
+    },
+    /// Pending questions across all servers, oldest first.
+    Inbox,
+    /// Every human decision, oldest first.
+    Audit {
+        /// CSV instead of text.
+        #[arg(long)]
+        csv: bool,
+    },
     /// Serve the built-in demo MCP Tasks server on 127.0.0.1 (prints its URL first).
     DemoServer {
         /// Port to listen on (0 = any free port).
@@ -80,7 +131,7 @@ enum Command {
 
 #[derive(Args, Debug)]
 struct CallArgs {
-    /// The server's MCP endpoint URL.
+    /// The server's MCP endpoint URL, or the name of a server in the ledger.
     url: String,
     /// The tool name.
     tool: String,
@@ -120,6 +171,11 @@ enum TaskCommand {
         /// The task id.
         task_id: String,
     },
+    /// The timeline of a tracked task, from the ledger.
+    Show {
+        /// The task id (or #ROW).
+        task_id: String,
+    },
     /// Answer every open question of a task (tasks/update).
     Answer {
         /// The server's MCP endpoint URL.
@@ -128,6 +184,27 @@ enum TaskCommand {
         task_id: String,
         #[command(flatten)]
         answer: RequiredAnswer,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum ServersCommand {
+    /// Register a server (its identity is discovered first).
+    Add {
+        /// A unique name.
+        name: String,
+        /// Its MCP endpoint URL.
+        url: String,
+        /// Do not contact the server now.
+        #[arg(long)]
+        no_discover: bool,
+    },
+    /// List servers.
+    List,
+    /// Remove a server and the tasks tracked on it.
+    Remove {
+        /// Its name.
+        name: String,
     },
 }
 
@@ -154,13 +231,31 @@ pub(crate) enum CliError {
     /// Local I/O failed (exit 69).
     #[error("{0}")]
     Io(#[from] std::io::Error),
+    /// The ledger failed.
+    #[error(transparent)]
+    Ledger(#[from] countersign_core::ledger::Error),
+    /// The engine could not start.
+    #[error(transparent)]
+    Engine(#[from] countersign_core::engine::Error),
+}
+
+impl From<countersign_core::actions::Error> for CliError {
+    fn from(e: countersign_core::actions::Error) -> Self {
+        match e {
+            countersign_core::actions::Error::Ledger(e) => Self::Ledger(e),
+            countersign_core::actions::Error::Mcp(e) => Self::Mcp(e),
+            countersign_core::actions::Error::Invalid(m) => Self::Usage(m),
+        }
+    }
 }
 
 impl CliError {
     fn exit_code(&self) -> u8 {
         match self {
             Self::Usage(_) => EXIT_USAGE,
-            Self::Mcp(_) | Self::Io(_) => EXIT_UNAVAILABLE,
+            Self::Ledger(countersign_core::ledger::Error::NotFound(_) | countersign_core::ledger::Error::Conflict(_)) => EXIT_USAGE,
+            Self::Engine(countersign_core::engine::Error::Lock(_)) => EXIT_UNAVAILABLE,
+            Self::Mcp(_) | Self::Io(_) | Self::Ledger(_) | Self::Engine(_) => EXIT_UNAVAILABLE,
         }
     }
 }
@@ -204,6 +299,10 @@ fn error_code(e: &CliError) -> &'static str {
         CliError::Usage(_) => "usage",
         CliError::Mcp(e) => e.code(),
         CliError::Io(_) => "io",
+        CliError::Ledger(countersign_core::ledger::Error::NotFound(_)) => "not_found",
+        CliError::Ledger(countersign_core::ledger::Error::Conflict(_)) => "conflict",
+        CliError::Ledger(_) => "ledger",
+        CliError::Engine(_) => "engine",
     }
 }
 
@@ -227,6 +326,7 @@ pub(crate) fn parse_object(what: &str, text: &str) -> Result<Map<String, Value>,
 
 async fn run(cli: Cli) -> Result<u8, CliError> {
     let global = cli.global;
+    let json = global.json;
     match cli.command {
         Command::Discover { url } => {
             let discovery = client(&url, &global)?.discover().await?;
@@ -272,9 +372,39 @@ async fn run(cli: Cli) -> Result<u8, CliError> {
                 .map(|a| parse_object("ARGS_JSON", a))
                 .transpose()?;
             let policy = follow::AnswerPolicy::from_args(&args.answer)?;
-            let client = client(&args.url, &global)?;
-            follow::call(&client, &args.tool, arguments, policy, args.no_follow, global.json).await
+            if args.url.contains("://") {
+                let client = client(&args.url, &global)?;
+                follow::call(&client, &args.tool, arguments, policy, args.no_follow, global.json).await
+            } else {
+                with_desk(&global, |desk| Box::pin(async move {
+                    tracked::call(desk, &args.url, &args.tool, arguments, policy, args.no_follow, json).await
+                })).await
+            }
         }
+        Command::Servers(ServersCommand::Add { name, url, no_discover }) => {
+            with_desk(&global, |desk| Box::pin(async move { tracked::servers_add(desk, &name, &url, !no_discover, json).await })).await
+        }
+        Command::Servers(ServersCommand::List) => with_desk(&global, |desk| Box::pin(async move { tracked::servers_list(desk, json) })).await,
+        Command::Servers(ServersCommand::Remove { name }) => {
+            with_desk(&global, |desk| Box::pin(async move { tracked::servers_remove(desk, &name, json).await })).await
+        }
+        Command::Watch => with_desk(&global, |desk| Box::pin(async move { tracked::watch(desk, json).await })).await,
+        Command::Tasks { status, server, tool } => {
+            with_desk(&global, |desk| Box::pin(async move { tracked::tasks_list(desk, status.as_deref(), server, tool, json) })).await
+        }
+        Command::Task(TaskCommand::Show { task_id }) => {
+            with_desk(&global, |desk| Box::pin(async move { tracked::task_show(desk, &task_id, json) })).await
+        }
+        Command::Answer { task_id, key, answer } => {
+            let policy = follow::AnswerPolicy::from_args(&AnswerArgs { accept: answer.accept, decline: answer.decline })?;
+            with_desk(&global, |desk| Box::pin(async move { tracked::answer(desk, &task_id, key.as_deref(), &policy, json).await })).await
+        }
+        Command::Cancel { task_id } => with_desk(&global, |desk| Box::pin(async move { tracked::cancel(desk, &task_id, json).await })).await,
+        Command::Adopt { server, task_id } => {
+            with_desk(&global, |desk| Box::pin(async move { tracked::adopt(desk, &server, &task_id, json).await })).await
+        }
+        Command::Inbox => with_desk(&global, |desk| Box::pin(async move { tracked::inbox(desk, json) })).await,
+        Command::Audit { csv } => with_desk(&global, |desk| Box::pin(async move { tracked::audit_log(desk, csv, json) })).await,
         Command::Task(TaskCommand::Get { url, task_id }) => {
             let task = client(&url, &global)?.get_task(&task_id).await?;
             if global.json {
@@ -330,6 +460,17 @@ async fn run(cli: Cli) -> Result<u8, CliError> {
     }
 }
 
+type DeskFuture<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<u8, CliError>> + 'a>>;
+
+/// Opens the ledger, runs `f`, and closes it (stopping an engine the command started) whatever
+/// `f` returned.
+async fn with_desk(global: &Global, f: impl for<'a> FnOnce(&'a mut tracked::Desk) -> DeskFuture<'a>) -> Result<u8, CliError> {
+    let mut desk = tracked::Desk::open(global)?;
+    let result = f(&mut desk).await;
+    desk.close().await;
+    result
+}
+
 async fn serve_demo(port: u16, speed: f64) -> Result<u8, CliError> {
     if !(speed.is_finite() && speed > 0.0) {
         return Err(CliError::Usage("--speed must be a positive number".into()));
@@ -352,7 +493,7 @@ async fn serve_demo(port: u16, speed: f64) -> Result<u8, CliError> {
     Ok(EXIT_COMPLETED)
 }
 
-async fn shutdown_signal() {
+pub(crate) async fn shutdown_signal() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};

@@ -84,6 +84,24 @@ pub fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
+/// The platform data directory for Countersign: `$XDG_DATA_HOME/countersign` (default
+/// `~/.local/share/countersign`) on Linux, `~/Library/Application Support/countersign` on macOS,
+/// `%APPDATA%\countersign` on Windows.
+pub fn default_data_dir() -> PathBuf {
+    let home = || std::env::var_os("HOME").map(PathBuf::from);
+    let base = if cfg!(windows) {
+        std::env::var_os("APPDATA").map(PathBuf::from)
+    } else if cfg!(target_os = "macos") {
+        home().map(|h| h.join("Library/Application Support"))
+    } else {
+        std::env::var_os("XDG_DATA_HOME")
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+            .or_else(|| home().map(|h| h.join(".local/share")))
+    };
+    base.unwrap_or_else(std::env::temp_dir).join("countersign")
+}
+
 /// What a write job sees: the transaction's connection and the events it appends.
 pub struct WriteCtx<'c> {
     /// The connection, inside the batch transaction and the job's savepoint.
@@ -273,6 +291,19 @@ impl Ledger {
     /// commits. Cheap: no disk read.
     pub fn data_version(&self) -> Result<i64> {
         self.read(|conn| Ok(conn.pragma_query_value(None, "data_version", |r| r.get(0))?))
+    }
+
+    /// Waits until events after `cursor` exist (written by any process), then returns up to
+    /// `limit` of them. Checks every `every`; returns empty after `timeout`.
+    pub async fn events_after(&self, cursor: i64, limit: usize, every: std::time::Duration, timeout: std::time::Duration) -> Result<Vec<StoredEvent>> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let batch = self.read_async(move |c| events::since(c, cursor, limit)).await?;
+            if !batch.is_empty() || tokio::time::Instant::now() >= deadline {
+                return Ok(batch);
+            }
+            tokio::time::sleep(every).await;
+        }
     }
 
     /// Stops the writer after it drains what is queued.

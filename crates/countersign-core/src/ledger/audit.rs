@@ -101,11 +101,31 @@ pub fn to_csv(records: &[AuditRecord]) -> String {
     out
 }
 
-/// The OS user making decisions in this process.
+/// The OS user making decisions in this process: `$USER` (or `USERNAME`/`LOGNAME`), else the
+/// account name of the process's uid from `/etc/passwd`, else `uid:N`.
 pub fn os_user() -> String {
-    std::env::var("USER")
-        .or_else(|_| std::env::var("USERNAME"))
-        .or_else(|_| std::env::var("LOGNAME"))
-        .unwrap_or_else(|_| "unknown".into())
+    for var in ["USER", "USERNAME", "LOGNAME"] {
+        if let Ok(name) = std::env::var(var) {
+            if !name.is_empty() {
+                return name;
+            }
+        }
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt as _;
+        if let Ok(meta) = std::fs::metadata("/proc/self") {
+            let uid = meta.uid();
+            let name = std::fs::read_to_string("/etc/passwd").ok().and_then(|passwd| {
+                passwd.lines().find_map(|line| {
+                    let mut fields = line.split(':');
+                    let name = fields.next()?;
+                    let id: u32 = fields.nth(1)?.parse().ok()?;
+                    (id == uid).then(|| name.to_owned())
+                })
+            });
+            return name.unwrap_or_else(|| format!("uid:{uid}"));
+        }
+    }
+    "unknown".into()
 }
-
