@@ -1,1 +1,42 @@
-//! The built-in demo/test MCP Tasks server (work in progress).
+//! The built-in demo/test MCP server of Countersign.
+//!
+//! A stateless MCP `2026-07-28` server over Streamable HTTP that speaks the Tasks extension
+//! (`io.modelcontextprotocol/tasks`). It serves two audiences: people trying the console
+//! (realistic tools such as a CI pipeline or a deployment that asks for approval) and the test
+//! suites (the official conformance fixtures, fault injection, per-task change timelines for the
+//! latency benchmark).
+//!
+//! Module map:
+//! - [`config`]: [`DemoConfig`] and [`ResponseMode`].
+//! - `server`: [`DemoServer`], the listener, the accept loop and graceful shutdown.
+//! - `transport`: one POST = one JSON-RPC request; HTTP/header validation, JSON or SSE framing.
+//! - `dispatch`: method routing (`server/discover`, `tools/*`, `tasks/*`) and MRTR handling.
+//! - `tools`: the tool catalog, one file per family of tools.
+//! - `tasks`: the sharded task store; task state advances lazily from elapsed time.
+//! - `elicitation`: form/URL elicitation requests and validation of the answers.
+//! - `request_state`: the integrity-protected MRTR `requestState`.
+//! - `wire`: JSON shapes of the protocol.
+//! - [`fault`] and [`stats`]: test hooks ([`Fault`] injection, [`Stats`] counters).
+//! - `clock`: one time source for instants and wall-clock timestamps.
+#![deny(missing_docs)]
+
+mod clock;
+pub mod config;
+mod dispatch;
+mod elicitation;
+mod error;
+pub mod fault;
+mod request_state;
+mod server;
+pub mod stats;
+mod tasks;
+mod tools;
+mod transport;
+mod wire;
+
+pub use config::{DemoConfig, ResponseMode};
+pub use fault::Fault;
+pub use server::{serve_until_signal, DemoServer};
+pub use stats::Stats;
+pub use tasks::TaskChange;
+pub use wire::{TaskStatus, PROTOCOL_VERSION, TASKS_EXTENSION};

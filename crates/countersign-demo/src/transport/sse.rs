@@ -1,0 +1,133 @@
+//! `text/event-stream` replies: one event per JSON-RPC message, `: ping` comments as
+//! keep-alives, either rmcp's framing (`data:` lines, LF) or fastmcp's (`event: message`, CRLF).
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::http::header::{HeaderValue, CACHE_CONTROL, CONTENT_TYPE};
+use axum::http::StatusCode;
+use axum::response::Response;
+use serde_json::Value;
+
+use crate::clock::scaled;
+use crate::tools::SyncRun;
+use crate::wire::Outgoing;
+
+fn event(message: &Outgoing, crlf: bool) -> Bytes {
+    let json = String::from_utf8(message.to_bytes()).unwrap_or_default();
+    Bytes::from(if crlf {
+        format!("event: message\r\ndata: {json}\r\n\r\n")
+    } else {
+        format!("data: {json}\n\n")
+    })
+}
+
+fn comment(crlf: bool) -> Bytes {
+    Bytes::from_static(if crlf {
+        b": ping\r\n\r\n"
+    } else {
+        b": ping\n\n"
+    })
+}
+
+fn stream_response(body: Body) -> Response {
+    let mut response = Response::new(body);
+    *response.status_mut() = StatusCode::OK;
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    response
+}
+
+/// A stream carrying exactly one message.
+pub(super) fn single(message: &Outgoing, crlf: bool) -> Response {
+    stream_response(Body::from(event(message, crlf)))
+}
+
+struct Progress {
+    steps: VecDeque<(Duration, String)>,
+    total: u64,
+    done: u64,
+    token: Option<Value>,
+    id: Value,
+    result: Option<Value>,
+    pending_sleep: Duration,
+    opened: bool,
+    time_scale: f64,
+    crlf: bool,
+}
+
+/// A synchronous run: a `: ping` comment at once, then per step a `notifications/progress`
+/// (when the request carried a `progressToken`) or a `: ping`, then the result. Dropping the
+/// body (the client went away) stops the run.
+pub(super) fn streamed(
+    id: Value,
+    token: Option<Value>,
+    run: SyncRun,
+    time_scale: f64,
+    crlf: bool,
+) -> Response {
+    let SyncRun { steps, result } = run;
+    let state = Progress {
+        total: steps.len() as u64,
+        steps: steps.into(),
+        done: 0,
+        token,
+        id,
+        result: Some(serde_json::to_value(result).unwrap_or(Value::Null)),
+        pending_sleep: Duration::ZERO,
+        opened: false,
+        time_scale,
+        crlf,
+    };
+    let stream = futures_util::stream::unfold(state, |mut state| async move {
+        if !state.opened {
+            state.opened = true;
+            return Some((Ok::<_, Infallible>(comment(state.crlf)), state));
+        }
+        if !state.pending_sleep.is_zero() {
+            tokio::time::sleep(scaled(state.pending_sleep, state.time_scale)).await;
+            state.pending_sleep = Duration::ZERO;
+        }
+        if let Some((duration, message)) = state.steps.pop_front() {
+            state.pending_sleep = duration;
+            let chunk = match &state.token {
+                Some(token) => event(
+                    &Outgoing::progress(token, state.done, state.total, &message),
+                    state.crlf,
+                ),
+                None => comment(state.crlf),
+            };
+            state.done += 1;
+            return Some((Ok(chunk), state));
+        }
+        let result = state.result.take()?;
+        let chunk = event(&Outgoing::result(state.id.clone(), result), state.crlf);
+        Some((Ok(chunk), state))
+    });
+    stream_response(Body::from_stream(stream))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn framing_follows_the_configured_peer_style() {
+        let message = Outgoing::result(json!(1), json!({"resultType": "complete"}));
+        assert_eq!(
+            event(&message, false),
+            Bytes::from_static(b"data: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"resultType\":\"complete\"}}\n\n")
+        );
+        assert_eq!(
+            event(&message, true),
+            Bytes::from_static(
+                b"event: message\r\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"resultType\":\"complete\"}}\r\n\r\n"
+            )
+        );
+    }
+}
