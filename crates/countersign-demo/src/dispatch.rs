@@ -7,9 +7,7 @@ use crate::elicitation::{Answer, Answers};
 use crate::error::{Error, Result};
 use crate::request_state::{args_digest, RequestState, STATE_LIFETIME_SECS};
 use crate::server::App;
-use crate::tools::{
-    Args, Call, Definition, ElicitationNeed, Invocation, Resume, SyncRun, TaskSupport,
-};
+use crate::tools::{Args, Call, Definition, InputNeed, Invocation, Resume, SyncRun, TaskSupport};
 use crate::wire::{
     ack, ClientCaps, RequestMeta, RpcRequest, META_SERVER_INFO, PROTOCOL_VERSION, SERVER_NAME,
     SERVER_VERSION, TASKS_EXTENSION,
@@ -97,6 +95,7 @@ fn discover() -> Value {
         "supportedVersions": [PROTOCOL_VERSION],
         "capabilities": {
             "tools": {"listChanged": false},
+            "logging": {},
             "extensions": {TASKS_EXTENSION: {}},
         },
         "instructions": INSTRUCTIONS,
@@ -135,14 +134,18 @@ fn missing_capabilities(definition: &Definition, caps: ClientCaps) -> Option<Err
         required.insert("extensions".into(), json!({TASKS_EXTENSION: {}}));
         reasons.push(format!("runs only as a task ({TASKS_EXTENSION})"));
     }
-    match definition.elicitation {
-        Some(ElicitationNeed::Form) if !caps.elicitation_form => {
+    match definition.input {
+        Some(InputNeed::Form) if !caps.elicitation_form => {
             required.insert("elicitation".into(), json!({"form": {}}));
             reasons.push("asks questions through form elicitation".to_owned());
         }
-        Some(ElicitationNeed::Url) if !caps.elicitation_url => {
+        Some(InputNeed::Url) if !caps.elicitation_url => {
             required.insert("elicitation".into(), json!({"url": {}}));
             reasons.push("asks the user to open a URL (URL-mode elicitation)".to_owned());
+        }
+        Some(InputNeed::Sampling) if !caps.sampling => {
+            required.insert("sampling".into(), json!({}));
+            reasons.push("asks the client's model for a completion (sampling)".to_owned());
         }
         _ => {}
     }

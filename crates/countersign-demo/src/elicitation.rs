@@ -1,5 +1,6 @@
-//! Elicitation requests the tools put in `inputRequests`, and validation of the answers the
-//! client sends back (through `tasks/update` or an MRTR re-send).
+//! Input requests the tools put in `inputRequests` (elicitation in form or URL mode, and
+//! sampling), and validation of the answers the client sends back (through `tasks/update` or
+//! an MRTR re-send).
 
 use std::collections::BTreeMap;
 
@@ -19,6 +20,8 @@ pub(crate) enum Ask {
         url: String,
         elicitation_id: String,
     },
+    /// A completion from the client's model (`sampling/createMessage`).
+    Sampling { prompt: String, max_tokens: u32 },
 }
 
 impl Ask {
@@ -31,6 +34,15 @@ impl Ask {
 
     /// The `{method, params}` object of `inputRequests`.
     pub(crate) fn to_request(&self) -> Value {
+        if let Self::Sampling { prompt, max_tokens } = self {
+            return json!({
+                "method": "sampling/createMessage",
+                "params": {
+                    "messages": [{"role": "user", "content": {"type": "text", "text": prompt}}],
+                    "maxTokens": max_tokens,
+                }
+            });
+        }
         let params = match self {
             Self::Form { message, form } => json!({
                 "mode": "form",
@@ -47,6 +59,7 @@ impl Ask {
                 "url": url,
                 "elicitationId": elicitation_id,
             }),
+            Self::Sampling { .. } => Value::Null,
         };
         json!({ "method": "elicitation/create", "params": params })
     }
@@ -55,17 +68,26 @@ impl Ask {
     pub(crate) fn check(&self, answer: &Answer) -> Result<(), String> {
         match (self, answer) {
             (Self::Form { form, .. }, Answer::Accept(content)) => form.check(content),
+            (Self::Sampling { .. }, Answer::Sampled { .. }) => Ok(()),
+            (Self::Sampling { .. }, _) => {
+                Err("a sampling request needs a CreateMessageResult".to_owned())
+            }
+            (_, Answer::Sampled { .. }) => {
+                Err("an elicitation needs an ElicitResult, not a CreateMessageResult".to_owned())
+            }
             _ => Ok(()),
         }
     }
 }
 
-/// The client's response to one elicitation (`ElicitResult`).
+/// The client's response to one input request: an `ElicitResult` (accept, decline, cancel)
+/// or a `CreateMessageResult` (sampled).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Answer {
     Accept(Map<String, Value>),
     Decline,
     Cancel,
+    Sampled { text: String, model: String },
 }
 
 impl Answer {
@@ -75,6 +97,9 @@ impl Answer {
         let object = value
             .as_object()
             .ok_or_else(|| "an input response must be an object".to_owned())?;
+        if !object.contains_key("action") && object.contains_key("role") {
+            return Self::parse_sampled(object);
+        }
         match object.get("action").and_then(Value::as_str) {
             Some("accept") => match object.get("content") {
                 None | Some(Value::Null) => Ok(Self::Accept(Map::new())),
@@ -102,6 +127,35 @@ impl Answer {
             )),
             None => Err("an elicitation response needs an action".to_owned()),
         }
+    }
+
+    /// Reads a `CreateMessageResult` carrying text.
+    fn parse_sampled(object: &Map<String, Value>) -> Result<Self, String> {
+        if object.get("role").and_then(Value::as_str) != Some("assistant") {
+            return Err("a sampling result must have role \"assistant\"".to_owned());
+        }
+        let content = object.get("content");
+        let blocks: Vec<&Value> = match content {
+            Some(Value::Array(blocks)) => blocks.iter().collect(),
+            Some(block @ Value::Object(_)) => vec![block],
+            _ => return Err("a sampling result needs content".to_owned()),
+        };
+        let text: Vec<&str> = blocks
+            .iter()
+            .filter(|block| block.get("type").and_then(Value::as_str) == Some("text"))
+            .filter_map(|block| block.get("text").and_then(Value::as_str))
+            .collect();
+        if text.is_empty() {
+            return Err("a sampling result needs text content".to_owned());
+        }
+        Ok(Self::Sampled {
+            text: text.join("\n"),
+            model: object
+                .get("model")
+                .and_then(Value::as_str)
+                .unwrap_or("unknown model")
+                .to_owned(),
+        })
     }
 
     pub(crate) fn content(&self) -> Option<&Map<String, Value>> {
@@ -481,6 +535,45 @@ mod tests {
         ] {
             assert!(Answer::parse(&bad).is_err(), "{bad} should be rejected");
         }
+    }
+
+    #[test]
+    fn sampling_requests_and_results() {
+        let ask = Ask::Sampling {
+            prompt: "Summarise".into(),
+            max_tokens: 50,
+        };
+        assert_eq!(
+            ask.to_request(),
+            json!({
+                "method": "sampling/createMessage",
+                "params": {
+                    "messages": [{"role": "user", "content": {"type": "text", "text": "Summarise"}}],
+                    "maxTokens": 50
+                }
+            })
+        );
+        let sampled = Answer::parse(&json!({
+            "role": "assistant",
+            "content": {"type": "text", "text": "All green."},
+            "model": "test-model",
+            "stopReason": "endTurn"
+        }));
+        assert_eq!(
+            sampled,
+            Ok(Answer::Sampled {
+                text: "All green.".into(),
+                model: "test-model".into()
+            })
+        );
+        assert!(ask.check(&Answer::Decline).is_err());
+        assert!(Ask::form("x", Form::new())
+            .check(sampled.as_ref().unwrap_or(&Answer::Cancel))
+            .is_err());
+        assert!(
+            Answer::parse(&json!({"role": "user", "content": {"type": "text", "text": "x"}}))
+                .is_err()
+        );
     }
 
     #[test]

@@ -42,11 +42,15 @@ impl TaskSupport {
     }
 }
 
-/// Which elicitation mode a tool needs from the client.
+/// Which kind of input request a tool sends, so the client must support it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ElicitationNeed {
+pub(crate) enum InputNeed {
+    /// Form-mode elicitation.
     Form,
+    /// URL-mode elicitation.
     Url,
+    /// `sampling/createMessage` (the client's model).
+    Sampling,
 }
 
 /// Static description of a tool.
@@ -58,7 +62,7 @@ pub(crate) struct Definition {
     pub(crate) output_schema: Option<Value>,
     pub(crate) annotations: Value,
     pub(crate) tasks: TaskSupport,
-    pub(crate) elicitation: Option<ElicitationNeed>,
+    pub(crate) input: Option<InputNeed>,
 }
 
 /// A simulated synchronous run: progress messages at given (simulated) offsets, then a result.
@@ -167,6 +171,9 @@ impl Catalog {
             Box::new(fixtures::ConfirmDelete),
             Box::new(fixtures::MultiInput),
             Box::new(fixtures::TestToolWithTask),
+            Box::new(fixtures::TestMissingCapability),
+            Box::new(fixtures::TestStreamingElicitation),
+            Box::new(fixtures::TestLoggingTool),
         ];
         let entries: Vec<Entry> = tools
             .into_iter()

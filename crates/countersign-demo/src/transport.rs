@@ -255,9 +255,12 @@ async fn reply(app: &App, id: Value, meta: &RequestMeta, outcome: Result<Reply>)
         }
         Ok(Reply::Sync(run)) => {
             if use_sse(mode, meta, true) {
+                // Index 1 is "info", the level of the run's messages.
+                let log = meta.log_level.is_some_and(|level| level <= 1);
                 sse::streamed(
                     id,
                     meta.progress_token.clone(),
+                    log,
                     run,
                     app.config.time_scale,
                     app.config.sse_crlf,

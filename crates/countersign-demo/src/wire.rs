@@ -13,6 +13,19 @@ pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
 pub(crate) const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 pub(crate) const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
 pub(crate) const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+pub(crate) const META_LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
+
+/// Syslog severities of `notifications/message`, least severe first.
+pub(crate) const LOG_LEVELS: [&str; 8] = [
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+];
 pub(crate) const SERVER_NAME: &str = "countersign-demo";
 pub(crate) const SERVER_VERSION: &str = env!("CARGO_PKG_VERSION");
 
@@ -137,6 +150,14 @@ impl Outgoing {
         }
     }
 
+    pub(crate) fn log(level: &'static str, message: &str) -> Self {
+        Self::Notification {
+            jsonrpc: "2.0",
+            method: "notifications/message",
+            params: json!({"level": level, "logger": "countersign-demo", "data": message}),
+        }
+    }
+
     pub(crate) fn progress(token: &Value, progress: u64, total: u64, message: &str) -> Self {
         Self::Notification {
             jsonrpc: "2.0",
@@ -252,6 +273,7 @@ pub(crate) struct ClientCaps {
     pub(crate) tasks: bool,
     pub(crate) elicitation_form: bool,
     pub(crate) elicitation_url: bool,
+    pub(crate) sampling: bool,
 }
 
 impl ClientCaps {
@@ -269,6 +291,7 @@ impl ClientCaps {
             tasks,
             elicitation_form,
             elicitation_url,
+            sampling: caps.get("sampling").is_some_and(Value::is_object),
         }
     }
 }
@@ -279,6 +302,8 @@ pub(crate) struct RequestMeta {
     pub(crate) protocol_version: String,
     pub(crate) caps: ClientCaps,
     pub(crate) progress_token: Option<Value>,
+    /// Index in [`LOG_LEVELS`] of the least severe level the client wants; `None`: no logs.
+    pub(crate) log_level: Option<usize>,
 }
 
 impl RequestMeta {
@@ -300,6 +325,10 @@ impl RequestMeta {
                     .and_then(|meta| meta.get("progressToken"))
                     .filter(|token| token.is_string() || token.is_number())
                     .cloned(),
+                log_level: meta
+                    .and_then(|meta| meta.get(META_LOG_LEVEL))
+                    .and_then(Value::as_str)
+                    .and_then(|level| LOG_LEVELS.iter().position(|known| *known == level)),
             }),
             _ => {
                 let mut missing = Vec::new();
@@ -423,7 +452,8 @@ mod tests {
             ClientCaps {
                 tasks: true,
                 elicitation_form: true,
-                elicitation_url: false
+                elicitation_url: false,
+                sampling: false
             }
         );
         assert_eq!(
@@ -431,15 +461,17 @@ mod tests {
             ClientCaps {
                 tasks: false,
                 elicitation_form: false,
-                elicitation_url: true
+                elicitation_url: true,
+                sampling: false
             }
         );
         assert_eq!(
-            caps(json!({"elicitation": {"form": {}, "url": {}}})),
+            caps(json!({"elicitation": {"form": {}, "url": {}}, "sampling": {}})),
             ClientCaps {
                 tasks: false,
                 elicitation_form: true,
-                elicitation_url: true
+                elicitation_url: true,
+                sampling: true
             }
         );
     }

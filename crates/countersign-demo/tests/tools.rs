@@ -803,3 +803,102 @@ async fn confirm_delete_without_tasks_uses_mrtr() {
         })
     );
 }
+
+#[tokio::test]
+async fn test_missing_capability_needs_sampling_and_samples_over_mrtr() {
+    let (_server, client) = start(fast()).await;
+    let refused = client
+        .call("test_missing_capability", json!({}), &no_caps())
+        .await;
+    assert_eq!(refused.status, 400);
+    assert_eq!(
+        refused.body()["error"]["data"],
+        json!({"requiredCapabilities": {"sampling": {}}})
+    );
+    let caps = json!({"sampling": {}});
+    let first = client
+        .call("test_missing_capability", json!({}), &caps)
+        .await
+        .result();
+    assert_eq!(
+        first["inputRequests"],
+        json!({"summary": {
+            "method": "sampling/createMessage",
+            "params": {
+                "messages": [{"role": "user", "content": {"type": "text", "text": "Summarise in one line: 3 pipelines passed, 1 deployment awaits approval."}}],
+                "maxTokens": 60
+            }
+        }})
+    );
+    let elicit_answer = client
+        .request(
+            "tools/call",
+            json!({
+                "name": "test_missing_capability",
+                "arguments": {},
+                "inputResponses": {"summary": {"action": "accept", "content": {}}},
+                "requestState": first["requestState"]
+            }),
+            &caps,
+        )
+        .await;
+    assert_eq!(
+        elicit_answer.error_code(),
+        -32602,
+        "an ElicitResult does not answer a sampling request"
+    );
+    let second = client
+        .request(
+            "tools/call",
+            json!({
+                "name": "test_missing_capability",
+                "arguments": {},
+                "inputResponses": {"summary": {
+                    "role": "assistant",
+                    "content": {"type": "text", "text": "All green but one approval."},
+                    "model": "test-model",
+                    "stopReason": "endTurn"
+                }},
+                "requestState": first["requestState"]
+            }),
+            &caps,
+        )
+        .await;
+    assert_eq!(
+        second.result(),
+        json!({
+            "content": [{"type": "text", "text": "Summary from test-model: All green but one approval."}],
+            "structuredContent": {"summary": "All green but one approval.", "model": "test-model"},
+            "isError": false,
+            "resultType": "complete"
+        })
+    );
+}
+
+#[tokio::test]
+async fn test_streaming_elicitation_asks_with_an_input_required_result() {
+    let (_server, client) = start(fast()).await;
+    let caps = json!({"elicitation": {}});
+    let first = client
+        .call("test_streaming_elicitation", json!({}), &caps)
+        .await;
+    assert_eq!(first.messages.len(), 1);
+    let first = first.result();
+    assert_eq!(first["resultType"], "input_required");
+    let done = client
+        .request(
+            "tools/call",
+            json!({
+                "name": "test_streaming_elicitation",
+                "arguments": {},
+                "inputResponses": {"proceed": {"action": "accept", "content": {"proceed": true}}},
+                "requestState": first["requestState"]
+            }),
+            &caps,
+        )
+        .await;
+    assert_eq!(
+        done.result()["content"][0]["text"],
+        "Finished after your confirmation."
+    );
+}

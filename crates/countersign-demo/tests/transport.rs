@@ -26,6 +26,7 @@ async fn discover_advertises_the_tasks_extension_and_identifies_the_server() {
             "supportedVersions": ["2026-07-28"],
             "capabilities": {
                 "tools": {"listChanged": false},
+                "logging": {},
                 "extensions": {"io.modelcontextprotocol/tasks": {}}
             },
             "instructions": result["instructions"],
@@ -424,7 +425,10 @@ async fn tools_list_shows_schemas_and_task_support() {
             "protocol_error_job",
             "confirm_delete",
             "multi_input",
-            "test_tool_with_task"
+            "test_tool_with_task",
+            "test_missing_capability",
+            "test_streaming_elicitation",
+            "test_logging_tool"
         ]
     );
     let deploy = tools
@@ -578,4 +582,52 @@ async fn json_mode_answers_synchronous_runs_after_the_work() {
         .call("slow_compute", json!({"seconds": 61}), &no_caps())
         .await;
     assert_eq!(too_long.result()["isError"], true);
+}
+
+#[tokio::test]
+async fn logs_are_streamed_only_when_the_request_sets_a_log_level() {
+    let (_server, client) = start(DemoConfig {
+        response_mode: ResponseMode::Mixed,
+        ..DemoConfig::default()
+    })
+    .await;
+    let quiet = client
+        .call("test_logging_tool", json!({}), &no_caps())
+        .await;
+    assert!(quiet.is_sse());
+    assert_eq!(
+        quiet.messages.len(),
+        1,
+        "no log notifications: {}",
+        quiet.raw
+    );
+
+    let params = json!({"name": "test_logging_tool", "arguments": {}});
+    let mut body = client.envelope("tools/call", params.clone(), &no_caps());
+    body["params"]["_meta"]["io.modelcontextprotocol/logLevel"] = json!("info");
+    let headers = Client::standard_headers("tools/call", &params);
+    let logged = client
+        .post(&headers, serde_json::to_vec(&body).expect("json"))
+        .await;
+    let logs: Vec<Value> = logged
+        .messages
+        .iter()
+        .filter(|message| message["method"] == "notifications/message")
+        .cloned()
+        .collect();
+    assert_eq!(
+        logs,
+        (1..=3)
+            .map(|step| json!({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "logger": "countersign-demo", "data": format!("step {step}/3")}}))
+            .collect::<Vec<_>>()
+    );
+    body["params"]["_meta"]["io.modelcontextprotocol/logLevel"] = json!("warning");
+    let filtered = client
+        .post(&headers, serde_json::to_vec(&body).expect("json"))
+        .await;
+    assert_eq!(
+        filtered.messages.len(),
+        1,
+        "info logs are below the warning threshold"
+    );
 }

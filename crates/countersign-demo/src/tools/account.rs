@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use super::{Call, Definition, ElicitationNeed, Invocation, TaskSupport, Tool};
+use super::{Call, Definition, InputNeed, Invocation, TaskSupport, Tool};
 use crate::elicitation::{Answer, Answers, Ask, Form};
 use crate::error::{Error, Result};
 use crate::tasks::{Program, Step};
@@ -41,7 +41,7 @@ impl Tool for ProvisionAccount {
             output_schema: None,
             annotations: json!({"readOnlyHint": false, "destructiveHint": false, "idempotentHint": false, "openWorldHint": true}),
             tasks: TaskSupport::Required,
-            elicitation: Some(ElicitationNeed::Form),
+            input: Some(InputNeed::Form),
         }
     }
 
@@ -238,7 +238,7 @@ impl Tool for ConnectGithub {
             output_schema: None,
             annotations: json!({"readOnlyHint": false, "destructiveHint": false, "idempotentHint": true, "openWorldHint": true}),
             tasks: TaskSupport::Optional,
-            elicitation: Some(ElicitationNeed::Url),
+            input: Some(InputNeed::Url),
         }
     }
 

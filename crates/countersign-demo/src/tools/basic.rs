@@ -38,7 +38,7 @@ impl Tool for GetTime {
             })),
             annotations: json!({"readOnlyHint": true, "openWorldHint": false}),
             tasks: TaskSupport::Forbidden,
-            elicitation: None,
+            input: None,
         }
     }
 
@@ -94,7 +94,7 @@ impl Tool for Echo {
             })),
             annotations: json!({"readOnlyHint": true, "idempotentHint": true, "openWorldHint": false}),
             tasks: TaskSupport::Forbidden,
-            elicitation: None,
+            input: None,
         }
     }
 

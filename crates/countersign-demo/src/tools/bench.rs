@@ -35,7 +35,7 @@ impl Tool for BenchJob {
             })),
             annotations: json!({"readOnlyHint": true, "openWorldHint": false}),
             tasks: TaskSupport::Required,
-            elicitation: None,
+            input: None,
         }
     }
 

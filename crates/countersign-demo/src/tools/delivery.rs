@@ -3,9 +3,7 @@
 
 use serde_json::{json, Value};
 
-use super::{
-    fingerprint, thousands, Call, Definition, ElicitationNeed, Invocation, TaskSupport, Tool,
-};
+use super::{fingerprint, thousands, Call, Definition, InputNeed, Invocation, TaskSupport, Tool};
 use crate::elicitation::{Answer, Answers, Ask, Form};
 use crate::error::Result;
 use crate::tasks::{CancelPolicy, Program, Script, Step};
@@ -81,7 +79,7 @@ impl Tool for RunCiPipeline {
             })),
             annotations: json!({"readOnlyHint": false, "destructiveHint": false, "idempotentHint": false, "openWorldHint": true}),
             tasks: TaskSupport::Required,
-            elicitation: None,
+            input: None,
         }
     }
 
@@ -179,7 +177,7 @@ impl Tool for DeployService {
             output_schema: None,
             annotations: json!({"readOnlyHint": false, "destructiveHint": true, "idempotentHint": false, "openWorldHint": true}),
             tasks: TaskSupport::Required,
-            elicitation: Some(ElicitationNeed::Form),
+            input: Some(InputNeed::Form),
         }
     }
 
@@ -328,7 +326,8 @@ impl Program for Deploy {
                         _ => self.aborted("approval denied"),
                     },
                     Some(Answer::Decline) => self.aborted("the approval request was declined"),
-                    Some(Answer::Cancel) | None => {
+                    // A sampling result cannot get here: the store checks answers against the form.
+                    Some(Answer::Cancel | Answer::Sampled { .. }) | None => {
                         self.aborted("the approval request was dismissed")
                     }
                 }
@@ -412,7 +411,7 @@ impl Tool for BatchExport {
             })),
             annotations: json!({"readOnlyHint": true, "openWorldHint": true}),
             tasks: TaskSupport::Required,
-            elicitation: None,
+            input: None,
         }
     }
 
@@ -534,7 +533,7 @@ impl Tool for FlakyMigration {
             output_schema: None,
             annotations: json!({"readOnlyHint": false, "destructiveHint": true, "idempotentHint": true, "openWorldHint": false}),
             tasks: TaskSupport::Required,
-            elicitation: None,
+            input: None,
         }
     }
 

@@ -1,12 +1,13 @@
 //! The fixture tools the official conformance scenarios call, with the behaviour they expect:
 //! `greet`, `slow_compute`, `failing_job`, `protocol_error_job`, `confirm_delete`,
-//! `multi_input` and `test_tool_with_task`.
+//! `multi_input` and `test_tool_with_task` (tasks scenarios), `test_missing_capability`,
+//! `test_streaming_elicitation` and `test_logging_tool` (the `server-stateless` scenario).
 
 use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::{Call, Definition, ElicitationNeed, Invocation, Resume, SyncRun, TaskSupport, Tool};
+use super::{Call, Definition, InputNeed, Invocation, Resume, SyncRun, TaskSupport, Tool};
 use crate::elicitation::{Answer, Answers, Ask, Form};
 use crate::error::{Error, Result};
 use crate::tasks::{Program, Script, Step};
@@ -46,7 +47,7 @@ impl Tool for Greet {
             output_schema: None,
             annotations: json!({"readOnlyHint": true, "openWorldHint": false}),
             tasks: TaskSupport::Forbidden,
-            elicitation: None,
+            input: None,
         }
     }
 
@@ -87,7 +88,7 @@ impl Tool for SlowCompute {
             })),
             annotations: json!({"readOnlyHint": true, "openWorldHint": false}),
             tasks: TaskSupport::Optional,
-            elicitation: None,
+            input: None,
         }
     }
 
@@ -154,7 +155,7 @@ impl Tool for FailingJob {
             output_schema: None,
             annotations: json!({"readOnlyHint": true, "openWorldHint": false}),
             tasks: TaskSupport::Required,
-            elicitation: None,
+            input: None,
         }
     }
 
@@ -184,7 +185,7 @@ impl Tool for ProtocolErrorJob {
             output_schema: None,
             annotations: json!({"readOnlyHint": true, "openWorldHint": false}),
             tasks: TaskSupport::Required,
-            elicitation: None,
+            input: None,
         }
     }
 
@@ -249,7 +250,7 @@ impl Tool for ConfirmDelete {
             output_schema: None,
             annotations: json!({"readOnlyHint": false, "destructiveHint": true, "idempotentHint": true, "openWorldHint": false}),
             tasks: TaskSupport::Optional,
-            elicitation: Some(ElicitationNeed::Form),
+            input: Some(InputNeed::Form),
         }
     }
 
@@ -367,7 +368,7 @@ impl Tool for MultiInput {
             output_schema: None,
             annotations: json!({"readOnlyHint": false, "destructiveHint": false, "openWorldHint": false}),
             tasks: TaskSupport::Optional,
-            elicitation: Some(ElicitationNeed::Form),
+            input: Some(InputNeed::Form),
         }
     }
 
@@ -441,7 +442,7 @@ impl Tool for TestToolWithTask {
             output_schema: None,
             annotations: json!({"readOnlyHint": true, "openWorldHint": false}),
             tasks: TaskSupport::Required,
-            elicitation: Some(ElicitationNeed::Form),
+            input: Some(InputNeed::Form),
         }
     }
 
@@ -466,5 +467,106 @@ impl Tool for TestToolWithTask {
                 ),
             },
         })
+    }
+}
+
+/// `test_missing_capability`: asks the client's model for a summary over MRTR sampling, so a
+/// client that does not declare `sampling` gets -32021 with `requiredCapabilities.sampling`.
+pub(crate) struct TestMissingCapability;
+
+impl Tool for TestMissingCapability {
+    fn definition(&self) -> Definition {
+        Definition {
+            name: "test_missing_capability",
+            title: "Summarise with your model",
+            description: "Conformance fixture (server-stateless): asks the client's model for a one-line status \
+                          summary (sampling over a multi-round-trip call). Refused with -32021 when the request \
+                          does not declare the sampling capability.",
+            input_schema: json!({"type": "object", "properties": {}}),
+            output_schema: None,
+            annotations: json!({"readOnlyHint": true, "openWorldHint": false}),
+            tasks: TaskSupport::Forbidden,
+            input: Some(InputNeed::Sampling),
+        }
+    }
+
+    fn invoke(&self, call: &Call<'_>) -> Result<Invocation> {
+        let question = Ask::Sampling {
+            prompt: "Summarise in one line: 3 pipelines passed, 1 deployment awaits approval."
+                .into(),
+            max_tokens: 60,
+        };
+        Ok(match checked(call.resume.as_ref(), "summary", &question)? {
+            Some(Answer::Sampled { text, model }) => Invocation::Complete(
+                ToolResult::text(format!("Summary from {model}: {text}"))
+                    .with_structured(json!({"summary": text, "model": model})),
+            ),
+            _ => Invocation::InputRequired(vec![("summary".to_owned(), question)]),
+        })
+    }
+}
+
+/// `test_streaming_elicitation`: needs an answer from the user, and asks for it with an
+/// `InputRequiredResult`, never with a request on the response stream.
+pub(crate) struct TestStreamingElicitation;
+
+impl Tool for TestStreamingElicitation {
+    fn definition(&self) -> Definition {
+        Definition {
+            name: "test_streaming_elicitation",
+            title: "Ask while answering",
+            description: "Conformance fixture (server-stateless): needs a confirmation mid-call and asks for it \
+                          with an InputRequiredResult (multi-round-trip), never as a request on the response \
+                          stream.",
+            input_schema: json!({"type": "object", "properties": {}}),
+            output_schema: None,
+            annotations: json!({"readOnlyHint": true, "openWorldHint": false}),
+            tasks: TaskSupport::Forbidden,
+            input: Some(InputNeed::Form),
+        }
+    }
+
+    fn invoke(&self, call: &Call<'_>) -> Result<Invocation> {
+        let question = Ask::form(
+            "Continue?",
+            Form::new().boolean("proceed", "Continue", "Let the call finish", Some(true)),
+        );
+        Ok(match checked(call.resume.as_ref(), "proceed", &question)? {
+            None => Invocation::InputRequired(vec![("proceed".to_owned(), question)]),
+            Some(answer) if answer.flag("proceed") == Some(true) => {
+                Invocation::Complete(ToolResult::text("Finished after your confirmation."))
+            }
+            Some(_) => Invocation::Complete(ToolResult::text("Stopped: not confirmed.")),
+        })
+    }
+}
+
+/// `test_logging_tool`: a short synchronous run that logs each step, but only to a request
+/// whose `_meta` sets a log level (and only on a streamed reply).
+pub(crate) struct TestLoggingTool;
+
+impl Tool for TestLoggingTool {
+    fn definition(&self) -> Definition {
+        Definition {
+            name: "test_logging_tool",
+            title: "Logged run",
+            description: "Conformance fixture (server-stateless): a 0.3 s run of three steps. Each step is sent \
+                          as an info notifications/message only when the request sets \
+                          _meta[\"io.modelcontextprotocol/logLevel\"] and the reply is streamed.",
+            input_schema: json!({"type": "object", "properties": {}}),
+            output_schema: None,
+            annotations: json!({"readOnlyHint": true, "openWorldHint": false}),
+            tasks: TaskSupport::Forbidden,
+            input: None,
+        }
+    }
+
+    fn invoke(&self, _call: &Call<'_>) -> Result<Invocation> {
+        Ok(Invocation::Sync(SyncRun {
+            steps: (1..=3)
+                .map(|step| (Duration::from_millis(100), format!("step {step}/3")))
+                .collect(),
+            result: ToolResult::text("test_logging_tool finished 3 steps"),
+        }))
     }
 }

@@ -45,7 +45,7 @@ impl Tool for LintRepository {
             })),
             annotations: json!({"readOnlyHint": true, "openWorldHint": false}),
             tasks: TaskSupport::Required,
-            elicitation: None,
+            input: None,
         }
     }
 

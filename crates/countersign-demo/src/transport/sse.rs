@@ -49,6 +49,8 @@ pub(super) fn single(message: &Outgoing, crlf: bool) -> Response {
 
 struct Progress {
     steps: VecDeque<(Duration, String)>,
+    /// Send each step as an `info` `notifications/message` too.
+    log: bool,
     total: u64,
     done: u64,
     token: Option<Value>,
@@ -61,11 +63,13 @@ struct Progress {
 }
 
 /// A synchronous run: a `: ping` comment at once, then per step a `notifications/progress`
-/// (when the request carried a `progressToken`) or a `: ping`, then the result. Dropping the
-/// body (the client went away) stops the run.
+/// (when the request carried a `progressToken`) and an `info` `notifications/message` (when
+/// its `_meta` log level lets `info` through), or a `: ping` when neither applies, then the
+/// result. Dropping the body (the client went away) stops the run.
 pub(super) fn streamed(
     id: Value,
     token: Option<Value>,
+    log: bool,
     run: SyncRun,
     time_scale: f64,
     crlf: bool,
@@ -74,6 +78,7 @@ pub(super) fn streamed(
     let state = Progress {
         total: steps.len() as u64,
         steps: steps.into(),
+        log,
         done: 0,
         token,
         id,
@@ -94,15 +99,19 @@ pub(super) fn streamed(
         }
         if let Some((duration, message)) = state.steps.pop_front() {
             state.pending_sleep = duration;
-            let chunk = match &state.token {
-                Some(token) => event(
-                    &Outgoing::progress(token, state.done, state.total, &message),
-                    state.crlf,
-                ),
-                None => comment(state.crlf),
-            };
+            let mut chunk = Vec::new();
+            if let Some(token) = &state.token {
+                let progress = Outgoing::progress(token, state.done, state.total, &message);
+                chunk.extend_from_slice(&event(&progress, state.crlf));
+            }
+            if state.log {
+                chunk.extend_from_slice(&event(&Outgoing::log("info", &message), state.crlf));
+            }
+            if chunk.is_empty() {
+                chunk.extend_from_slice(&comment(state.crlf));
+            }
             state.done += 1;
-            return Some((Ok(chunk), state));
+            return Some((Ok(Bytes::from(chunk)), state));
         }
         let result = state.result.take()?;
         let chunk = event(&Outgoing::result(state.id.clone(), result), state.crlf);
