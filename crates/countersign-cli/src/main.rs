@@ -126,6 +126,18 @@ enum Command {
         /// Speed factor: 1 is realistic pacing, 10 runs ten times faster.
         #[arg(long, default_value_t = 1.0)]
         speed: f64,
+        /// The pollIntervalMs the server advertises.
+        #[arg(long, default_value_t = 1000)]
+        poll_interval_ms: u64,
+        /// The ttlMs of new tasks (0 = unlimited).
+        #[arg(long, default_value_t = 900_000)]
+        ttl_ms: u64,
+        /// Reply framing: json, sse (every reply, like rmcp) or mixed.
+        #[arg(long, default_value = "json")]
+        mode: String,
+        /// Require this bearer token (prefer COUNTERSIGN_DEMO_TOKEN: arguments are visible to other users).
+        #[arg(long, env = "COUNTERSIGN_DEMO_TOKEN", hide_env_values = true)]
+        require_token: Option<String>,
     },
 }
 
@@ -456,7 +468,9 @@ async fn run(cli: Cli) -> Result<u8, CliError> {
             }
             Ok(EXIT_COMPLETED)
         }
-        Command::DemoServer { port, speed } => serve_demo(port, speed).await,
+        Command::DemoServer { port, speed, poll_interval_ms, ttl_ms, mode, require_token } => {
+            serve_demo(port, speed, poll_interval_ms, ttl_ms, &mode, require_token).await
+        }
     }
 }
 
@@ -471,12 +485,29 @@ async fn with_desk(global: &Global, f: impl for<'a> FnOnce(&'a mut tracked::Desk
     result
 }
 
-async fn serve_demo(port: u16, speed: f64) -> Result<u8, CliError> {
+async fn serve_demo(
+    port: u16,
+    speed: f64,
+    poll_interval_ms: u64,
+    ttl_ms: u64,
+    mode: &str,
+    required_token: Option<String>,
+) -> Result<u8, CliError> {
     if !(speed.is_finite() && speed > 0.0) {
         return Err(CliError::Usage("--speed must be a positive number".into()));
     }
+    let response_mode = match mode {
+        "json" => countersign_demo::ResponseMode::Json,
+        "sse" => countersign_demo::ResponseMode::Sse,
+        "mixed" => countersign_demo::ResponseMode::Mixed,
+        other => return Err(CliError::Usage(format!("--mode must be json, sse or mixed, not {other:?}"))),
+    };
     let config = countersign_demo::DemoConfig {
         time_scale: 1.0 / speed,
+        poll_interval_ms,
+        default_ttl_ms: (ttl_ms > 0).then_some(ttl_ms),
+        response_mode,
+        required_token: required_token.filter(|t| !t.is_empty()),
         ..countersign_demo::DemoConfig::default()
     };
     let server = countersign_demo::DemoServer::start(
