@@ -29,13 +29,19 @@ const MAX_POLL_FAILURES: u32 = 8;
 /// Asks one question on the terminal and returns the exact response to send.
 pub(crate) fn ask_one(server: &str, request: &InputRequest) -> Result<Value, CliError> {
     let Some(elicitation) = request.elicitation() else {
-        eprintln!("declining a request this console cannot serve ({})", request.method);
+        eprintln!(
+            "declining a request this console cannot serve ({})",
+            request.method
+        );
         return Ok(json!({"action": "decline"}));
     };
     let stdin = std::io::stdin();
     let mut prompter = Prompter::new(stdin.lock(), std::io::stderr());
     let answer = match &elicitation {
-        Elicitation::Form { message, requested_schema } => prompter.form(server, message, requested_schema)?,
+        Elicitation::Form {
+            message,
+            requested_schema,
+        } => prompter.form(server, message, requested_schema)?,
         Elicitation::Url { message, url, .. } => {
             if !(url.starts_with("https://") || url.starts_with("http://")) {
                 eprintln!("refusing to open a non-http(s) URL; declining");
@@ -124,10 +130,21 @@ pub(crate) async fn call(
     for _ in 0..MAX_MRTR_ROUNDS {
         match client.call_tool(&call).await? {
             CallOutcome::Complete(result) => {
-                let code = if result.is_error() { EXIT_TOOL_ERROR } else { EXIT_COMPLETED };
-                let outcome = if result.is_error() { "tool_error" } else { "completed" };
+                let code = if result.is_error() {
+                    EXIT_TOOL_ERROR
+                } else {
+                    EXIT_COMPLETED
+                };
+                let outcome = if result.is_error() {
+                    "tool_error"
+                } else {
+                    "completed"
+                };
                 if json_out {
-                    println!("{}", json!({"outcome": outcome, "taskId": null, "result": result}));
+                    println!(
+                        "{}",
+                        json!({"outcome": outcome, "taskId": null, "result": result})
+                    );
                 } else {
                     print_result(&result);
                 }
@@ -135,9 +152,18 @@ pub(crate) async fn call(
             }
             CallOutcome::InputRequired(question) => {
                 if !json_out {
-                    println!("{} question(s) before the call can run", question.input_requests.len());
+                    println!(
+                        "{} question(s) before the call can run",
+                        question.input_requests.len()
+                    );
                 }
-                let Some(responses) = answer_all(&policy, client.url(), &question.input_requests, &HashSet::new())? else {
+                let Some(responses) = answer_all(
+                    &policy,
+                    client.url(),
+                    &question.input_requests,
+                    &HashSet::new(),
+                )?
+                else {
                     return input_needed(json_out, None, &question.input_requests);
                 };
                 call = call.retry_with(&question, responses);
@@ -158,16 +184,26 @@ pub(crate) async fn call(
             }
         }
     }
-    Err(CliError::Mcp(countersign_core::mcp::Error::InvalidResponse {
-        method: "tools/call".into(),
-        reason: format!("still asking questions after {MAX_MRTR_ROUNDS} rounds"),
-    }))
+    Err(CliError::Mcp(
+        countersign_core::mcp::Error::InvalidResponse {
+            method: "tools/call".into(),
+            reason: format!("still asking questions after {MAX_MRTR_ROUNDS} rounds"),
+        },
+    ))
 }
 
-async fn follow_task(client: &Client, first: Task, policy: &AnswerPolicy, json_out: bool) -> Result<u8, CliError> {
+async fn follow_task(
+    client: &Client,
+    first: Task,
+    policy: &AnswerPolicy,
+    json_out: bool,
+) -> Result<u8, CliError> {
     let task_id = first.task_id.clone();
     let mut last_seen = (first.status(), first.status_message.clone());
-    let mut interval = first.poll_interval_ms.map(Duration::from_millis).unwrap_or(DEFAULT_POLL);
+    let mut interval = first
+        .poll_interval_ms
+        .map(Duration::from_millis)
+        .unwrap_or(DEFAULT_POLL);
     let mut answered: HashSet<String> = HashSet::new();
     let mut failures = 0u32;
     loop {
@@ -183,7 +219,10 @@ async fn follow_task(client: &Client, first: Task, policy: &AnswerPolicy, json_o
                     .retry_after()
                     .unwrap_or_else(|| interval.saturating_mul(1 << failures.min(5)))
                     .min(Duration::from_secs(60));
-                eprintln!("poll failed ({e}); retrying in {:.1}s", backoff.as_secs_f64());
+                eprintln!(
+                    "poll failed ({e}); retrying in {:.1}s",
+                    backoff.as_secs_f64()
+                );
                 tokio::time::sleep(backoff).await;
                 continue;
             }
@@ -213,7 +252,13 @@ async fn follow_task(client: &Client, first: Task, policy: &AnswerPolicy, json_o
                 answered.extend(responses.keys().cloned());
                 if !json_out {
                     for (key, response) in &responses {
-                        println!("  answered {key}: {}", response.get("action").and_then(Value::as_str).unwrap_or("?"));
+                        println!(
+                            "  answered {key}: {}",
+                            response
+                                .get("action")
+                                .and_then(Value::as_str)
+                                .unwrap_or("?")
+                        );
                     }
                 }
                 client.update_task(&task_id, responses).await?;
@@ -231,7 +276,11 @@ async fn follow_task(client: &Client, first: Task, policy: &AnswerPolicy, json_o
     }
 }
 
-fn input_needed(json_out: bool, task_id: Option<&str>, requests: &InputRequests) -> Result<u8, CliError> {
+fn input_needed(
+    json_out: bool,
+    task_id: Option<&str>,
+    requests: &InputRequests,
+) -> Result<u8, CliError> {
     if json_out {
         println!(
             "{}",
@@ -240,7 +289,11 @@ fn input_needed(json_out: bool, task_id: Option<&str>, requests: &InputRequests)
     } else {
         eprintln!("input needed and no terminal to ask on: pass --accept JSON or --decline");
         for (key, request) in requests {
-            let message = request.params.get("message").and_then(Value::as_str).unwrap_or("");
+            let message = request
+                .params
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("");
             eprintln!("  {key}: {message}");
         }
     }
@@ -264,7 +317,9 @@ fn outcome_json(task: &Task) -> Value {
             "outcome": if result.is_error() { "tool_error" } else { "completed" },
             "taskId": task.task_id, "result": result,
         }),
-        TaskState::Failed { error } => json!({"outcome": "failed", "taskId": task.task_id, "error": error}),
+        TaskState::Failed { error } => {
+            json!({"outcome": "failed", "taskId": task.task_id, "error": error})
+        }
         TaskState::Cancelled => json!({"outcome": "cancelled", "taskId": task.task_id}),
         _ => json!({"outcome": "unknown", "taskId": task.task_id}),
     }
@@ -283,7 +338,11 @@ pub(crate) fn print_payload(task: &Task) {
         TaskState::Failed { error } => println!("error {}: {}", error.code, error.message),
         TaskState::InputRequired { input_requests } => {
             for (key, request) in input_requests {
-                let message = request.params.get("message").and_then(Value::as_str).unwrap_or("");
+                let message = request
+                    .params
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
                 println!("  question {key}: {message}");
             }
         }
@@ -300,6 +359,9 @@ fn print_result(result: &countersign_core::mcp::ToolResult) {
         println!("{text}");
     }
     if let Some(structured) = result.structured_content() {
-        println!("{}", serde_json::to_string_pretty(structured).unwrap_or_default());
+        println!(
+            "{}",
+            serde_json::to_string_pretty(structured).unwrap_or_default()
+        );
     }
 }

@@ -3,6 +3,9 @@
 //! Exit codes are a contract for scripts: 0 completed, 1 completed with `isError`, 2 failed,
 //! 3 cancelled, 4 input needed, 64 usage, 69 connection or protocol error.
 
+// The error is the cold path; its size is not worth boxing.
+#![allow(clippy::result_large_err)]
+
 mod follow;
 mod prompt;
 mod tracked;
@@ -30,7 +33,11 @@ pub const EXIT_USAGE: u8 = 64;
 pub const EXIT_UNAVAILABLE: u8 = 69;
 
 #[derive(Parser, Debug)]
-#[command(name = "countersign", version, about = "Sign off on agent actions and watch long MCP tasks.")]
+#[command(
+    name = "countersign",
+    version,
+    about = "Sign off on agent actions and watch long MCP tasks."
+)]
 struct Cli {
     #[command(flatten)]
     global: Global,
@@ -265,7 +272,10 @@ impl CliError {
     fn exit_code(&self) -> u8 {
         match self {
             Self::Usage(_) => EXIT_USAGE,
-            Self::Ledger(countersign_core::ledger::Error::NotFound(_) | countersign_core::ledger::Error::Conflict(_)) => EXIT_USAGE,
+            Self::Ledger(
+                countersign_core::ledger::Error::NotFound(_)
+                | countersign_core::ledger::Error::Conflict(_),
+            ) => EXIT_USAGE,
             Self::Engine(countersign_core::engine::Error::Lock(_)) => EXIT_UNAVAILABLE,
             Self::Mcp(_) | Self::Io(_) | Self::Ledger(_) | Self::Engine(_) => EXIT_UNAVAILABLE,
         }
@@ -283,7 +293,10 @@ fn main() -> ExitCode {
             });
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
@@ -319,8 +332,13 @@ fn error_code(e: &CliError) -> &'static str {
 }
 
 pub(crate) fn client(url: &str, global: &Global) -> Result<Client, CliError> {
-    let endpoint =
-        Endpoint::new(url).with_token(global.token.clone().filter(|t| !t.is_empty()).map(Sensitive::new));
+    let endpoint = Endpoint::new(url).with_token(
+        global
+            .token
+            .clone()
+            .filter(|t| !t.is_empty())
+            .map(Sensitive::new),
+    );
     let options = ClientOptions {
         request_timeout: std::time::Duration::from_secs(global.timeout.max(1)),
         ..ClientOptions::default()
@@ -345,11 +363,29 @@ async fn run(cli: Cli) -> Result<u8, CliError> {
             if global.json {
                 println!("{}", Value::Object(discovery.raw.clone()));
             } else {
-                println!("server:     {}", discovery.server_label().unwrap_or_else(|| "(unnamed)".into()));
+                println!(
+                    "server:     {}",
+                    discovery
+                        .server_label()
+                        .unwrap_or_else(|| "(unnamed)".into())
+                );
                 println!("versions:   {}", discovery.supported_versions.join(", "));
-                println!("tasks:      {}", if discovery.supports_tasks() { "yes" } else { "no" });
+                println!(
+                    "tasks:      {}",
+                    if discovery.supports_tasks() {
+                        "yes"
+                    } else {
+                        "no"
+                    }
+                );
                 let caps: Vec<&String> = discovery.capabilities.keys().collect();
-                println!("capabilities: {}", caps.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", "));
+                println!(
+                    "capabilities: {}",
+                    caps.iter()
+                        .map(|s| s.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
                 if let Some(i) = &discovery.instructions {
                     println!("instructions: {i}");
                 }
@@ -359,10 +395,17 @@ async fn run(cli: Cli) -> Result<u8, CliError> {
         Command::Tools { url } => {
             let list = client(&url, &global)?.list_tools().await?;
             for excluded in &list.excluded {
-                eprintln!("warning: tool {:?} excluded: {}", excluded.name, excluded.reason);
+                eprintln!(
+                    "warning: tool {:?} excluded: {}",
+                    excluded.name, excluded.reason
+                );
             }
             if global.json {
-                let tools: Vec<Value> = list.tools.iter().map(|t| Value::Object(t.definition.clone())).collect();
+                let tools: Vec<Value> = list
+                    .tools
+                    .iter()
+                    .map(|t| Value::Object(t.definition.clone()))
+                    .collect();
                 let excluded: Vec<Value> = list
                     .excluded
                     .iter()
@@ -371,8 +414,15 @@ async fn run(cli: Cli) -> Result<u8, CliError> {
                 println!("{}", json!({"tools": tools, "excluded": excluded}));
             } else {
                 for tool in &list.tools {
-                    let support = tool.task_support().map(|s| format!(" [task: {s}]")).unwrap_or_default();
-                    println!("{}{support}\n    {}", tool.name, tool.description().unwrap_or(""));
+                    let support = tool
+                        .task_support()
+                        .map(|s| format!(" [task: {s}]"))
+                        .unwrap_or_default();
+                    println!(
+                        "{}{support}\n    {}",
+                        tool.name,
+                        tool.description().unwrap_or("")
+                    );
                 }
             }
             Ok(EXIT_COMPLETED)
@@ -386,37 +436,121 @@ async fn run(cli: Cli) -> Result<u8, CliError> {
             let policy = follow::AnswerPolicy::from_args(&args.answer)?;
             if args.url.contains("://") {
                 let client = client(&args.url, &global)?;
-                follow::call(&client, &args.tool, arguments, policy, args.no_follow, global.json).await
+                follow::call(
+                    &client,
+                    &args.tool,
+                    arguments,
+                    policy,
+                    args.no_follow,
+                    global.json,
+                )
+                .await
             } else {
-                with_desk(&global, |desk| Box::pin(async move {
-                    tracked::call(desk, &args.url, &args.tool, arguments, policy, args.no_follow, json).await
-                })).await
+                with_desk(&global, |desk| {
+                    Box::pin(async move {
+                        tracked::call(
+                            desk,
+                            &args.url,
+                            &args.tool,
+                            arguments,
+                            policy,
+                            args.no_follow,
+                            json,
+                        )
+                        .await
+                    })
+                })
+                .await
             }
         }
-        Command::Servers(ServersCommand::Add { name, url, no_discover }) => {
-            with_desk(&global, |desk| Box::pin(async move { tracked::servers_add(desk, &name, &url, !no_discover, json).await })).await
+        Command::Servers(ServersCommand::Add {
+            name,
+            url,
+            no_discover,
+        }) => {
+            with_desk(&global, |desk| {
+                Box::pin(async move {
+                    tracked::servers_add(desk, &name, &url, !no_discover, json).await
+                })
+            })
+            .await
         }
-        Command::Servers(ServersCommand::List) => with_desk(&global, |desk| Box::pin(async move { tracked::servers_list(desk, json) })).await,
+        Command::Servers(ServersCommand::List) => {
+            with_desk(&global, |desk| {
+                Box::pin(async move { tracked::servers_list(desk, json) })
+            })
+            .await
+        }
         Command::Servers(ServersCommand::Remove { name }) => {
-            with_desk(&global, |desk| Box::pin(async move { tracked::servers_remove(desk, &name, json).await })).await
+            with_desk(&global, |desk| {
+                Box::pin(async move { tracked::servers_remove(desk, &name, json).await })
+            })
+            .await
         }
-        Command::Watch => with_desk(&global, |desk| Box::pin(async move { tracked::watch(desk, json).await })).await,
-        Command::Tasks { status, server, tool } => {
-            with_desk(&global, |desk| Box::pin(async move { tracked::tasks_list(desk, status.as_deref(), server, tool, json) })).await
+        Command::Watch => {
+            with_desk(&global, |desk| {
+                Box::pin(async move { tracked::watch(desk, json).await })
+            })
+            .await
+        }
+        Command::Tasks {
+            status,
+            server,
+            tool,
+        } => {
+            with_desk(&global, |desk| {
+                Box::pin(
+                    async move { tracked::tasks_list(desk, status.as_deref(), server, tool, json) },
+                )
+            })
+            .await
         }
         Command::Task(TaskCommand::Show { task_id }) => {
-            with_desk(&global, |desk| Box::pin(async move { tracked::task_show(desk, &task_id, json) })).await
+            with_desk(&global, |desk| {
+                Box::pin(async move { tracked::task_show(desk, &task_id, json) })
+            })
+            .await
         }
-        Command::Answer { task_id, key, answer } => {
-            let policy = follow::AnswerPolicy::from_args(&AnswerArgs { accept: answer.accept, decline: answer.decline })?;
-            with_desk(&global, |desk| Box::pin(async move { tracked::answer(desk, &task_id, key.as_deref(), &policy, json).await })).await
+        Command::Answer {
+            task_id,
+            key,
+            answer,
+        } => {
+            let policy = follow::AnswerPolicy::from_args(&AnswerArgs {
+                accept: answer.accept,
+                decline: answer.decline,
+            })?;
+            with_desk(&global, |desk| {
+                Box::pin(async move {
+                    tracked::answer(desk, &task_id, key.as_deref(), &policy, json).await
+                })
+            })
+            .await
         }
-        Command::Cancel { task_id } => with_desk(&global, |desk| Box::pin(async move { tracked::cancel(desk, &task_id, json).await })).await,
+        Command::Cancel { task_id } => {
+            with_desk(&global, |desk| {
+                Box::pin(async move { tracked::cancel(desk, &task_id, json).await })
+            })
+            .await
+        }
         Command::Adopt { server, task_id } => {
-            with_desk(&global, |desk| Box::pin(async move { tracked::adopt(desk, &server, &task_id, json).await })).await
+            with_desk(&global, |desk| {
+                Box::pin(async move { tracked::adopt(desk, &server, &task_id, json).await })
+            })
+            .await
         }
-        Command::Inbox => with_desk(&global, |desk| Box::pin(async move { tracked::inbox(desk, json) })).await,
-        Command::Audit { csv } => with_desk(&global, |desk| Box::pin(async move { tracked::audit_log(desk, csv, json) })).await,
+        Command::Inbox => {
+            with_desk(&global, |desk| {
+                Box::pin(async move { tracked::inbox(desk, json) })
+            })
+            .await
+        }
+        Command::Audit { csv } => {
+            with_desk(&global, |desk| {
+                Box::pin(async move { tracked::audit_log(desk, csv, json) })
+            })
+            .await
+        }
         Command::Task(TaskCommand::Get { url, task_id }) => {
             let task = client(&url, &global)?.get_task(&task_id).await?;
             if global.json {
@@ -439,7 +573,11 @@ async fn run(cli: Cli) -> Result<u8, CliError> {
             }
             Ok(EXIT_COMPLETED)
         }
-        Command::Task(TaskCommand::Answer { url, task_id, answer }) => {
+        Command::Task(TaskCommand::Answer {
+            url,
+            task_id,
+            answer,
+        }) => {
             let policy = follow::AnswerPolicy::from_args(&AnswerArgs {
                 accept: answer.accept,
                 decline: answer.decline,
@@ -455,7 +593,10 @@ async fn run(cli: Cli) -> Result<u8, CliError> {
             let mut responses = Map::new();
             for (key, request) in input_requests {
                 let response = policy.automatic(request).ok_or_else(|| {
-                    CliError::Usage(format!("cannot answer {key}: unsupported request {}", request.method))
+                    CliError::Usage(format!(
+                        "cannot answer {key}: unsupported request {}",
+                        request.method
+                    ))
                 })?;
                 responses.insert(key.clone(), response);
             }
@@ -468,17 +609,26 @@ async fn run(cli: Cli) -> Result<u8, CliError> {
             }
             Ok(EXIT_COMPLETED)
         }
-        Command::DemoServer { port, speed, poll_interval_ms, ttl_ms, mode, require_token } => {
-            serve_demo(port, speed, poll_interval_ms, ttl_ms, &mode, require_token).await
-        }
+        Command::DemoServer {
+            port,
+            speed,
+            poll_interval_ms,
+            ttl_ms,
+            mode,
+            require_token,
+        } => serve_demo(port, speed, poll_interval_ms, ttl_ms, &mode, require_token).await,
     }
 }
 
-type DeskFuture<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<u8, CliError>> + 'a>>;
+type DeskFuture<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<u8, CliError>> + 'a>>;
 
 /// Opens the ledger, runs `f`, and closes it (stopping an engine the command started) whatever
 /// `f` returned.
-async fn with_desk(global: &Global, f: impl for<'a> FnOnce(&'a mut tracked::Desk) -> DeskFuture<'a>) -> Result<u8, CliError> {
+async fn with_desk(
+    global: &Global,
+    f: impl for<'a> FnOnce(&'a mut tracked::Desk) -> DeskFuture<'a>,
+) -> Result<u8, CliError> {
     let mut desk = tracked::Desk::open(global)?;
     let result = f(&mut desk).await;
     desk.close().await;
@@ -500,7 +650,11 @@ async fn serve_demo(
         "json" => countersign_demo::ResponseMode::Json,
         "sse" => countersign_demo::ResponseMode::Sse,
         "mixed" => countersign_demo::ResponseMode::Mixed,
-        other => return Err(CliError::Usage(format!("--mode must be json, sse or mixed, not {other:?}"))),
+        other => {
+            return Err(CliError::Usage(format!(
+                "--mode must be json, sse or mixed, not {other:?}"
+            )))
+        }
     };
     let config = countersign_demo::DemoConfig {
         time_scale: 1.0 / speed,

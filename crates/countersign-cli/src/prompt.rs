@@ -36,7 +36,10 @@ impl<R: BufRead, W: Write> Prompter<R, W> {
     /// Asks for consent to open `url`; accept means "consented".
     pub fn url(&mut self, server: &str, message: &str, url: &str) -> std::io::Result<Answer> {
         let host = reqwest_host(url);
-        writeln!(self.output, "\n{server} asks you to open a link:\n  {message}")?;
+        writeln!(
+            self.output,
+            "\n{server} asks you to open a link:\n  {message}"
+        )?;
         writeln!(self.output, "  host: {host}\n  url:  {url}")?;
         loop {
             match self.ask("Open it and continue? [y]es / [n]o (decline) / [c]ancel: ")? {
@@ -134,10 +137,13 @@ impl<R: BufRead, W: Write> Prompter<R, W> {
                 .unwrap_or("text")
                 .to_owned(),
         };
-        let default_text = default.map(|d| format!(" [default {d}]")).unwrap_or_default();
+        let default_text = default
+            .map(|d| format!(" [default {d}]"))
+            .unwrap_or_default();
         let marker = if required { " (required)" } else { "" };
         loop {
-            let Some(line) = self.ask(&format!("  {title} ({hint}){marker}{default_text}: "))? else {
+            let Some(line) = self.ask(&format!("  {title} ({hint}){marker}{default_text}: "))?
+            else {
                 return Ok(FieldAnswer::EndOfInput);
             };
             let line = line.trim();
@@ -215,7 +221,9 @@ fn options(field: &Value) -> Option<Vec<(Value, String)>> {
 }
 
 fn display(v: &Value) -> String {
-    v.as_str().map(str::to_owned).unwrap_or_else(|| v.to_string())
+    v.as_str()
+        .map(str::to_owned)
+        .unwrap_or_else(|| v.to_string())
 }
 
 fn field_kind(field: &Value) -> Kind {
@@ -267,13 +275,16 @@ fn parse_field(kind: &Kind, field: &Value, line: &str) -> Result<Value, String> 
                 return Err(format!(
                     "choose between {} and {} items",
                     min.unwrap_or(0),
-                    max.map(|m| m.to_string()).unwrap_or_else(|| "any number of".into())
+                    max.map(|m| m.to_string())
+                        .unwrap_or_else(|| "any number of".into())
                 ));
             }
             Ok(Value::Array(picked))
         }
         Kind::Integer | Kind::Number => {
-            let number: f64 = line.parse().map_err(|_| format!("{line:?} is not a number"))?;
+            let number: f64 = line
+                .parse()
+                .map_err(|_| format!("{line:?} is not a number"))?;
             if matches!(kind, Kind::Integer) && number.fract() != 0.0 {
                 return Err("enter a whole number".into());
             }
@@ -308,12 +319,18 @@ fn parse_field(kind: &Kind, field: &Value, line: &str) -> Result<Value, String> 
                 }
             }
             match field.get("format").and_then(Value::as_str) {
-                Some("email") if !(line.contains('@') && !line.starts_with('@') && !line.ends_with('@')) => {
+                Some("email")
+                    if !(line.contains('@') && !line.starts_with('@') && !line.ends_with('@')) =>
+                {
                     Err("enter an email address".into())
                 }
                 Some("uri") if !line.contains(':') => Err("enter a URI (scheme:…)".into()),
                 Some("date") if !is_date(line) => Err("enter a date as YYYY-MM-DD".into()),
-                Some("date-time") if !(line.len() >= 19 && is_date(&line[..10]) && line.as_bytes()[10].eq_ignore_ascii_case(&b't')) => {
+                Some("date-time")
+                    if !(line.len() >= 19
+                        && is_date(&line[..10])
+                        && line.as_bytes()[10].eq_ignore_ascii_case(&b't')) =>
+                {
                     Err("enter a date-time as YYYY-MM-DDTHH:MM:SSZ".into())
                 }
                 _ => Ok(Value::String(line.to_owned())),
@@ -335,9 +352,17 @@ fn is_date(s: &str) -> bool {
 /// Field names or formats that suggest a secret (which servers must not request in form mode).
 pub fn looks_secret(name: &str, field: &Value) -> bool {
     let lower = name.to_ascii_lowercase();
-    ["password", "passwd", "secret", "token", "api_key", "apikey", "private_key"]
-        .iter()
-        .any(|n| lower.contains(n))
+    [
+        "password",
+        "passwd",
+        "secret",
+        "token",
+        "api_key",
+        "apikey",
+        "private_key",
+    ]
+    .iter()
+    .any(|n| lower.contains(n))
         || lower == "key"
         || field.get("format").and_then(Value::as_str) == Some("password")
 }
@@ -380,7 +405,9 @@ mod tests {
         let (content, out) = run_form("a\nmaybe\ny\n2\n9\n3\n1,2,3\n1,3\n\ny\n", schema);
         assert_eq!(
             content.map(Value::Object),
-            Some(json!({"approve": true, "env": "stg", "count": 3, "tags": ["a", "c"], "note": "none"}))
+            Some(
+                json!({"approve": true, "env": "stg", "count": 3, "tags": ["a", "c"], "note": "none"})
+            )
         );
         assert!(out.contains("answer y or n"), "{out}");
         assert!(out.contains("at most 5"), "{out}");
@@ -389,7 +416,10 @@ mod tests {
 
     #[test]
     fn end_of_input_cancels_and_decline_declines() {
-        let (content, _) = run_form("a\n", json!({"properties": {"x": {"type": "string"}}, "required": ["x"]}));
+        let (content, _) = run_form(
+            "a\n",
+            json!({"properties": {"x": {"type": "string"}}, "required": ["x"]}),
+        );
         assert_eq!(content, None);
         let mut out = Vec::new();
         let answer = Prompter::new("d\n".as_bytes(), &mut out)
@@ -400,7 +430,10 @@ mod tests {
 
     #[test]
     fn warns_about_secret_looking_fields() {
-        let (_, out) = run_form("a\nhunter2\ny\n", json!({"properties": {"password": {"type": "string"}}}));
+        let (_, out) = run_form(
+            "a\nhunter2\ny\n",
+            json!({"properties": {"password": {"type": "string"}}}),
+        );
         assert!(out.contains("looks like a secret"), "{out}");
     }
 }

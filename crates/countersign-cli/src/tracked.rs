@@ -23,7 +23,10 @@ use countersign_core::secret::Sensitive;
 use serde_json::{json, Map, Value};
 
 use crate::follow::AnswerPolicy;
-use crate::{CliError, Global, EXIT_CANCELLED, EXIT_COMPLETED, EXIT_FAILED, EXIT_INPUT_NEEDED, EXIT_TOOL_ERROR, EXIT_UNAVAILABLE};
+use crate::{
+    CliError, Global, EXIT_CANCELLED, EXIT_COMPLETED, EXIT_FAILED, EXIT_INPUT_NEEDED,
+    EXIT_TOOL_ERROR, EXIT_UNAVAILABLE,
+};
 
 /// How long `answer`/`cancel` wait for the server's acknowledgement before saying it is pending.
 const ACK_WAIT: Duration = Duration::from_secs(15);
@@ -38,15 +41,24 @@ pub(crate) struct Desk {
 
 impl Desk {
     pub(crate) fn open(global: &Global) -> Result<Self, CliError> {
-        let data_dir = global.data_dir.clone().unwrap_or_else(ledger::default_data_dir);
+        let data_dir = global
+            .data_dir
+            .clone()
+            .unwrap_or_else(ledger::default_data_dir);
         let ledger = Arc::new(Ledger::open(&data_dir)?);
         let mut config = EngineConfig::new(&data_dir);
         config.client.request_timeout = Duration::from_secs(global.timeout.max(1));
         if let Some(token) = global.token.clone().filter(|t| !t.is_empty()) {
-            let provider: TokenProvider = Arc::new(move |_server: &ServerRecord| Some(Sensitive::new(token.clone())));
+            let provider: TokenProvider =
+                Arc::new(move |_server: &ServerRecord| Some(Sensitive::new(token.clone())));
             config.tokens = Some(provider);
         }
-        Ok(Self { ledger, data_dir, engine: None, config })
+        Ok(Self {
+            ledger,
+            data_dir,
+            engine: None,
+            config,
+        })
     }
 
     /// Makes sure an engine serves this ledger: the running one, or our own. Returns the pid
@@ -81,7 +93,11 @@ impl Desk {
     fn server(&self, name: &str) -> Result<ServerRecord, CliError> {
         self.ledger
             .read(|c| servers::by_name(c, name))?
-            .ok_or_else(|| CliError::Usage(format!("no server named {name:?} (add it with `countersign servers add {name} URL`)")))
+            .ok_or_else(|| {
+                CliError::Usage(format!(
+                    "no server named {name:?} (add it with `countersign servers add {name} URL`)"
+                ))
+            })
     }
 
     fn client(&self, server: &ServerRecord) -> Result<mcp::Client, CliError> {
@@ -97,11 +113,25 @@ impl Desk {
     }
 
     /// Waits for an event about `task` after `cursor` that `done` accepts.
-    async fn wait_for(&self, task: i64, cursor: i64, wait: Duration, done: impl Fn(&EventKind) -> bool) -> Result<Option<StoredEvent>, CliError> {
+    async fn wait_for(
+        &self,
+        task: i64,
+        cursor: i64,
+        wait: Duration,
+        done: impl Fn(&EventKind) -> bool,
+    ) -> Result<Option<StoredEvent>, CliError> {
         let deadline = tokio::time::Instant::now() + wait;
         let mut cursor = cursor;
         while tokio::time::Instant::now() < deadline {
-            let batch = self.ledger.events_after(cursor, 256, Duration::from_millis(100), deadline - tokio::time::Instant::now()).await?;
+            let batch = self
+                .ledger
+                .events_after(
+                    cursor,
+                    256,
+                    Duration::from_millis(100),
+                    deadline - tokio::time::Instant::now(),
+                )
+                .await?;
             for event in batch {
                 cursor = event.id;
                 if event.task == Some(task) && done(&event.kind) {
@@ -113,10 +143,20 @@ impl Desk {
     }
 }
 
-pub(crate) async fn servers_add(desk: &Desk, name: &str, url: &str, discover: bool, json_out: bool) -> Result<u8, CliError> {
+pub(crate) async fn servers_add(
+    desk: &Desk,
+    name: &str,
+    url: &str,
+    discover: bool,
+    json_out: bool,
+) -> Result<u8, CliError> {
     // Validate the URL through the client, and learn what the server is, before storing it.
     let probe = mcp::Client::new(mcp::Endpoint::new(url))?;
-    let discovery = if discover { Some(probe.discover().await?) } else { None };
+    let discovery = if discover {
+        Some(probe.discover().await?)
+    } else {
+        None
+    };
     let (name_owned, url_owned) = (name.to_owned(), url.to_owned());
     let actor = audit::os_user();
     let record = desk
@@ -124,17 +164,45 @@ pub(crate) async fn servers_add(desk: &Desk, name: &str, url: &str, discover: bo
         .write(move |ctx| {
             let record = servers::add(ctx.conn, &name_owned, &url_owned, false)?;
             if let Some(d) = &discovery {
-                servers::set_discovery(ctx.conn, record.id, &Value::Object(d.capabilities.clone()), d.server_info.as_ref())?;
+                servers::set_discovery(
+                    ctx.conn,
+                    record.id,
+                    &Value::Object(d.capabilities.clone()),
+                    d.server_info.as_ref(),
+                )?;
             }
-            audit::record(ctx.conn, audit::NewAudit { actor: &actor, action: "server_add", server: Some(&name_owned), task_id: None, input_key: None, detail: json!({"url": url_owned}) })?;
-            ctx.append(events::NewEvent { task: None, server_id: Some(record.id), via: ledger::Via::User, kind: EventKind::ServerAdded { name: name_owned, url: url_owned } })?;
+            audit::record(
+                ctx.conn,
+                audit::NewAudit {
+                    actor: &actor,
+                    action: "server_add",
+                    server: Some(&name_owned),
+                    task_id: None,
+                    input_key: None,
+                    detail: json!({"url": url_owned}),
+                },
+            )?;
+            ctx.append(events::NewEvent {
+                task: None,
+                server_id: Some(record.id),
+                via: ledger::Via::User,
+                kind: EventKind::ServerAdded {
+                    name: name_owned,
+                    url: url_owned,
+                },
+            })?;
             servers::get(ctx.conn, record.id)
         })
         .await?;
     if json_out {
         println!("{}", serde_json::to_value(&record).unwrap_or(Value::Null));
     } else {
-        let identity = record.server_info.as_ref().and_then(|i| i.get("name")).and_then(Value::as_str).unwrap_or("not discovered");
+        let identity = record
+            .server_info
+            .as_ref()
+            .and_then(|i| i.get("name"))
+            .and_then(Value::as_str)
+            .unwrap_or("not discovered");
         println!("added server {} → {} ({identity})", record.name, record.url);
     }
     Ok(EXIT_COMPLETED)
@@ -148,22 +216,46 @@ pub(crate) fn servers_list(desk: &Desk, json_out: bool) -> Result<u8, CliError> 
         println!("no servers; add one with `countersign servers add NAME URL`");
     } else {
         for s in list {
-            let identity = s.server_info.as_ref().and_then(|i| i.get("name")).and_then(Value::as_str).unwrap_or("-");
+            let identity = s
+                .server_info
+                .as_ref()
+                .and_then(|i| i.get("name"))
+                .and_then(Value::as_str)
+                .unwrap_or("-");
             println!("{:<16} {:<40} {identity}", s.name, s.url);
         }
     }
     Ok(EXIT_COMPLETED)
 }
 
-pub(crate) async fn servers_remove(desk: &Desk, name: &str, json_out: bool) -> Result<u8, CliError> {
+pub(crate) async fn servers_remove(
+    desk: &Desk,
+    name: &str,
+    json_out: bool,
+) -> Result<u8, CliError> {
     let server = desk.server(name)?;
     let actor = audit::os_user();
     let name_owned = name.to_owned();
     desk.ledger
         .write(move |ctx| {
             servers::remove(ctx.conn, server.id)?;
-            audit::record(ctx.conn, audit::NewAudit { actor: &actor, action: "server_remove", server: Some(&name_owned), task_id: None, input_key: None, detail: json!({"url": server.url}) })?;
-            ctx.append(events::NewEvent { task: None, server_id: None, via: ledger::Via::User, kind: EventKind::ServerRemoved { name: name_owned } })?;
+            audit::record(
+                ctx.conn,
+                audit::NewAudit {
+                    actor: &actor,
+                    action: "server_remove",
+                    server: Some(&name_owned),
+                    task_id: None,
+                    input_key: None,
+                    detail: json!({"url": server.url}),
+                },
+            )?;
+            ctx.append(events::NewEvent {
+                task: None,
+                server_id: None,
+                via: ledger::Via::User,
+                kind: EventKind::ServerRemoved { name: name_owned },
+            })?;
             Ok(())
         })
         .await?;
@@ -180,10 +272,16 @@ pub(crate) async fn watch(desk: &mut Desk, json_out: bool) -> Result<u8, CliErro
     let mut cursor = desk.last_event()?;
     // A second engine on the same ledger would double-poll and double-notify: refuse.
     if let Some(pid) = desk.ensure_engine().await? {
-        return Err(engine::Error::Lock(LockError::Held { pid: Some(pid).filter(|p| *p != 0) }).into());
+        return Err(engine::Error::Lock(LockError::Held {
+            pid: Some(pid).filter(|p| *p != 0),
+        })
+        .into());
     }
     let resumed = desk.engine.as_ref().map(Engine::resumed).unwrap_or(0);
-    eprintln!("countersign engine on {} — resumed {resumed} unfinished task(s); Ctrl-C to stop", desk.data_dir.display());
+    eprintln!(
+        "countersign engine on {} — resumed {resumed} unfinished task(s); Ctrl-C to stop",
+        desk.data_dir.display()
+    );
     let stop = crate::shutdown_signal();
     tokio::pin!(stop);
     loop {
@@ -223,26 +321,65 @@ fn time_of_day(ms: i64) -> String {
 
 fn describe(kind: &EventKind) -> String {
     match kind {
-        EventKind::TaskCreated { status, tool, origin, .. } => format!("task_created {status} ({}{})", tool.as_deref().unwrap_or("?"), if origin == "adopted" { ", adopted" } else { "" }),
-        EventKind::TaskUpdated { status, previous_status, status_message } => {
-            let change = if status == previous_status { status.clone() } else { format!("{previous_status} → {status}") };
+        EventKind::TaskCreated {
+            status,
+            tool,
+            origin,
+            ..
+        } => format!(
+            "task_created {status} ({}{})",
+            tool.as_deref().unwrap_or("?"),
+            if origin == "adopted" { ", adopted" } else { "" }
+        ),
+        EventKind::TaskUpdated {
+            status,
+            previous_status,
+            status_message,
+        } => {
+            let change = if status == previous_status {
+                status.clone()
+            } else {
+                format!("{previous_status} → {status}")
+            };
             match status_message {
                 Some(m) => format!("task_updated {change}: {m}"),
                 None => format!("task_updated {change}"),
             }
         }
-        EventKind::InputRequested { key, request } => format!("input_requested {key}: {}", request["params"]["message"].as_str().unwrap_or("")),
-        EventKind::InputAnswered { key, action, by, .. } => format!("input_answered {key}: {action} by {by}"),
-        EventKind::TaskFinished { status, result, error } => {
+        EventKind::InputRequested { key, request } => format!(
+            "input_requested {key}: {}",
+            request["params"]["message"].as_str().unwrap_or("")
+        ),
+        EventKind::InputAnswered {
+            key, action, by, ..
+        } => format!("input_answered {key}: {action} by {by}"),
+        EventKind::TaskFinished {
+            status,
+            result,
+            error,
+        } => {
             let detail = match (result, error) {
-                (Some(r), _) => mcp::ToolResult::parse(r).map(|r| r.text()).unwrap_or_default(),
+                (Some(r), _) => mcp::ToolResult::parse(r)
+                    .map(|r| r.text())
+                    .unwrap_or_default(),
                 (_, Some(e)) => format!("{} {}", e["code"], e["message"].as_str().unwrap_or("")),
                 _ => String::new(),
             };
-            format!("task_finished {status} {detail}").trim_end().to_owned()
+            format!("task_finished {status} {detail}")
+                .trim_end()
+                .to_owned()
         }
-        EventKind::PollFailed { code, message, retry_in_ms } => format!("poll_failed [{code}] {message}; retrying in {:.1}s", *retry_in_ms as f64 / 1000.0),
-        other => serde_json::to_value(other).map(|v| compact(other.name(), &v)).unwrap_or_else(|_| other.name().into()),
+        EventKind::PollFailed {
+            code,
+            message,
+            retry_in_ms,
+        } => format!(
+            "poll_failed [{code}] {message}; retrying in {:.1}s",
+            *retry_in_ms as f64 / 1000.0
+        ),
+        other => serde_json::to_value(other)
+            .map(|v| compact(other.name(), &v))
+            .unwrap_or_else(|_| other.name().into()),
     }
 }
 
@@ -253,18 +390,43 @@ fn compact(name: &str, value: &Value) -> String {
             if k == "kind" {
                 continue;
             }
-            fields.push(format!("{k}={}", v.as_str().map(str::to_owned).unwrap_or_else(|| v.to_string())));
+            fields.push(format!(
+                "{k}={}",
+                v.as_str()
+                    .map(str::to_owned)
+                    .unwrap_or_else(|| v.to_string())
+            ));
         }
     }
-    if fields.is_empty() { name.into() } else { format!("{name} {}", fields.join(" ")) }
+    if fields.is_empty() {
+        name.into()
+    } else {
+        format!("{name} {}", fields.join(" "))
+    }
 }
 
-pub(crate) fn tasks_list(desk: &Desk, status: Option<&str>, server: Option<String>, tool: Option<String>, json_out: bool) -> Result<u8, CliError> {
+pub(crate) fn tasks_list(
+    desk: &Desk,
+    status: Option<&str>,
+    server: Option<String>,
+    tool: Option<String>,
+    json_out: bool,
+) -> Result<u8, CliError> {
     let status = match status {
         Some(s) => Some(LedgerStatus::parse(s).ok_or_else(|| CliError::Usage(format!("unknown status {s:?} (working, input_required, completed, failed, cancelled, expired, lost)")))?),
         None => None,
     };
-    let list = desk.ledger.read(|c| tasks::list(c, &Filter { status, server, tool, limit: None }))?;
+    let list = desk.ledger.read(|c| {
+        tasks::list(
+            c,
+            &Filter {
+                status,
+                server,
+                tool,
+                limit: None,
+            },
+        )
+    })?;
     if json_out {
         println!("{}", serde_json::to_value(&list).unwrap_or(Value::Null));
     } else if list.is_empty() {
@@ -291,15 +453,31 @@ pub(crate) fn task_show(desk: &Desk, id: &str, json_out: bool) -> Result<u8, Cli
     let timeline = desk.ledger.read(|c| events::for_task(c, row))?;
     let questions = desk.ledger.read(|c| inputs::for_task(c, row))?;
     if json_out {
-        println!("{}", json!({"task": task, "questions": questions, "timeline": timeline}));
+        println!(
+            "{}",
+            json!({"task": task, "questions": questions, "timeline": timeline})
+        );
         return Ok(EXIT_COMPLETED);
     }
-    println!("task #{} {} on {} ({})", task.id, task.task_id, task.server, task.server_url);
-    println!("  tool:      {}", task.tool.as_deref().unwrap_or("(adopted)"));
+    println!(
+        "task #{} {} on {} ({})",
+        task.id, task.task_id, task.server, task.server_url
+    );
+    println!(
+        "  tool:      {}",
+        task.tool.as_deref().unwrap_or("(adopted)")
+    );
     if let Some(args) = &task.arguments {
         println!("  arguments: {args}");
     }
-    println!("  status:    {}{}", task.status, task.status_message.as_deref().map(|m| format!(": {m}")).unwrap_or_default());
+    println!(
+        "  status:    {}{}",
+        task.status,
+        task.status_message
+            .as_deref()
+            .map(|m| format!(": {m}"))
+            .unwrap_or_default()
+    );
     if let Some(e) = &task.poll_error {
         println!("  polling:   failing: {e}");
     }
@@ -323,8 +501,17 @@ pub(crate) fn inbox(desk: &Desk, json_out: bool) -> Result<u8, CliError> {
     let now = ledger::now_ms();
     for item in items {
         let waited = (now - item.input.requested_at).max(0) / 1000;
-        let message = item.input.request["params"]["message"].as_str().unwrap_or("");
-        println!("{} {} [{}] {} (waiting {waited}s, key {})", item.server, item.task_id, item.tool.as_deref().unwrap_or("?"), message, item.input.key);
+        let message = item.input.request["params"]["message"]
+            .as_str()
+            .unwrap_or("");
+        println!(
+            "{} {} [{}] {} (waiting {waited}s, key {})",
+            item.server,
+            item.task_id,
+            item.tool.as_deref().unwrap_or("?"),
+            message,
+            item.input.key
+        );
     }
     Ok(EXIT_COMPLETED)
 }
@@ -337,17 +524,34 @@ pub(crate) fn audit_log(desk: &Desk, csv: bool, json_out: bool) -> Result<u8, Cl
         println!("{}", serde_json::to_value(&records).unwrap_or(Value::Null));
     } else {
         for r in records {
-            println!("{} {} {} {} {} {}", time_of_day(r.at), r.actor, r.action, r.server.unwrap_or_default(), r.task_id.unwrap_or_default(), r.detail);
+            println!(
+                "{} {} {} {} {} {}",
+                time_of_day(r.at),
+                r.actor,
+                r.action,
+                r.server.unwrap_or_default(),
+                r.task_id.unwrap_or_default(),
+                r.detail
+            );
         }
     }
     Ok(EXIT_COMPLETED)
 }
 
 /// Waits for the engine to deliver; starts our own if none runs.
-async fn await_delivery(desk: &mut Desk, task: i64, cursor: i64, what: &str, json_out: bool, done: impl Fn(&EventKind) -> Option<Result<(), String>>) -> Result<u8, CliError> {
+async fn await_delivery(
+    desk: &mut Desk,
+    task: i64,
+    cursor: i64,
+    what: &str,
+    json_out: bool,
+    done: impl Fn(&EventKind) -> Option<Result<(), String>>,
+) -> Result<u8, CliError> {
     let other = desk.ensure_engine().await?;
     desk.nudge();
-    let found = desk.wait_for(task, cursor, ACK_WAIT, |k| done(k).is_some()).await?;
+    let found = desk
+        .wait_for(task, cursor, ACK_WAIT, |k| done(k).is_some())
+        .await?;
     let outcome = found.as_ref().and_then(|e| done(&e.kind));
     let (code, status, message) = match outcome {
         Some(Ok(())) => (EXIT_COMPLETED, "delivered", format!("{what} delivered")),
@@ -369,10 +573,19 @@ async fn await_delivery(desk: &mut Desk, task: i64, cursor: i64, what: &str, jso
     Ok(code)
 }
 
-pub(crate) async fn answer(desk: &mut Desk, id: &str, key: Option<&str>, policy: &AnswerPolicy, json_out: bool) -> Result<u8, CliError> {
+pub(crate) async fn answer(
+    desk: &mut Desk,
+    id: &str,
+    key: Option<&str>,
+    policy: &AnswerPolicy,
+    json_out: bool,
+) -> Result<u8, CliError> {
     let task = desk.task(id)?;
     let pending = actions::pending_keys(&desk.ledger, task.id)?;
-    let chosen: Vec<_> = pending.into_iter().filter(|q| key.is_none_or(|k| q.key == k)).collect();
+    let chosen: Vec<_> = pending
+        .into_iter()
+        .filter(|q| key.is_none_or(|k| q.key == k))
+        .collect();
     if chosen.is_empty() {
         return Err(CliError::Usage(match key {
             Some(k) => format!("task {} has no pending question {k:?}", task.task_id),
@@ -383,16 +596,30 @@ pub(crate) async fn answer(desk: &mut Desk, id: &str, key: Option<&str>, policy:
     let actor = audit::os_user();
     let mut keys = Vec::new();
     for question in &chosen {
-        let request: mcp::InputRequest = serde_json::from_value(question.request.clone()).map_err(|e| CliError::Usage(format!("stored question is malformed: {e}")))?;
-        let response = policy.automatic(&request).ok_or_else(|| CliError::Usage("answer with --accept JSON or --decline".into()))?;
+        let request: mcp::InputRequest = serde_json::from_value(question.request.clone())
+            .map_err(|e| CliError::Usage(format!("stored question is malformed: {e}")))?;
+        let response = policy
+            .automatic(&request)
+            .ok_or_else(|| CliError::Usage("answer with --accept JSON or --decline".into()))?;
         actions::answer(&desk.ledger, task.id, &question.key, response, &actor).await?;
         keys.push(question.key.clone());
     }
-    await_delivery(desk, task.id, cursor, &format!("answer to {} question(s)", keys.len()), json_out, move |k| match k {
-        EventKind::UpdateAcknowledged { keys: acked } if keys.iter().all(|q| acked.contains(q)) => Some(Ok(())),
-        EventKind::UpdateFailed { message, .. } => Some(Err(message.clone())),
-        _ => None,
-    })
+    await_delivery(
+        desk,
+        task.id,
+        cursor,
+        &format!("answer to {} question(s)", keys.len()),
+        json_out,
+        move |k| match k {
+            EventKind::UpdateAcknowledged { keys: acked }
+                if keys.iter().all(|q| acked.contains(q)) =>
+            {
+                Some(Ok(()))
+            }
+            EventKind::UpdateFailed { message, .. } => Some(Err(message.clone())),
+            _ => None,
+        },
+    )
     .await
 }
 
@@ -400,15 +627,27 @@ pub(crate) async fn cancel(desk: &mut Desk, id: &str, json_out: bool) -> Result<
     let task = desk.task(id)?;
     let cursor = desk.last_event()?;
     actions::cancel(&desk.ledger, task.id, &audit::os_user()).await?;
-    await_delivery(desk, task.id, cursor, "cancel request", json_out, |k| match k {
-        EventKind::CancelAcknowledged => Some(Ok(())),
-        EventKind::CancelFailed { message } => Some(Err(message.clone())),
-        _ => None,
-    })
+    await_delivery(
+        desk,
+        task.id,
+        cursor,
+        "cancel request",
+        json_out,
+        |k| match k {
+            EventKind::CancelAcknowledged => Some(Ok(())),
+            EventKind::CancelFailed { message } => Some(Err(message.clone())),
+            _ => None,
+        },
+    )
     .await
 }
 
-pub(crate) async fn adopt(desk: &mut Desk, server: &str, task_id: &str, json_out: bool) -> Result<u8, CliError> {
+pub(crate) async fn adopt(
+    desk: &mut Desk,
+    server: &str,
+    task_id: &str,
+    json_out: bool,
+) -> Result<u8, CliError> {
     let server = desk.server(server)?;
     let client = desk.client(&server)?;
     let record = actions::adopt(&desk.ledger, &client, &server, task_id, &audit::os_user()).await?;
@@ -416,14 +655,25 @@ pub(crate) async fn adopt(desk: &mut Desk, server: &str, task_id: &str, json_out
     if json_out {
         println!("{}", serde_json::to_value(&record).unwrap_or(Value::Null));
     } else {
-        println!("adopted task {} on {} as #{} ({})", record.task_id, record.server, record.id, record.status);
+        println!(
+            "adopted task {} on {} as #{} ({})",
+            record.task_id, record.server, record.id, record.status
+        );
     }
     Ok(EXIT_COMPLETED)
 }
 
 /// `countersign call NAME TOOL …`: recorded before it is sent; `--no-follow` returns once the
 /// handle is on disk, otherwise follows the task through the ledger to its end.
-pub(crate) async fn call(desk: &mut Desk, server: &str, tool: &str, arguments: Option<Map<String, Value>>, policy: AnswerPolicy, no_follow: bool, json_out: bool) -> Result<u8, CliError> {
+pub(crate) async fn call(
+    desk: &mut Desk,
+    server: &str,
+    tool: &str,
+    arguments: Option<Map<String, Value>>,
+    policy: AnswerPolicy,
+    no_follow: bool,
+    json_out: bool,
+) -> Result<u8, CliError> {
     let server = desk.server(server)?;
     let client = desk.client(&server)?;
     let _ = client.list_tools().await?;
@@ -432,20 +682,34 @@ pub(crate) async fn call(desk: &mut Desk, server: &str, tool: &str, arguments: O
     let record = loop {
         match actions::call(&desk.ledger, &client, &server, &call, &actor).await? {
             Called::Complete(result) => {
-                let outcome = if result.is_error() { "tool_error" } else { "completed" };
+                let outcome = if result.is_error() {
+                    "tool_error"
+                } else {
+                    "completed"
+                };
                 if json_out {
-                    println!("{}", json!({"outcome": outcome, "taskId": null, "result": result}));
+                    println!(
+                        "{}",
+                        json!({"outcome": outcome, "taskId": null, "result": result})
+                    );
                 } else {
                     println!("{}", result.text());
                 }
-                return Ok(if result.is_error() { EXIT_TOOL_ERROR } else { EXIT_COMPLETED });
+                return Ok(if result.is_error() {
+                    EXIT_TOOL_ERROR
+                } else {
+                    EXIT_COMPLETED
+                });
             }
             Called::InputRequired(question) => {
                 let mut responses = Map::new();
                 for (key, request) in &question.input_requests {
                     let Some(response) = policy.automatic(request) else {
                         if json_out {
-                            println!("{}", json!({"outcome": "input_needed", "taskId": null, "inputRequests": question.input_requests}));
+                            println!(
+                                "{}",
+                                json!({"outcome": "input_needed", "taskId": null, "inputRequests": question.input_requests})
+                            );
                         } else {
                             eprintln!("the server asks before running the tool; answer with --accept JSON or --decline");
                         }
@@ -461,16 +725,27 @@ pub(crate) async fn call(desk: &mut Desk, server: &str, tool: &str, arguments: O
     desk.nudge();
     if no_follow {
         if json_out {
-            println!("{}", json!({"taskId": record.task_id, "row": record.id, "status": record.status, "server": record.server, "task": record.state}));
+            println!(
+                "{}",
+                json!({"taskId": record.task_id, "row": record.id, "status": record.status, "server": record.server, "task": record.state})
+            );
         } else {
-            println!("task {} recorded as #{} ({}); `countersign watch` follows it", record.task_id, record.id, record.status);
+            println!(
+                "task {} recorded as #{} ({}); `countersign watch` follows it",
+                record.task_id, record.id, record.status
+            );
         }
         return Ok(EXIT_COMPLETED);
     }
     follow(desk, record, &policy, json_out).await
 }
 
-async fn follow(desk: &mut Desk, record: TaskRecord, policy: &AnswerPolicy, json_out: bool) -> Result<u8, CliError> {
+async fn follow(
+    desk: &mut Desk,
+    record: TaskRecord,
+    policy: &AnswerPolicy,
+    json_out: bool,
+) -> Result<u8, CliError> {
     let other = desk.ensure_engine().await?;
     if let Some(pid) = other {
         eprintln!("following through the running engine (pid {pid})");
@@ -479,25 +754,50 @@ async fn follow(desk: &mut Desk, record: TaskRecord, policy: &AnswerPolicy, json
     if !json_out {
         println!("task {} {}", record.task_id, record.status);
     }
-    let mut cursor = desk.ledger.read(|c| events::for_task(c, record.id))?.last().map(|e| e.id - 1).unwrap_or(0);
+    let mut cursor = desk
+        .ledger
+        .read(|c| events::for_task(c, record.id))?
+        .last()
+        .map(|e| e.id - 1)
+        .unwrap_or(0);
     let actor = audit::os_user();
     loop {
-        let batch = desk.ledger.events_after(cursor, 512, Duration::from_millis(100), Duration::from_secs(1)).await?;
+        let batch = desk
+            .ledger
+            .events_after(
+                cursor,
+                512,
+                Duration::from_millis(100),
+                Duration::from_secs(1),
+            )
+            .await?;
         for event in batch {
             cursor = event.id;
             if event.task != Some(record.id) {
                 continue;
             }
             match &event.kind {
-                EventKind::TaskUpdated { .. } | EventKind::PollFailed { .. } | EventKind::PollRecovered { .. } if !json_out => print_event(&event, false),
+                EventKind::TaskUpdated { .. }
+                | EventKind::PollFailed { .. }
+                | EventKind::PollRecovered { .. }
+                    if !json_out =>
+                {
+                    print_event(&event, false)
+                }
                 EventKind::InputRequested { key, request } => {
-                    let parsed: mcp::InputRequest = serde_json::from_value(request.clone()).map_err(|e| CliError::Usage(format!("malformed question: {e}")))?;
+                    let parsed: mcp::InputRequest = serde_json::from_value(request.clone())
+                        .map_err(|e| CliError::Usage(format!("malformed question: {e}")))?;
                     let response = match policy.automatic(&parsed) {
                         Some(r) => r,
-                        None if std::io::stdin().is_terminal() => crate::follow::ask_one(&record.server, &parsed)?,
+                        None if std::io::stdin().is_terminal() => {
+                            crate::follow::ask_one(&record.server, &parsed)?
+                        }
                         None => {
                             if json_out {
-                                println!("{}", json!({"outcome": "input_needed", "taskId": record.task_id, "inputRequests": {key.clone(): request}}));
+                                println!(
+                                    "{}",
+                                    json!({"outcome": "input_needed", "taskId": record.task_id, "inputRequests": {key.clone(): request}})
+                                );
                             } else {
                                 eprintln!("input needed and no terminal to ask on: answer with `countersign answer {} --accept JSON` or --decline", record.task_id);
                             }
@@ -505,14 +805,29 @@ async fn follow(desk: &mut Desk, record: TaskRecord, policy: &AnswerPolicy, json
                         }
                     };
                     if !json_out {
-                        println!("  answering {key}: {}", response["action"].as_str().unwrap_or("?"));
+                        println!(
+                            "  answering {key}: {}",
+                            response["action"].as_str().unwrap_or("?")
+                        );
                     }
                     actions::answer(&desk.ledger, record.id, key, response, &actor).await?;
                     desk.nudge();
                 }
-                EventKind::TaskFinished { status, result, error } => {
+                EventKind::TaskFinished {
+                    status,
+                    result,
+                    error,
+                } => {
                     let code = match status.as_str() {
-                        "completed" if result.as_ref().and_then(|r| r.get("isError")).and_then(Value::as_bool) == Some(true) => EXIT_TOOL_ERROR,
+                        "completed"
+                            if result
+                                .as_ref()
+                                .and_then(|r| r.get("isError"))
+                                .and_then(Value::as_bool)
+                                == Some(true) =>
+                        {
+                            EXIT_TOOL_ERROR
+                        }
                         "completed" => EXIT_COMPLETED,
                         "failed" => EXIT_FAILED,
                         _ => EXIT_CANCELLED,
@@ -539,7 +854,10 @@ async fn follow(desk: &mut Desk, record: TaskRecord, policy: &AnswerPolicy, json
                 }
                 EventKind::TaskLost { message } => {
                     if json_out {
-                        println!("{}", json!({"outcome": "lost", "taskId": record.task_id, "error": {"message": message}}));
+                        println!(
+                            "{}",
+                            json!({"outcome": "lost", "taskId": record.task_id, "error": {"message": message}})
+                        );
                     } else {
                         print_event(&event, false);
                     }
@@ -547,7 +865,10 @@ async fn follow(desk: &mut Desk, record: TaskRecord, policy: &AnswerPolicy, json
                 }
                 EventKind::TaskExpired { .. } => {
                     if json_out {
-                        println!("{}", json!({"outcome": "expired", "taskId": record.task_id}));
+                        println!(
+                            "{}",
+                            json!({"outcome": "expired", "taskId": record.task_id})
+                        );
                     } else {
                         print_event(&event, false);
                     }

@@ -5,7 +5,9 @@
 
 use std::process::ExitCode;
 
-use countersign_core::mcp::{CallOutcome, Client, Endpoint, InputRequests, ToolCall, PROTOCOL_VERSION};
+use countersign_core::mcp::{
+    CallOutcome, Client, Endpoint, InputRequests, ToolCall, PROTOCOL_VERSION,
+};
 use serde_json::{json, Map, Value};
 
 type Failure = Box<dyn std::error::Error>;
@@ -17,7 +19,8 @@ async fn main() -> ExitCode {
         return ExitCode::from(64);
     };
     let scenario = std::env::var("MCP_CONFORMANCE_SCENARIO").unwrap_or_default();
-    let version = std::env::var("MCP_CONFORMANCE_PROTOCOL_VERSION").unwrap_or_else(|_| PROTOCOL_VERSION.into());
+    let version = std::env::var("MCP_CONFORMANCE_PROTOCOL_VERSION")
+        .unwrap_or_else(|_| PROTOCOL_VERSION.into());
     if version != PROTOCOL_VERSION {
         eprintln!("conformance-client speaks only {PROTOCOL_VERSION}, not {version}");
         return ExitCode::from(2);
@@ -37,7 +40,12 @@ async fn run(scenario: &str, url: &str) -> Result<(), Failure> {
         "tools_call" => {
             client.discover().await?;
             client.list_tools().await?;
-            let outcome = client.call_tool(&ToolCall::new("add_numbers", object(json!({"a": 5, "b": 3})))).await?;
+            let outcome = client
+                .call_tool(&ToolCall::new(
+                    "add_numbers",
+                    object(json!({"a": 5, "b": 3})),
+                ))
+                .await?;
             eprintln!("add_numbers → {outcome:?}");
         }
         "request-metadata" => {
@@ -48,12 +56,19 @@ async fn run(scenario: &str, url: &str) -> Result<(), Failure> {
             // Start the echo round, run an unrelated call while it is pending, then answer it.
             let echo = ToolCall::new("test_mrtr_echo_state", object(json!({})));
             let first = client.call_tool(&echo).await?;
-            client.call_tool(&ToolCall::new("test_mrtr_unrelated", object(json!({})))).await?;
+            client
+                .call_tool(&ToolCall::new("test_mrtr_unrelated", object(json!({}))))
+                .await?;
             answer_until_complete(&client, echo, first).await?;
             let no_state = ToolCall::new("test_mrtr_no_state", object(json!({})));
             let first = client.call_tool(&no_state).await?;
             answer_until_complete(&client, no_state, first).await?;
-            let plain = client.call_tool(&ToolCall::new("test_mrtr_no_result_type", object(json!({})))).await?;
+            let plain = client
+                .call_tool(&ToolCall::new(
+                    "test_mrtr_no_result_type",
+                    object(json!({})),
+                ))
+                .await?;
             if !matches!(plain, CallOutcome::Complete(_)) {
                 return Err("a result without resultType must read as complete".into());
             }
@@ -61,14 +76,26 @@ async fn run(scenario: &str, url: &str) -> Result<(), Failure> {
         "http-standard-headers" => {
             let tools = client.list_tools().await?;
             for tool in &tools.tools {
-                client.call_tool(&ToolCall::new(tool.name.clone(), object(json!({})))).await?;
+                client
+                    .call_tool(&ToolCall::new(tool.name.clone(), object(json!({}))))
+                    .await?;
             }
             let resources = client.list_resources().await?;
-            for uri in resources["resources"].as_array().into_iter().flatten().filter_map(|r| r["uri"].as_str()) {
+            for uri in resources["resources"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|r| r["uri"].as_str())
+            {
                 client.read_resource(uri).await?;
             }
             let prompts = client.list_prompts().await?;
-            for name in prompts["prompts"].as_array().into_iter().flatten().filter_map(|p| p["name"].as_str()) {
+            for name in prompts["prompts"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|p| p["name"].as_str())
+            {
                 client.get_prompt(name, Map::new()).await?;
             }
         }
@@ -77,7 +104,9 @@ async fn run(scenario: &str, url: &str) -> Result<(), Failure> {
             client.list_tools().await?;
             for call in context["toolCalls"].as_array().into_iter().flatten() {
                 let name = call["name"].as_str().ok_or("toolCalls[].name missing")?;
-                client.call_tool(&ToolCall::new(name, call["arguments"].as_object().cloned())).await?;
+                client
+                    .call_tool(&ToolCall::new(name, call["arguments"].as_object().cloned()))
+                    .await?;
             }
         }
         "http-invalid-tool-headers" => {
@@ -86,12 +115,20 @@ async fn run(scenario: &str, url: &str) -> Result<(), Failure> {
                 eprintln!("excluded {}: {}", excluded.name, excluded.reason);
             }
             for tool in &tools.tools {
-                client.call_tool(&ToolCall::new(tool.name.clone(), Some(sample_arguments(tool.input_schema())))).await?;
+                client
+                    .call_tool(&ToolCall::new(
+                        tool.name.clone(),
+                        Some(sample_arguments(tool.input_schema())),
+                    ))
+                    .await?;
             }
         }
         "json-schema-ref-no-deref" => {
             let tools = client.list_tools().await?;
-            eprintln!("listed {} tool(s); schemas kept verbatim, no $ref fetched", tools.tools.len());
+            eprintln!(
+                "listed {} tool(s); schemas kept verbatim, no $ref fetched",
+                tools.tools.len()
+            );
         }
         "json-schema-2020-12-preservation" => {
             let tools = client.list_tools().await?;
@@ -100,8 +137,16 @@ async fn run(scenario: &str, url: &str) -> Result<(), Failure> {
                 .iter()
                 .find(|t| t.name == "json_schema_2020_12_tool")
                 .ok_or("json_schema_2020_12_tool not listed")?;
-            let schema = focal.input_schema().cloned().ok_or("focal tool has no inputSchema")?;
-            client.call_tool(&ToolCall::new("json_schema_echo", object(json!({"schema": schema})))).await?;
+            let schema = focal
+                .input_schema()
+                .cloned()
+                .ok_or("focal tool has no inputSchema")?;
+            client
+                .call_tool(&ToolCall::new(
+                    "json_schema_echo",
+                    object(json!({"schema": schema})),
+                ))
+                .await?;
         }
         other => return Err(format!("unknown scenario {other:?}").into()),
     }
@@ -110,7 +155,11 @@ async fn run(scenario: &str, url: &str) -> Result<(), Failure> {
 
 /// Answers MRTR rounds with an automatic policy (accept, defaults where given, booleans true)
 /// until the call completes.
-async fn answer_until_complete(client: &Client, call: ToolCall, mut outcome: CallOutcome) -> Result<(), Failure> {
+async fn answer_until_complete(
+    client: &Client,
+    call: ToolCall,
+    mut outcome: CallOutcome,
+) -> Result<(), Failure> {
     let mut current = call;
     for _ in 0..8 {
         match outcome {
@@ -120,7 +169,9 @@ async fn answer_until_complete(client: &Client, call: ToolCall, mut outcome: Cal
                 outcome = client.call_tool(&current).await?;
             }
             CallOutcome::Complete(_) => return Ok(()),
-            CallOutcome::Task(task) => return Err(format!("unexpected task {}", task.task_id).into()),
+            CallOutcome::Task(task) => {
+                return Err(format!("unexpected task {}", task.task_id).into())
+            }
         }
     }
     Err("too many MRTR rounds".into())
@@ -130,17 +181,23 @@ fn auto_answers(requests: &InputRequests) -> Map<String, Value> {
     requests
         .iter()
         .map(|(key, request)| {
-            let properties = request.params["requestedSchema"]["properties"].as_object().cloned().unwrap_or_default();
-            let content: Map<String, Value> = properties
-                .iter()
-                .filter_map(|(name, field)| {
-                    let value = field.get("default").cloned().or_else(|| match field["type"].as_str() {
-                        Some("boolean") => Some(Value::Bool(true)),
-                        _ => None,
-                    })?;
-                    Some((name.clone(), value))
-                })
-                .collect();
+            let properties = request.params["requestedSchema"]["properties"]
+                .as_object()
+                .cloned()
+                .unwrap_or_default();
+            let content: Map<String, Value> =
+                properties
+                    .iter()
+                    .filter_map(|(name, field)| {
+                        let value = field.get("default").cloned().or_else(|| {
+                            match field["type"].as_str() {
+                                Some("boolean") => Some(Value::Bool(true)),
+                                _ => None,
+                            }
+                        })?;
+                        Some((name.clone(), value))
+                    })
+                    .collect();
             (key.clone(), json!({"action": "accept", "content": content}))
         })
         .collect()

@@ -43,22 +43,36 @@ pub enum Called {
 }
 
 /// Calls a tool with the call intent on disk first and the task handle on disk before return.
-pub async fn call(ledger: &Ledger, client: &Client, server: &ServerRecord, call: &ToolCall, actor: &str) -> Result<Called> {
+pub async fn call(
+    ledger: &Ledger,
+    client: &Client,
+    server: &ServerRecord,
+    call: &ToolCall,
+    actor: &str,
+) -> Result<Called> {
     let server_id = server.id;
     let (tool, arguments) = (call.name.clone(), call.arguments.clone());
     let (server_name, actor_name) = (server.name.clone(), actor.to_owned());
     let intent = ledger
         .write(move |ctx| {
             let intent = intents::create(ctx.conn, server_id, &tool, arguments.as_ref())?;
-            audit::record(ctx.conn, NewAudit {
-                actor: &actor_name,
-                action: "call",
-                server: Some(&server_name),
-                task_id: None,
-                input_key: None,
-                detail: json!({"tool": tool, "arguments": arguments, "intent": intent}),
+            audit::record(
+                ctx.conn,
+                NewAudit {
+                    actor: &actor_name,
+                    action: "call",
+                    server: Some(&server_name),
+                    task_id: None,
+                    input_key: None,
+                    detail: json!({"tool": tool, "arguments": arguments, "intent": intent}),
+                },
+            )?;
+            ctx.append(NewEvent {
+                task: None,
+                server_id: Some(server_id),
+                via: Via::User,
+                kind: EventKind::CallStarted { intent, tool },
             })?;
-            ctx.append(NewEvent { task: None, server_id: Some(server_id), via: Via::User, kind: EventKind::CallStarted { intent, tool } })?;
             Ok(intent)
         })
         .await?;
@@ -71,7 +85,16 @@ pub async fn call(ledger: &Ledger, client: &Client, server: &ServerRecord, call:
             ledger
                 .write(move |ctx| {
                     intents::resolve(ctx.conn, intent, "failed", None, Some(&detail))?;
-                    ctx.append(NewEvent { task: None, server_id: Some(server_id), via: Via::Call, kind: EventKind::CallFinished { intent, tool: t, outcome: "failed".into() } })?;
+                    ctx.append(NewEvent {
+                        task: None,
+                        server_id: Some(server_id),
+                        via: Via::Call,
+                        kind: EventKind::CallFinished {
+                            intent,
+                            tool: t,
+                            outcome: "failed".into(),
+                        },
+                    })?;
                     Ok(())
                 })
                 .await?;
@@ -81,11 +104,24 @@ pub async fn call(ledger: &Ledger, client: &Client, server: &ServerRecord, call:
     match outcome {
         CallOutcome::Complete(result) => {
             let value = Value::Object(result.0.clone());
-            let label = if result.is_error() { "tool_error" } else { "completed" };
+            let label = if result.is_error() {
+                "tool_error"
+            } else {
+                "completed"
+            };
             ledger
                 .write(move |ctx| {
                     intents::resolve(ctx.conn, intent, "completed", None, Some(&value))?;
-                    ctx.append(NewEvent { task: None, server_id: Some(server_id), via: Via::Call, kind: EventKind::CallFinished { intent, tool, outcome: label.into() } })?;
+                    ctx.append(NewEvent {
+                        task: None,
+                        server_id: Some(server_id),
+                        via: Via::Call,
+                        kind: EventKind::CallFinished {
+                            intent,
+                            tool,
+                            outcome: label.into(),
+                        },
+                    })?;
                     Ok(())
                 })
                 .await?;
@@ -96,7 +132,16 @@ pub async fn call(ledger: &Ledger, client: &Client, server: &ServerRecord, call:
             ledger
                 .write(move |ctx| {
                     intents::resolve(ctx.conn, intent, "input_required", None, Some(&value))?;
-                    ctx.append(NewEvent { task: None, server_id: Some(server_id), via: Via::Call, kind: EventKind::CallFinished { intent, tool, outcome: "input_required".into() } })?;
+                    ctx.append(NewEvent {
+                        task: None,
+                        server_id: Some(server_id),
+                        via: Via::Call,
+                        kind: EventKind::CallFinished {
+                            intent,
+                            tool,
+                            outcome: "input_required".into(),
+                        },
+                    })?;
                     Ok(())
                 })
                 .await?;
@@ -106,13 +151,31 @@ pub async fn call(ledger: &Ledger, client: &Client, server: &ServerRecord, call:
             let arguments = call.arguments.clone();
             let record = ledger
                 .write(move |ctx| {
-                    let record = tasks::insert(ctx.conn, server_id, &task, Some(&tool), arguments.as_ref(), "call")?;
-                    intents::resolve(ctx.conn, intent, "task", Some(record.id), Some(&task.to_json()))?;
+                    let record = tasks::insert(
+                        ctx.conn,
+                        server_id,
+                        &task,
+                        Some(&tool),
+                        arguments.as_ref(),
+                        "call",
+                    )?;
+                    intents::resolve(
+                        ctx.conn,
+                        intent,
+                        "task",
+                        Some(record.id),
+                        Some(&task.to_json()),
+                    )?;
                     ctx.append(NewEvent {
                         task: Some(record.id),
                         server_id: Some(server_id),
                         via: Via::Call,
-                        kind: EventKind::TaskCreated { task_id: task.task_id.clone(), status: task.status().as_str().into(), tool: Some(tool), origin: "call".into() },
+                        kind: EventKind::TaskCreated {
+                            task_id: task.task_id.clone(),
+                            status: task.status().as_str().into(),
+                            tool: Some(tool),
+                            origin: "call".into(),
+                        },
                     })?;
                     tracking::record(ctx, record.id, None, &task, Via::Call)?;
                     Ok(record)
@@ -124,25 +187,39 @@ pub async fn call(ledger: &Ledger, client: &Client, server: &ServerRecord, call:
 }
 
 /// Starts tracking a task created elsewhere (another client, a teammate, a link).
-pub async fn adopt(ledger: &Ledger, client: &Client, server: &ServerRecord, task_id: &str, actor: &str) -> Result<TaskRecord> {
+pub async fn adopt(
+    ledger: &Ledger,
+    client: &Client,
+    server: &ServerRecord,
+    task_id: &str,
+    actor: &str,
+) -> Result<TaskRecord> {
     let task = client.get_task(task_id).await?;
     let (server_id, server_name, actor) = (server.id, server.name.clone(), actor.to_owned());
     Ok(ledger
         .write(move |ctx| {
             let record = tasks::insert(ctx.conn, server_id, &task, None, None, "adopted")?;
-            audit::record(ctx.conn, NewAudit {
-                actor: &actor,
-                action: "adopt",
-                server: Some(&server_name),
-                task_id: Some(&task.task_id),
-                input_key: None,
-                detail: json!({"status": task.status().as_str()}),
-            })?;
+            audit::record(
+                ctx.conn,
+                NewAudit {
+                    actor: &actor,
+                    action: "adopt",
+                    server: Some(&server_name),
+                    task_id: Some(&task.task_id),
+                    input_key: None,
+                    detail: json!({"status": task.status().as_str()}),
+                },
+            )?;
             ctx.append(NewEvent {
                 task: Some(record.id),
                 server_id: Some(server_id),
                 via: Via::User,
-                kind: EventKind::TaskCreated { task_id: task.task_id.clone(), status: task.status().as_str().into(), tool: None, origin: "adopted".into() },
+                kind: EventKind::TaskCreated {
+                    task_id: task.task_id.clone(),
+                    status: task.status().as_str().into(),
+                    tool: None,
+                    origin: "adopted".into(),
+                },
             })?;
             tracking::record(ctx, record.id, None, &task, Via::Poll)?;
             Ok(record)
@@ -152,15 +229,27 @@ pub async fn adopt(ledger: &Ledger, client: &Client, server: &ServerRecord, task
 
 /// Records an answer: the question's state, the audit entry and the outbox item, in one
 /// transaction, before anything is sent. `response` is the exact elicitation response.
-pub async fn answer(ledger: &Ledger, task: i64, key: &str, response: Value, actor: &str) -> Result<()> {
+pub async fn answer(
+    ledger: &Ledger,
+    task: i64,
+    key: &str,
+    response: Value,
+    actor: &str,
+) -> Result<()> {
     let action = match response.get("action").and_then(Value::as_str) {
         Some(a @ ("accept" | "decline" | "cancel")) => a.to_owned(),
-        _ => return Err(Error::Invalid("an answer needs an action of accept, decline or cancel".into())),
+        _ => {
+            return Err(Error::Invalid(
+                "an answer needs an action of accept, decline or cancel".into(),
+            ))
+        }
     };
     if action == "accept" {
         if let Some(content) = response.get("content") {
             if !content.is_object() {
-                return Err(Error::Invalid("accepted content must be a JSON object".into()));
+                return Err(Error::Invalid(
+                    "accepted content must be a JSON object".into(),
+                ));
             }
         }
     }
@@ -169,26 +258,42 @@ pub async fn answer(ledger: &Ledger, task: i64, key: &str, response: Value, acto
         .write(move |ctx| {
             let record = tasks::get(ctx.conn, task)?;
             if record.status.is_finished() {
-                return Err(crate::ledger::Error::Conflict(format!("task {} is already {}", record.task_id, record.status)));
+                return Err(crate::ledger::Error::Conflict(format!(
+                    "task {} is already {}",
+                    record.task_id, record.status
+                )));
             }
             let question = inputs::answer(ctx.conn, task, &key, &response, &actor)?;
-            audit::record(ctx.conn, NewAudit {
-                actor: &actor,
-                action: &format!("answer_{action}"),
-                server: Some(&record.server),
-                task_id: Some(&record.task_id),
-                input_key: Some(&key),
-                detail: json!({
-                    "question": question.request,
-                    "response": response,
-                    "waited_ms": now_ms().saturating_sub(question.requested_at),
-                    "tool": record.tool,
-                }),
-            })?;
+            audit::record(
+                ctx.conn,
+                NewAudit {
+                    actor: &actor,
+                    action: &format!("answer_{action}"),
+                    server: Some(&record.server),
+                    task_id: Some(&record.task_id),
+                    input_key: Some(&key),
+                    detail: json!({
+                        "question": question.request,
+                        "response": response,
+                        "waited_ms": now_ms().saturating_sub(question.requested_at),
+                        "tool": record.tool,
+                    }),
+                },
+            )?;
             let mut responses = Map::new();
             responses.insert(key.clone(), response.clone());
             outbox::enqueue(ctx.conn, task, &Delivery::Update { responses })?;
-            ctx.append(NewEvent { task: Some(task), server_id: None, via: Via::User, kind: EventKind::InputAnswered { key, action, response, by: actor } })?;
+            ctx.append(NewEvent {
+                task: Some(task),
+                server_id: None,
+                via: Via::User,
+                kind: EventKind::InputAnswered {
+                    key,
+                    action,
+                    response,
+                    by: actor,
+                },
+            })?;
             Ok(())
         })
         .await?;
@@ -202,18 +307,29 @@ pub async fn cancel(ledger: &Ledger, task: i64, actor: &str) -> Result<()> {
         .write(move |ctx| {
             let record = tasks::get(ctx.conn, task)?;
             if record.status.is_finished() {
-                return Err(crate::ledger::Error::Conflict(format!("task {} is already {}", record.task_id, record.status)));
+                return Err(crate::ledger::Error::Conflict(format!(
+                    "task {} is already {}",
+                    record.task_id, record.status
+                )));
             }
-            audit::record(ctx.conn, NewAudit {
-                actor: &actor,
-                action: "cancel",
-                server: Some(&record.server),
-                task_id: Some(&record.task_id),
-                input_key: None,
-                detail: json!({"status": record.status.as_str(), "tool": record.tool}),
-            })?;
+            audit::record(
+                ctx.conn,
+                NewAudit {
+                    actor: &actor,
+                    action: "cancel",
+                    server: Some(&record.server),
+                    task_id: Some(&record.task_id),
+                    input_key: None,
+                    detail: json!({"status": record.status.as_str(), "tool": record.tool}),
+                },
+            )?;
             outbox::enqueue(ctx.conn, task, &Delivery::Cancel)?;
-            ctx.append(NewEvent { task: Some(task), server_id: None, via: Via::User, kind: EventKind::CancelRequested { by: actor } })?;
+            ctx.append(NewEvent {
+                task: Some(task),
+                server_id: None,
+                via: Via::User,
+                kind: EventKind::CancelRequested { by: actor },
+            })?;
             Ok(())
         })
         .await?;
@@ -222,5 +338,9 @@ pub async fn cancel(ledger: &Ledger, task: i64, actor: &str) -> Result<()> {
 
 /// The pending question keys of a task (for "answer everything" in the CLI).
 pub fn pending_keys(ledger: &Ledger, task: i64) -> Result<Vec<inputs::InputRecord>> {
-    Ok(ledger.read(|conn| inputs::for_task(conn, task))?.into_iter().filter(|q| q.state == InputState::Pending).collect())
+    Ok(ledger
+        .read(|conn| inputs::for_task(conn, task))?
+        .into_iter()
+        .filter(|q| q.state == InputState::Pending)
+        .collect())
 }

@@ -66,7 +66,10 @@ impl EngineConfig {
 
 impl std::fmt::Debug for EngineConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EngineConfig").field("data_dir", &self.data_dir).field("poll_floor", &self.poll_floor).finish_non_exhaustive()
+        f.debug_struct("EngineConfig")
+            .field("data_dir", &self.data_dir)
+            .field("poll_floor", &self.poll_floor)
+            .finish_non_exhaustive()
     }
 }
 
@@ -96,7 +99,9 @@ pub struct Engine {
 
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Engine").field("ledger", &self.ledger).finish_non_exhaustive()
+        f.debug_struct("Engine")
+            .field("ledger", &self.ledger)
+            .finish_non_exhaustive()
     }
 }
 
@@ -125,7 +130,17 @@ impl Engine {
         };
         let resumed = state.resume().await?;
         let loop_handle = tokio::spawn(state.run(obs_rx, nudge.clone(), stop.clone()));
-        Ok(Self { ledger, nudge, stop, poll, links, config, loop_handle: Some(loop_handle), resumed, _lock: lock })
+        Ok(Self {
+            ledger,
+            nudge,
+            stop,
+            poll,
+            links,
+            config,
+            loop_handle: Some(loop_handle),
+            resumed,
+            _lock: lock,
+        })
     }
 
     /// The ledger (shared with the engine's loop).
@@ -183,7 +198,11 @@ impl Drop for Engine {
 /// Builds the client for a server from its record and the engine settings.
 pub fn make_client(server: &ServerRecord, config: &EngineConfig) -> Result<Client, mcp::Error> {
     let token = config.tokens.as_ref().and_then(|t| t(server));
-    Client::with_options(Endpoint::new(server.url.clone()).with_token(token), config.client.clone(), None)
+    Client::with_options(
+        Endpoint::new(server.url.clone()).with_token(token),
+        config.client.clone(),
+        None,
+    )
 }
 
 struct Tracked {
@@ -219,7 +238,9 @@ fn expires_at(record: &TaskRecord) -> Option<i64> {
     let created = record
         .created_text
         .as_deref()
-        .and_then(|t| time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339).ok())
+        .and_then(|t| {
+            time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339).ok()
+        })
         .map(|t| (t.unix_timestamp_nanos() / 1_000_000) as i64)
         .unwrap_or(record.created_at);
     Some(created.saturating_add(ttl))
@@ -228,7 +249,7 @@ fn expires_at(record: &TaskRecord) -> Option<i64> {
 impl State {
     async fn resume(&mut self) -> Result<usize, Error> {
         // Calls that were in flight when the last process died: their outcome is unknown.
-        let lost_calls = self.ledger.read_async(|c| intents::in_flight(c)).await?;
+        let lost_calls = self.ledger.read_async(intents::in_flight).await?;
         if !lost_calls.is_empty() {
             self.ledger
                 .write(move |ctx| {
@@ -238,7 +259,10 @@ impl State {
                             task: None,
                             server_id: Some(intent.server_id),
                             via: Via::Engine,
-                            kind: EventKind::CallOutcomeUnknown { intent: intent.id, tool: intent.tool },
+                            kind: EventKind::CallOutcomeUnknown {
+                                intent: intent.id,
+                                tool: intent.tool,
+                            },
                         })?;
                     }
                     Ok(())
@@ -246,14 +270,19 @@ impl State {
                 .await?;
         }
         self.refresh_links().await?;
-        let unfinished = self.ledger.read_async(|c| tasks::unfinished(c)).await?;
+        let unfinished = self.ledger.read_async(tasks::unfinished).await?;
         let resumed = unfinished.len();
         for record in unfinished {
             self.track(record, FirstCheck::Spread);
         }
         self.ledger
             .write(move |ctx| {
-                ctx.append(NewEvent { task: None, server_id: None, via: Via::Engine, kind: EventKind::EngineStarted { resumed } })?;
+                ctx.append(NewEvent {
+                    task: None,
+                    server_id: None,
+                    via: Via::Engine,
+                    kind: EventKind::EngineStarted { resumed },
+                })?;
                 Ok(())
             })
             .await?;
@@ -265,16 +294,29 @@ impl State {
         if record.status.is_finished() || self.tracked.contains_key(&record.id) {
             return;
         }
-        let known = record.task().map(|t| Known::of(&t)).unwrap_or(Known { status: record.status, message: record.status_message.clone(), keys: Vec::new() });
-        let watch = Watch { task: record.id, server_id: record.server_id, task_id: record.task_id.clone(), poll_interval_ms: record.poll_interval_ms, first };
-        self.tracked.insert(record.id, Tracked {
+        let known = record.task().map(|t| Known::of(&t)).unwrap_or(Known {
+            status: record.status,
+            message: record.status_message.clone(),
+            keys: Vec::new(),
+        });
+        let watch = Watch {
+            task: record.id,
             server_id: record.server_id,
             task_id: record.task_id.clone(),
-            known,
-            failures: 0,
-            ttl_ms: record.ttl_ms,
-            expires_at: expires_at(&record),
-        });
+            poll_interval_ms: record.poll_interval_ms,
+            first,
+        };
+        self.tracked.insert(
+            record.id,
+            Tracked {
+                server_id: record.server_id,
+                task_id: record.task_id.clone(),
+                known,
+                failures: 0,
+                ttl_ms: record.ttl_ms,
+                expires_at: expires_at(&record),
+            },
+        );
         for source in &self.sources {
             source.watch(watch.clone());
         }
@@ -289,8 +331,11 @@ impl State {
 
     /// Re-reads the servers table and (re)builds links whose URL, floor or token changed.
     async fn refresh_links(&mut self) -> Result<(), Error> {
-        let servers = self.ledger.read_async(|c| servers::list(c)).await?;
-        let seen: Vec<(i64, String, u64, bool)> = servers.iter().map(|s| (s.id, s.url.clone(), s.poll_floor_ms, s.has_token)).collect();
+        let servers = self.ledger.read_async(servers::list).await?;
+        let seen: Vec<(i64, String, u64, bool)> = servers
+            .iter()
+            .map(|s| (s.id, s.url.clone(), s.poll_floor_ms, s.has_token))
+            .collect();
         if seen == self.servers_seen {
             return Ok(());
         }
@@ -298,25 +343,45 @@ impl State {
         let ids: HashSet<i64> = servers.iter().map(|s| s.id).collect();
         for gone in self.links.ids().into_iter().filter(|id| !ids.contains(id)) {
             self.links.remove(gone);
-            let orphans: Vec<i64> = self.tracked.iter().filter(|(_, t)| t.server_id == gone).map(|(id, _)| *id).collect();
+            let orphans: Vec<i64> = self
+                .tracked
+                .iter()
+                .filter(|(_, t)| t.server_id == gone)
+                .map(|(id, _)| *id)
+                .collect();
             for task in orphans {
                 self.untrack(task);
             }
         }
         for server in servers {
             match make_client(&server, &self.config) {
-                Ok(client) => self.links.set(server.id, ServerLink {
-                    client,
-                    floor: self.config.poll_floor.max(Duration::from_millis(server.poll_floor_ms)),
-                    permits: Arc::new(Semaphore::new(self.config.per_server_concurrency.max(1))),
-                }),
-                Err(e) => tracing::warn!(server = %server.name, error = %e, "cannot build a client for server"),
+                Ok(client) => self.links.set(
+                    server.id,
+                    ServerLink {
+                        client,
+                        floor: self
+                            .config
+                            .poll_floor
+                            .max(Duration::from_millis(server.poll_floor_ms)),
+                        permits: Arc::new(Semaphore::new(
+                            self.config.per_server_concurrency.max(1),
+                        )),
+                    },
+                ),
+                Err(e) => {
+                    tracing::warn!(server = %server.name, error = %e, "cannot build a client for server")
+                }
             }
         }
         Ok(())
     }
 
-    async fn run(mut self, mut observations: mpsc::UnboundedReceiver<Observation>, nudge: Arc<Notify>, stop: Arc<Notify>) {
+    async fn run(
+        mut self,
+        mut observations: mpsc::UnboundedReceiver<Observation>,
+        nudge: Arc<Notify>,
+        stop: Arc<Notify>,
+    ) {
         let (delivered_tx, mut delivered_rx) = mpsc::unbounded_channel::<Delivered>();
         let mut feed = tokio::time::interval(self.config.change_feed);
         feed.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -347,7 +412,11 @@ impl State {
             tracing::warn!(error = %e, "cannot read servers");
         }
         let after = self.task_cursor;
-        match self.ledger.read_async(move |c| tasks::unfinished_after(c, after)).await {
+        match self
+            .ledger
+            .read_async(move |c| tasks::unfinished_after(c, after))
+            .await
+        {
             Ok(new) => {
                 for record in new {
                     self.track(record, FirstCheck::AfterInterval);
@@ -356,7 +425,11 @@ impl State {
             Err(e) => tracing::warn!(error = %e, "cannot read new tasks"),
         }
         let after = self.outbox_cursor;
-        match self.ledger.read_async(move |c| outbox::open_after(c, after)).await {
+        match self
+            .ledger
+            .read_async(move |c| outbox::open_after(c, after))
+            .await
+        {
             Ok(items) => {
                 for item in items {
                     self.outbox_cursor = self.outbox_cursor.max(item.id);
@@ -391,7 +464,11 @@ impl State {
                     return;
                 };
                 let result = match &item.delivery {
-                    Delivery::Update { responses } => link.client.update_task(&record.task_id, responses.clone()).await,
+                    Delivery::Update { responses } => {
+                        link.client
+                            .update_task(&record.task_id, responses.clone())
+                            .await
+                    }
                     Delivery::Cancel => link.client.cancel_task(&record.task_id).await,
                 };
                 match result {
@@ -401,9 +478,15 @@ impl State {
                     }
                     Err(e) if e.class() == ErrorClass::Transient => {
                         failures += 1;
-                        let wait = crate::scheduler::backoff(Duration::from_secs(1), failures, e.retry_after());
+                        let wait = crate::scheduler::backoff(
+                            Duration::from_secs(1),
+                            failures,
+                            e.retry_after(),
+                        );
                         let (id, message) = (item.id, e.to_string());
-                        let _ = ledger.write(move |ctx| Ok(outbox::failed_attempt(ctx.conn, id, &message)?)).await;
+                        let _ = ledger
+                            .write(move |ctx| outbox::failed_attempt(ctx.conn, id, &message))
+                            .await;
                         tokio::time::sleep(wait).await;
                     }
                     Err(e) => {
@@ -429,7 +512,12 @@ impl State {
                         }
                         Delivery::Cancel => EventKind::CancelAcknowledged,
                     };
-                    ctx.append(NewEvent { task: Some(item.task), server_id: None, via: Via::Engine, kind })?;
+                    ctx.append(NewEvent {
+                        task: Some(item.task),
+                        server_id: None,
+                        via: Via::Engine,
+                        kind,
+                    })?;
                     Ok(())
                 });
                 spawn_logged(write, "record a delivery");
@@ -439,10 +527,18 @@ impl State {
                 let write = self.ledger.write(move |ctx| {
                     outbox::abandon(ctx.conn, item.id, &message)?;
                     let kind = match &item.delivery {
-                        Delivery::Update { responses } => EventKind::UpdateFailed { keys: responses.keys().cloned().collect(), message },
+                        Delivery::Update { responses } => EventKind::UpdateFailed {
+                            keys: responses.keys().cloned().collect(),
+                            message,
+                        },
                         Delivery::Cancel => EventKind::CancelFailed { message },
                     };
-                    ctx.append(NewEvent { task: Some(item.task), server_id: None, via: Via::Engine, kind })?;
+                    ctx.append(NewEvent {
+                        task: Some(item.task),
+                        server_id: None,
+                        via: Via::Engine,
+                        kind,
+                    })?;
                     Ok(())
                 });
                 spawn_logged(write, "record a delivery");
@@ -452,7 +548,9 @@ impl State {
 
     fn observe(&mut self, observation: Observation) {
         let row = observation.task;
-        let Some(tracked) = self.tracked.get_mut(&row) else { return };
+        let Some(tracked) = self.tracked.get_mut(&row) else {
+            return;
+        };
         let server_id = tracked.server_id;
         match observation.outcome {
             Ok(task) => {
@@ -475,11 +573,23 @@ impl State {
                 let changed = before != tracked.known;
                 let write = self.ledger.write(move |ctx| {
                     if server_recovered {
-                        ctx.append(NewEvent { task: None, server_id: Some(server_id), via: Via::Engine, kind: EventKind::ServerRecovered })?;
+                        ctx.append(NewEvent {
+                            task: None,
+                            server_id: Some(server_id),
+                            via: Via::Engine,
+                            kind: EventKind::ServerRecovered,
+                        })?;
                     }
                     if recovered > 0 {
                         tasks::set_poll_error(ctx.conn, row, None)?;
-                        ctx.append(NewEvent { task: Some(row), server_id: None, via, kind: EventKind::PollRecovered { failures: recovered } })?;
+                        ctx.append(NewEvent {
+                            task: Some(row),
+                            server_id: None,
+                            via,
+                            kind: EventKind::PollRecovered {
+                                failures: recovered,
+                            },
+                        })?;
                     }
                     if changed {
                         tracking::record(ctx, row, Some(&before), &task, via)?;
@@ -503,7 +613,12 @@ impl State {
                 };
                 if let Some(status) = conclusion {
                     let message = failure.message.clone();
-                    spawn_logged(self.ledger.write(move |ctx| tracking::conclude(ctx, row, status, ttl_ms, &message)), "conclude a task");
+                    spawn_logged(
+                        self.ledger.write(move |ctx| {
+                            tracking::conclude(ctx, row, status, ttl_ms, &message)
+                        }),
+                        "conclude a task",
+                    );
                     self.untrack(row);
                     return;
                 }
@@ -513,7 +628,14 @@ impl State {
                     let failure = failure.clone();
                     let write = self.ledger.write(move |ctx| {
                         if server_down {
-                            ctx.append(NewEvent { task: None, server_id: Some(server_id), via: Via::Engine, kind: EventKind::ServerUnreachable { message: failure.message.clone() } })?;
+                            ctx.append(NewEvent {
+                                task: None,
+                                server_id: Some(server_id),
+                                via: Via::Engine,
+                                kind: EventKind::ServerUnreachable {
+                                    message: failure.message.clone(),
+                                },
+                            })?;
                         }
                         if first_of_streak {
                             tasks::set_poll_error(ctx.conn, row, Some(&failure.message))?;
@@ -521,7 +643,11 @@ impl State {
                                 task: Some(row),
                                 server_id: None,
                                 via: Via::Poll,
-                                kind: EventKind::PollFailed { code: failure.code.into(), message: failure.message, retry_in_ms: failure.retry_in.as_millis() as u64 },
+                                kind: EventKind::PollFailed {
+                                    code: failure.code.into(),
+                                    message: failure.message,
+                                    retry_in_ms: failure.retry_in.as_millis() as u64,
+                                },
                             })?;
                         }
                         Ok(())
@@ -533,7 +659,10 @@ impl State {
     }
 }
 
-fn spawn_logged<T: Send + 'static>(write: impl std::future::Future<Output = crate::ledger::Result<T>> + Send + 'static, what: &'static str) {
+fn spawn_logged<T: Send + 'static>(
+    write: impl std::future::Future<Output = crate::ledger::Result<T>> + Send + 'static,
+    what: &'static str,
+) {
     tokio::spawn(async move {
         if let Err(e) = write.await {
             tracing::error!(error = %e, "failed to {what}");

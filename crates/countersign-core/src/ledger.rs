@@ -219,13 +219,16 @@ impl Ledger {
         let job: Job = Box::new(move |ctx| {
             let outcome = f(ctx);
             let ok = outcome.is_ok();
-            (ok, Box::new(move |commit_error: Option<&Error>| {
-                let outcome = match (outcome, commit_error) {
-                    (Ok(_), Some(e)) => Err(Error::Conflict(format!("commit failed: {e}"))),
-                    (other, _) => other,
-                };
-                let _ = reply.send(outcome);
-            }) as Finish)
+            (
+                ok,
+                Box::new(move |commit_error: Option<&Error>| {
+                    let outcome = match (outcome, commit_error) {
+                        (Ok(_), Some(e)) => Err(Error::Conflict(format!("commit failed: {e}"))),
+                        (other, _) => other,
+                    };
+                    let _ = reply.send(outcome);
+                }) as Finish,
+            )
         });
         let submitted = self.submit(job);
         async move {
@@ -244,13 +247,16 @@ impl Ledger {
         let job: Job = Box::new(move |ctx| {
             let outcome = f(ctx);
             let ok = outcome.is_ok();
-            (ok, Box::new(move |commit_error: Option<&Error>| {
-                let outcome = match (outcome, commit_error) {
-                    (Ok(_), Some(e)) => Err(Error::Conflict(format!("commit failed: {e}"))),
-                    (other, _) => other,
-                };
-                let _ = reply.send(outcome);
-            }) as Finish)
+            (
+                ok,
+                Box::new(move |commit_error: Option<&Error>| {
+                    let outcome = match (outcome, commit_error) {
+                        (Ok(_), Some(e)) => Err(Error::Conflict(format!("commit failed: {e}"))),
+                        (other, _) => other,
+                    };
+                    let _ = reply.send(outcome);
+                }) as Finish,
+            )
         });
         self.submit(job)?;
         done.recv().map_err(|_| Error::WriterGone)?
@@ -295,10 +301,18 @@ impl Ledger {
 
     /// Waits until events after `cursor` exist (written by any process), then returns up to
     /// `limit` of them. Checks every `every`; returns empty after `timeout`.
-    pub async fn events_after(&self, cursor: i64, limit: usize, every: std::time::Duration, timeout: std::time::Duration) -> Result<Vec<StoredEvent>> {
+    pub async fn events_after(
+        &self,
+        cursor: i64,
+        limit: usize,
+        every: std::time::Duration,
+        timeout: std::time::Duration,
+    ) -> Result<Vec<StoredEvent>> {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
-            let batch = self.read_async(move |c| events::since(c, cursor, limit)).await?;
+            let batch = self
+                .read_async(move |c| events::since(c, cursor, limit))
+                .await?;
             if !batch.is_empty() || tokio::time::Instant::now() >= deadline {
                 return Ok(batch);
             }

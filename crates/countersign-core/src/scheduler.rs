@@ -134,8 +134,14 @@ mod tests {
 
     #[test]
     fn interval_honours_server_value_floor_and_default() {
-        assert_eq!(interval(Some(500), Duration::ZERO), Duration::from_millis(500));
-        assert_eq!(interval(Some(500), Duration::from_secs(1)), Duration::from_secs(1));
+        assert_eq!(
+            interval(Some(500), Duration::ZERO),
+            Duration::from_millis(500)
+        );
+        assert_eq!(
+            interval(Some(500), Duration::from_secs(1)),
+            Duration::from_secs(1)
+        );
         assert_eq!(interval(None, Duration::ZERO), DEFAULT_INTERVAL);
     }
 
@@ -144,10 +150,19 @@ mod tests {
         let base = Duration::from_secs(1);
         for _ in 0..100 {
             let first = backoff(base, 1, None);
-            assert!(first >= base && first <= Duration::from_millis(1200), "{first:?}");
+            assert!(
+                first >= base && first <= Duration::from_millis(1200),
+                "{first:?}"
+            );
             let third = backoff(base, 3, None);
-            assert!(third >= Duration::from_millis(3200) && third <= Duration::from_millis(4800), "{third:?}");
-            assert_eq!(backoff(base, 30, None).min(MAX_BACKOFF), backoff(base, 30, None).min(MAX_BACKOFF));
+            assert!(
+                third >= Duration::from_millis(3200) && third <= Duration::from_millis(4800),
+                "{third:?}"
+            );
+            assert_eq!(
+                backoff(base, 30, None).min(MAX_BACKOFF),
+                backoff(base, 30, None).min(MAX_BACKOFF)
+            );
             assert!(backoff(base, 30, None) <= MAX_BACKOFF);
             assert!(backoff(base, 1, Some(Duration::from_secs(90))) >= Duration::from_secs(90));
         }

@@ -117,6 +117,9 @@ impl Links {
 
     /// The server ids linked.
     pub fn ids(&self) -> Vec<i64> {
-        self.0.read().map(|m| m.keys().copied().collect()).unwrap_or_default()
+        self.0
+            .read()
+            .map(|m| m.keys().copied().collect())
+            .unwrap_or_default()
     }
 }

@@ -29,7 +29,9 @@ impl Known {
             status: task.status().into(),
             message: task.status_message.clone(),
             keys: match &task.state {
-                TaskState::InputRequired { input_requests } => input_requests.keys().cloned().collect(),
+                TaskState::InputRequired { input_requests } => {
+                    input_requests.keys().cloned().collect()
+                }
                 _ => Vec::new(),
             },
         }
@@ -43,7 +45,13 @@ impl Known {
 
 /// Records `task` as the new state of row `row`, whose previous state was `before` (None for a
 /// task just inserted, whose creation event is written by the caller).
-pub fn record(ctx: &mut WriteCtx<'_>, row: i64, before: Option<&Known>, task: &mcp::Task, via: Via) -> Result<()> {
+pub fn record(
+    ctx: &mut WriteCtx<'_>,
+    row: i64,
+    before: Option<&Known>,
+    task: &mcp::Task,
+    via: Via,
+) -> Result<()> {
     let now = Known::of(task);
     if let Some(before) = before {
         tasks::store_state(ctx.conn, row, task)?;
@@ -68,7 +76,10 @@ pub fn record(ctx: &mut WriteCtx<'_>, row: i64, before: Option<&Known>, task: &m
                     task: Some(row),
                     server_id: None,
                     via,
-                    kind: EventKind::InputRequested { key: key.clone(), request },
+                    kind: EventKind::InputRequested {
+                        key: key.clone(),
+                        request,
+                    },
                 })?;
             }
         }
@@ -104,15 +115,35 @@ pub fn record(ctx: &mut WriteCtx<'_>, row: i64, before: Option<&Known>, task: &m
 
 /// Concludes a task the server can no longer tell us about: `expired` when its TTL has run out,
 /// `lost` otherwise. Pending questions are withdrawn.
-pub fn conclude(ctx: &mut WriteCtx<'_>, row: i64, status: LedgerStatus, ttl_ms: Option<u64>, message: &str) -> Result<()> {
+pub fn conclude(
+    ctx: &mut WriteCtx<'_>,
+    row: i64,
+    status: LedgerStatus,
+    ttl_ms: Option<u64>,
+    message: &str,
+) -> Result<()> {
     tasks::conclude(ctx.conn, row, status)?;
     for key in inputs::supersede_missing(ctx.conn, row, &[])? {
-        ctx.append(NewEvent { task: Some(row), server_id: None, via: Via::Engine, kind: EventKind::InputSuperseded { key } })?;
+        ctx.append(NewEvent {
+            task: Some(row),
+            server_id: None,
+            via: Via::Engine,
+            kind: EventKind::InputSuperseded { key },
+        })?;
     }
     let kind = match status {
-        LedgerStatus::Expired => EventKind::TaskExpired { ttl_ms: ttl_ms.unwrap_or(0) },
-        _ => EventKind::TaskLost { message: message.into() },
+        LedgerStatus::Expired => EventKind::TaskExpired {
+            ttl_ms: ttl_ms.unwrap_or(0),
+        },
+        _ => EventKind::TaskLost {
+            message: message.into(),
+        },
     };
-    ctx.append(NewEvent { task: Some(row), server_id: None, via: Via::Engine, kind })?;
+    ctx.append(NewEvent {
+        task: Some(row),
+        server_id: None,
+        via: Via::Engine,
+        kind,
+    })?;
     Ok(())
 }

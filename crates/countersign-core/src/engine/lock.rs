@@ -37,8 +37,17 @@ impl EngineLock {
     /// Takes the lock or says who holds it.
     pub fn acquire(data_dir: &Path) -> Result<Self, LockError> {
         let path = data_dir.join(LOCK_FILE);
-        let io = |source| LockError::Io { path: path.display().to_string(), source };
-        let mut file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path).map_err(io)?;
+        let io = |source| LockError::Io {
+            path: path.display().to_string(),
+            source,
+        };
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(io)?;
         match file.try_lock() {
             Ok(()) => {
                 file.set_len(0).map_err(io)?;
@@ -50,7 +59,9 @@ impl EngineLock {
             Err(std::fs::TryLockError::WouldBlock) => {
                 let mut text = String::new();
                 let _ = file.read_to_string(&mut text);
-                Err(LockError::Held { pid: text.trim().parse().ok() })
+                Err(LockError::Held {
+                    pid: text.trim().parse().ok(),
+                })
             }
             Err(std::fs::TryLockError::Error(e)) => Err(io(e)),
         }
@@ -58,7 +69,10 @@ impl EngineLock {
 
     /// Creates the data directory if needed, then [`EngineLock::acquire`].
     pub fn acquire_creating(data_dir: &Path) -> Result<Self, LockError> {
-        std::fs::create_dir_all(data_dir).map_err(|source| LockError::Io { path: data_dir.display().to_string(), source })?;
+        std::fs::create_dir_all(data_dir).map_err(|source| LockError::Io {
+            path: data_dir.display().to_string(),
+            source,
+        })?;
         Self::acquire(data_dir)
     }
 
@@ -89,7 +103,10 @@ mod tests {
             other => panic!("expected Held, got {other:?}"),
         }
         drop(first);
-        assert!(EngineLock::acquire(&dir).is_ok(), "the lock must be free again");
+        assert!(
+            EngineLock::acquire(&dir).is_ok(),
+            "the lock must be free again"
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -69,7 +69,9 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<AuditRecord> {
 
 /// Every decision, oldest first.
 pub fn list(conn: &Connection) -> Result<Vec<AuditRecord>> {
-    let mut stmt = conn.prepare_cached("SELECT id, at, actor, action, server, task_id, input_key, detail FROM audit ORDER BY id")?;
+    let mut stmt = conn.prepare_cached(
+        "SELECT id, at, actor, action, server, task_id, input_key, detail FROM audit ORDER BY id",
+    )?;
     let rows = stmt.query_map([], from_row)?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
@@ -116,14 +118,16 @@ pub fn os_user() -> String {
         use std::os::unix::fs::MetadataExt as _;
         if let Ok(meta) = std::fs::metadata("/proc/self") {
             let uid = meta.uid();
-            let name = std::fs::read_to_string("/etc/passwd").ok().and_then(|passwd| {
-                passwd.lines().find_map(|line| {
-                    let mut fields = line.split(':');
-                    let name = fields.next()?;
-                    let id: u32 = fields.nth(1)?.parse().ok()?;
-                    (id == uid).then(|| name.to_owned())
-                })
-            });
+            let name = std::fs::read_to_string("/etc/passwd")
+                .ok()
+                .and_then(|passwd| {
+                    passwd.lines().find_map(|line| {
+                        let mut fields = line.split(':');
+                        let name = fields.next()?;
+                        let id: u32 = fields.nth(1)?.parse().ok()?;
+                        (id == uid).then(|| name.to_owned())
+                    })
+                });
             return name.unwrap_or_else(|| format!("uid:{uid}"));
         }
     }

@@ -273,13 +273,22 @@ pub(crate) fn insert(conn: &Connection, event: NewEvent) -> Result<StoredEvent> 
     let server_id = match (event.server_id, event.task) {
         (Some(s), _) => Some(s),
         (None, Some(task)) => conn
-            .query_row("SELECT server_id FROM tasks WHERE id = ?1", [task], |r| r.get(0))
+            .query_row("SELECT server_id FROM tasks WHERE id = ?1", [task], |r| {
+                r.get(0)
+            })
             .optional()?,
         (None, None) => None,
     };
     conn.execute(
         "INSERT INTO events (task, server_id, at, kind, via, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        params![event.task, server_id, at, event.kind.name(), event.via.as_str(), data],
+        params![
+            event.task,
+            server_id,
+            at,
+            event.kind.name(),
+            event.via.as_str(),
+            data
+        ],
     )?;
     let id = conn.last_insert_rowid();
     let (task_id, server) = names(conn, event.task, server_id)?;

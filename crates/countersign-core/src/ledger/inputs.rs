@@ -77,7 +77,8 @@ pub struct InboxItem {
     pub task_created_at: i64,
 }
 
-const COLUMNS: &str = "i.id, i.task, i.key, i.request, i.state, i.requested_at, i.answer, i.answered_at,
+const COLUMNS: &str =
+    "i.id, i.task, i.key, i.request, i.state, i.requested_at, i.answer, i.answered_at,
     i.answered_by, i.delivered_at, i.notified_at";
 
 fn from_row(row: &Row<'_>) -> rusqlite::Result<InputRecord> {
@@ -101,7 +102,12 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<InputRecord> {
 }
 
 /// Records a question if its key is new; `None` if it was seen before (whatever its state).
-pub fn record(conn: &Connection, task: i64, key: &str, request: &Value) -> Result<Option<InputRecord>> {
+pub fn record(
+    conn: &Connection,
+    task: i64,
+    key: &str,
+    request: &Value,
+) -> Result<Option<InputRecord>> {
     let inserted = conn.execute(
         "INSERT OR IGNORE INTO inputs (task, key, request, state, requested_at) VALUES (?1, ?2, ?3, 'pending', ?4)",
         params![task, key, request.to_string(), now_ms()],
@@ -125,13 +131,21 @@ pub fn get(conn: &Connection, task: i64, key: &str) -> Result<InputRecord> {
 
 /// All questions of a task, in order of appearance.
 pub fn for_task(conn: &Connection, task: i64) -> Result<Vec<InputRecord>> {
-    let mut stmt = conn.prepare_cached(&format!("SELECT {COLUMNS} FROM inputs i WHERE i.task = ?1 ORDER BY i.id"))?;
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {COLUMNS} FROM inputs i WHERE i.task = ?1 ORDER BY i.id"
+    ))?;
     let rows = stmt.query_map([task], from_row)?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
 /// Records a person's answer; only a pending question can be answered, once.
-pub fn answer(conn: &Connection, task: i64, key: &str, response: &Value, by: &str) -> Result<InputRecord> {
+pub fn answer(
+    conn: &Connection,
+    task: i64,
+    key: &str,
+    response: &Value,
+    by: &str,
+) -> Result<InputRecord> {
     let current = get(conn, task, key)?;
     if current.state != InputState::Pending {
         return Err(Error::Conflict(format!(
@@ -165,11 +179,15 @@ pub fn mark_delivered(conn: &Connection, task: i64, keys: &[String]) -> Result<(
 /// Withdraws pending questions whose keys the server no longer lists; returns their keys.
 pub fn supersede_missing(conn: &Connection, task: i64, present: &[&str]) -> Result<Vec<String>> {
     let pending: Vec<String> = {
-        let mut stmt = conn.prepare_cached("SELECT key FROM inputs WHERE task = ?1 AND state = 'pending'")?;
+        let mut stmt =
+            conn.prepare_cached("SELECT key FROM inputs WHERE task = ?1 AND state = 'pending'")?;
         let rows = stmt.query_map([task], |r| r.get::<_, String>(0))?;
         rows.collect::<rusqlite::Result<_>>()?
     };
-    let gone: Vec<String> = pending.into_iter().filter(|k| !present.contains(&k.as_str())).collect();
+    let gone: Vec<String> = pending
+        .into_iter()
+        .filter(|k| !present.contains(&k.as_str()))
+        .collect();
     for key in &gone {
         conn.execute(
             "UPDATE inputs SET state = 'superseded' WHERE task = ?1 AND key = ?2 AND state = 'pending'",
@@ -181,7 +199,10 @@ pub fn supersede_missing(conn: &Connection, task: i64, present: &[&str]) -> Resu
 
 /// Records that a notification was shown (so a restart does not show it again).
 pub fn mark_notified(conn: &Connection, id: i64) -> Result<()> {
-    conn.execute("UPDATE inputs SET notified_at = ?2 WHERE id = ?1 AND notified_at IS NULL", params![id, now_ms()])?;
+    conn.execute(
+        "UPDATE inputs SET notified_at = ?2 WHERE id = ?1 AND notified_at IS NULL",
+        params![id, now_ms()],
+    )?;
     Ok(())
 }
 

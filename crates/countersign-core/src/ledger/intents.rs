@@ -29,7 +29,9 @@ pub struct IntentRecord {
 
 fn from_row(row: &Row<'_>) -> rusqlite::Result<IntentRecord> {
     let json = |i: usize| -> rusqlite::Result<Option<Value>> {
-        Ok(row.get::<_, Option<String>>(i)?.and_then(|s| serde_json::from_str(&s).ok()))
+        Ok(row
+            .get::<_, Option<String>>(i)?
+            .and_then(|s| serde_json::from_str(&s).ok()))
     };
     Ok(IntentRecord {
         id: row.get(0)?,
@@ -44,7 +46,12 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<IntentRecord> {
 }
 
 /// Records that a call is about to be sent.
-pub fn create(conn: &Connection, server_id: i64, tool: &str, arguments: Option<&Map<String, Value>>) -> Result<i64> {
+pub fn create(
+    conn: &Connection,
+    server_id: i64,
+    tool: &str,
+    arguments: Option<&Map<String, Value>>,
+) -> Result<i64> {
     let now = now_ms();
     conn.execute(
         "INSERT INTO call_intents (server_id, tool, arguments, state, created_at, updated_at) VALUES (?1, ?2, ?3, 'sending', ?4, ?4)",
@@ -54,7 +61,13 @@ pub fn create(conn: &Connection, server_id: i64, tool: &str, arguments: Option<&
 }
 
 /// Records how the call ended.
-pub fn resolve(conn: &Connection, id: i64, state: &str, task: Option<i64>, outcome: Option<&Value>) -> Result<()> {
+pub fn resolve(
+    conn: &Connection,
+    id: i64,
+    state: &str,
+    task: Option<i64>,
+    outcome: Option<&Value>,
+) -> Result<()> {
     conn.execute(
         "UPDATE call_intents SET state = ?2, task = ?3, outcome = ?4, updated_at = ?5 WHERE id = ?1",
         params![id, state, task, outcome.map(Value::to_string), now_ms()],

@@ -57,7 +57,9 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<OutboxItem> {
 /// Queues a delivery.
 pub fn enqueue(conn: &Connection, task: i64, delivery: &Delivery) -> Result<i64> {
     let (kind, payload) = match delivery {
-        Delivery::Update { responses } => ("update", Some(Value::Object(responses.clone()).to_string())),
+        Delivery::Update { responses } => {
+            ("update", Some(Value::Object(responses.clone()).to_string()))
+        }
         Delivery::Cancel => ("cancel", None),
     };
     conn.execute(
@@ -79,13 +81,19 @@ pub fn open_after(conn: &Connection, after: i64) -> Result<Vec<OutboxItem>> {
 
 /// The server acknowledged it.
 pub fn acknowledge(conn: &Connection, id: i64) -> Result<()> {
-    conn.execute("UPDATE outbox SET acknowledged_at = ?2, attempts = attempts + 1 WHERE id = ?1", params![id, now_ms()])?;
+    conn.execute(
+        "UPDATE outbox SET acknowledged_at = ?2, attempts = attempts + 1 WHERE id = ?1",
+        params![id, now_ms()],
+    )?;
     Ok(())
 }
 
 /// An attempt failed; it stays queued.
 pub fn failed_attempt(conn: &Connection, id: i64, error: &str) -> Result<()> {
-    conn.execute("UPDATE outbox SET attempts = attempts + 1, last_error = ?2 WHERE id = ?1", params![id, error])?;
+    conn.execute(
+        "UPDATE outbox SET attempts = attempts + 1, last_error = ?2 WHERE id = ?1",
+        params![id, error],
+    )?;
     Ok(())
 }
 

@@ -58,7 +58,9 @@ pub fn add(conn: &Connection, name: &str, url: &str, has_token: bool) -> Result<
         return Err(Error::Conflict("a server name must not be empty".into()));
     }
     if by_name(conn, name)?.is_some() {
-        return Err(Error::Conflict(format!("a server named {name:?} already exists")));
+        return Err(Error::Conflict(format!(
+            "a server named {name:?} already exists"
+        )));
     }
     conn.execute(
         "INSERT INTO servers (name, url, has_token, created_at) VALUES (?1, ?2, ?3, ?4)",
@@ -69,15 +71,23 @@ pub fn add(conn: &Connection, name: &str, url: &str, has_token: bool) -> Result<
 
 /// One server by row id.
 pub fn get(conn: &Connection, id: i64) -> Result<ServerRecord> {
-    conn.query_row(&format!("SELECT {COLUMNS} FROM servers WHERE id = ?1"), [id], from_row)
-        .optional()?
-        .ok_or_else(|| Error::NotFound(format!("server #{id}")))
+    conn.query_row(
+        &format!("SELECT {COLUMNS} FROM servers WHERE id = ?1"),
+        [id],
+        from_row,
+    )
+    .optional()?
+    .ok_or_else(|| Error::NotFound(format!("server #{id}")))
 }
 
 /// One server by name, if it exists.
 pub fn by_name(conn: &Connection, name: &str) -> Result<Option<ServerRecord>> {
     Ok(conn
-        .query_row(&format!("SELECT {COLUMNS} FROM servers WHERE name = ?1"), [name], from_row)
+        .query_row(
+            &format!("SELECT {COLUMNS} FROM servers WHERE name = ?1"),
+            [name],
+            from_row,
+        )
         .optional()?)
 }
 
@@ -89,16 +99,32 @@ pub fn list(conn: &Connection) -> Result<Vec<ServerRecord>> {
 }
 
 /// Records what `server/discover` said.
-pub fn set_discovery(conn: &Connection, id: i64, capabilities: &Value, server_info: Option<&Value>) -> Result<()> {
+pub fn set_discovery(
+    conn: &Connection,
+    id: i64,
+    capabilities: &Value,
+    server_info: Option<&Value>,
+) -> Result<()> {
     conn.execute(
         "UPDATE servers SET capabilities = ?2, server_info = ?3, discovered_at = ?4 WHERE id = ?1",
-        params![id, capabilities.to_string(), server_info.map(Value::to_string), now_ms()],
+        params![
+            id,
+            capabilities.to_string(),
+            server_info.map(Value::to_string),
+            now_ms()
+        ],
     )?;
     Ok(())
 }
 
 /// Changes URL, token flag and poll floor.
-pub fn update(conn: &Connection, id: i64, url: &str, has_token: bool, poll_floor_ms: u64) -> Result<()> {
+pub fn update(
+    conn: &Connection,
+    id: i64,
+    url: &str,
+    has_token: bool,
+    poll_floor_ms: u64,
+) -> Result<()> {
     let n = conn.execute(
         "UPDATE servers SET url = ?2, has_token = ?3, poll_floor_ms = ?4 WHERE id = ?1",
         params![id, url, has_token, poll_floor_ms as i64],

@@ -130,7 +130,8 @@ impl TaskRecord {
     }
 }
 
-const SELECT: &str = "SELECT t.id, t.server_id, s.name, s.url, t.task_id, t.tool, t.arguments, t.origin,
+const SELECT: &str =
+    "SELECT t.id, t.server_id, s.name, s.url, t.task_id, t.tool, t.arguments, t.origin,
         t.status, t.status_message, t.state, t.poll_interval_ms, t.ttl_ms, t.created_text,
         t.created_at, t.updated_at, t.finished_at, t.poll_error
      FROM tasks t JOIN servers s ON s.id = t.server_id";
@@ -244,7 +245,10 @@ pub fn conclude(conn: &Connection, id: i64, status: LedgerStatus) -> Result<()> 
 
 /// Records the start (Some) or end (None) of a poll-error streak.
 pub fn set_poll_error(conn: &Connection, id: i64, message: Option<&str>) -> Result<()> {
-    conn.execute("UPDATE tasks SET poll_error = ?2 WHERE id = ?1", params![id, message])?;
+    conn.execute(
+        "UPDATE tasks SET poll_error = ?2 WHERE id = ?1",
+        params![id, message],
+    )?;
     Ok(())
 }
 
@@ -257,7 +261,10 @@ pub fn get(conn: &Connection, id: i64) -> Result<TaskRecord> {
 
 /// Tasks by the server's task id (several servers may reuse an id), or by `#ROW`.
 pub fn find(conn: &Connection, id_or_row: &str) -> Result<Vec<TaskRecord>> {
-    if let Some(row) = id_or_row.strip_prefix('#').and_then(|r| r.parse::<i64>().ok()) {
+    if let Some(row) = id_or_row
+        .strip_prefix('#')
+        .and_then(|r| r.parse::<i64>().ok())
+    {
         return Ok(vec![get(conn, row)?]);
     }
     let mut stmt = conn.prepare_cached(&format!("{SELECT} WHERE t.task_id = ?1 ORDER BY t.id"))?;
@@ -273,14 +280,20 @@ pub fn find_one(conn: &Connection, id_or_row: &str) -> Result<TaskRecord> {
         1 => Ok(found.remove(0)),
         n => Err(Error::Conflict(format!(
             "{n} tasks have id {id_or_row}; name one by row: {}",
-            found.iter().map(|t| format!("#{}", t.id)).collect::<Vec<_>>().join(", ")
+            found
+                .iter()
+                .map(|t| format!("#{}", t.id))
+                .collect::<Vec<_>>()
+                .join(", ")
         ))),
     }
 }
 
 /// Every unfinished task, oldest first: what the engine resumes.
 pub fn unfinished(conn: &Connection) -> Result<Vec<TaskRecord>> {
-    let mut stmt = conn.prepare_cached(&format!("{SELECT} WHERE t.finished_at IS NULL ORDER BY t.id"))?;
+    let mut stmt = conn.prepare_cached(&format!(
+        "{SELECT} WHERE t.finished_at IS NULL ORDER BY t.id"
+    ))?;
     let rows = stmt.query_map([], from_row)?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }

@@ -192,7 +192,9 @@ impl Client {
 
     /// `server/discover`: versions, capabilities, instructions and identity.
     pub async fn discover(&self) -> Result<Discovery> {
-        let result = self.request("server/discover", Map::new(), None, Vec::new()).await?;
+        let result = self
+            .request("server/discover", Map::new(), None, Vec::new())
+            .await?;
         reject_task_handle("server/discover", &result)?;
         Discovery::parse(&result).map_err(|reason| invalid("server/discover", reason))
     }
@@ -292,7 +294,8 @@ impl Client {
     pub async fn read_resource(&self, uri: &str) -> Result<Value> {
         let mut params = Map::new();
         params.insert("uri".into(), Value::String(uri.into()));
-        self.plain_request("resources/read", params, Some(uri)).await
+        self.plain_request("resources/read", params, Some(uri))
+            .await
     }
 
     /// `prompts/list` (first page), verbatim.
@@ -321,9 +324,7 @@ impl Client {
 
     /// `tasks/get`: the task's current state with its payload.
     pub async fn get_task(&self, task_id: &str) -> Result<Task> {
-        let result = self
-            .task_request("tasks/get", task_id, Map::new())
-            .await?;
+        let result = self.task_request("tasks/get", task_id, Map::new()).await?;
         interpret_task_result(task_id, &result).map_err(|reason| invalid("tasks/get", reason))
     }
 
@@ -337,7 +338,9 @@ impl Client {
 
     /// `tasks/cancel`: asks the server to stop (cooperative: the task may still complete).
     pub async fn cancel_task(&self, task_id: &str) -> Result<()> {
-        let result = self.task_request("tasks/cancel", task_id, Map::new()).await?;
+        let result = self
+            .task_request("tasks/cancel", task_id, Map::new())
+            .await?;
         expect_ack("tasks/cancel", &result)
     }
 
@@ -348,7 +351,8 @@ impl Client {
         mut params: Map<String, Value>,
     ) -> Result<Value> {
         params.insert("taskId".into(), Value::String(task_id.into()));
-        self.request(method, params, Some(task_id), Vec::new()).await
+        self.request(method, params, Some(task_id), Vec::new())
+            .await
     }
 
     /// Sends one request; on -32022 retries once with a version the server supports.
@@ -435,9 +439,11 @@ impl Client {
             insert_header(&mut headers, header, value)?;
         }
         if let Some(token) = &inner.endpoint.bearer_token {
-            let mut value = HeaderValue::from_str(&format!("Bearer {}", token.expose()))
-                .map_err(|_| {
-                    Error::InvalidRequest("the bearer token has characters not allowed in a header".into())
+            let mut value =
+                HeaderValue::from_str(&format!("Bearer {}", token.expose())).map_err(|_| {
+                    Error::InvalidRequest(
+                        "the bearer token has characters not allowed in a header".into(),
+                    )
                 })?;
             value.set_sensitive(true);
             headers.insert(reqwest::header::AUTHORIZATION, value);

@@ -183,7 +183,10 @@ mod tests {
         assert_eq!(encode_header_value("déployer"), "=?base64?ZMOpcGxveWVy?=");
         assert_eq!(encode_header_value(" padded"), "=?base64?IHBhZGRlZA==?=");
         assert_eq!(encode_header_value("a\nb"), "=?base64?YQpi?=");
-        assert_eq!(decode_header_value("=?base64?ZMOpcGxveWVy?="), Some("déployer".into()));
+        assert_eq!(
+            decode_header_value("=?base64?ZMOpcGxveWVy?="),
+            Some("déployer".into())
+        );
         assert_eq!(decode_header_value("plain"), Some("plain".into()));
         assert_eq!(decode_header_value("=?base64?***?="), None);
     }
@@ -213,13 +216,34 @@ mod tests {
     #[test]
     fn rejects_each_invalid_annotation_with_a_reason() {
         for (schema, needle) in [
-            (json!({"properties": {"a": {"type": "string", "x-mcp-header": ""}}}), "empty"),
-            (json!({"properties": {"a": {"type": "string", "x-mcp-header": "Bad Name"}}}), "not allowed"),
-            (json!({"properties": {"a": {"type": "number", "x-mcp-header": "N"}}}), "number"),
-            (json!({"properties": {"a": {"type": "object", "x-mcp-header": "O"}}}), "object"),
-            (json!({"properties": {"a": {"type": "string", "x-mcp-header": "X"}, "b": {"type": "string", "x-mcp-header": "x"}}}), "twice"),
-            (json!({"properties": {"a": {"type": "array", "items": {"type": "string", "x-mcp-header": "I"}}}}), "reachable"),
-            (json!({"anyOf": [{"properties": {"a": {"type": "string", "x-mcp-header": "A"}}}]}), "reachable"),
+            (
+                json!({"properties": {"a": {"type": "string", "x-mcp-header": ""}}}),
+                "empty",
+            ),
+            (
+                json!({"properties": {"a": {"type": "string", "x-mcp-header": "Bad Name"}}}),
+                "not allowed",
+            ),
+            (
+                json!({"properties": {"a": {"type": "number", "x-mcp-header": "N"}}}),
+                "number",
+            ),
+            (
+                json!({"properties": {"a": {"type": "object", "x-mcp-header": "O"}}}),
+                "object",
+            ),
+            (
+                json!({"properties": {"a": {"type": "string", "x-mcp-header": "X"}, "b": {"type": "string", "x-mcp-header": "x"}}}),
+                "twice",
+            ),
+            (
+                json!({"properties": {"a": {"type": "array", "items": {"type": "string", "x-mcp-header": "I"}}}}),
+                "reachable",
+            ),
+            (
+                json!({"anyOf": [{"properties": {"a": {"type": "string", "x-mcp-header": "A"}}}]}),
+                "reachable",
+            ),
         ] {
             let err = header_params(Some(&schema)).unwrap_err();
             assert!(err.contains(needle), "{err} should mention {needle}");

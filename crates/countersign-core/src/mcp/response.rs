@@ -103,10 +103,7 @@ impl ResponseReader {
     }
 
     /// Feeds a chunk; returns the answer as soon as it is complete.
-    pub(crate) fn feed(
-        &mut self,
-        chunk: &[u8],
-    ) -> Result<Option<Result<Value, RpcError>>, String> {
+    pub(crate) fn feed(&mut self, chunk: &[u8]) -> Result<Option<Result<Value, RpcError>>, String> {
         match self.framing {
             Framing::Json => {
                 if self.buffer.len() + chunk.len() > MAX_BODY_BYTES {
@@ -218,9 +215,15 @@ pub(crate) fn rpc_error(method: &str, task_id: Option<&str>, error: RpcError) ->
 
 fn mentions_missing_task(message: &str) -> bool {
     let lower = message.to_ascii_lowercase();
-    ["not found", "unknown task", "no such task", "does not exist", "expired"]
-        .iter()
-        .any(|needle| lower.contains(needle))
+    [
+        "not found",
+        "unknown task",
+        "no such task",
+        "does not exist",
+        "expired",
+    ]
+    .iter()
+    .any(|needle| lower.contains(needle))
 }
 
 /// `data.supported` of a -32022 error.
@@ -279,7 +282,10 @@ mod tests {
 
     #[test]
     fn reads_a_json_result() {
-        let answer = read(Framing::Json, br#"{"jsonrpc":"2.0","id":7,"result":{"resultType":"complete"}}"#);
+        let answer = read(
+            Framing::Json,
+            br#"{"jsonrpc":"2.0","id":7,"result":{"resultType":"complete"}}"#,
+        );
         assert_eq!(answer, Ok(Ok(json!({"resultType": "complete"}))));
     }
 
@@ -295,8 +301,15 @@ mod tests {
     #[test]
     fn stops_at_the_answer_even_if_the_stream_stays_open() {
         let mut reader = ResponseReader::new(Framing::Sse, json!(7));
-        assert_eq!(reader.feed(b"data: {\"jsonrpc\":\"2.0\",\"id\":7,").expect("partial"), None);
-        let answer = reader.feed(b"\"result\":{}}\n\n: still open\n").expect("decodes");
+        assert_eq!(
+            reader
+                .feed(b"data: {\"jsonrpc\":\"2.0\",\"id\":7,")
+                .expect("partial"),
+            None
+        );
+        let answer = reader
+            .feed(b"\"result\":{}}\n\n: still open\n")
+            .expect("decodes");
         assert_eq!(answer, Some(Ok(json!({}))));
     }
 
@@ -304,40 +317,105 @@ mod tests {
     fn reads_errors_and_ignores_other_ids() {
         let body = b"data: {\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{}}\n\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\"error\":{\"code\":-32602,\"message\":\"unknown task: x\"}}\n\n";
         let answer = read(Framing::Sse, body).expect("decodes");
-        assert_eq!(answer, Err(RpcError { code: -32602, message: "unknown task: x".into(), data: None }));
+        assert_eq!(
+            answer,
+            Err(RpcError {
+                code: -32602,
+                message: "unknown task: x".into(),
+                data: None
+            })
+        );
     }
 
     #[test]
     fn malformed_bodies_are_errors_not_panics() {
         assert!(read(Framing::Json, b"").unwrap_err().contains("empty"));
-        assert!(read(Framing::Json, b"{\"jsonrpc\":\"2.0\",\"id\":7,\"res").unwrap_err().contains("not valid JSON"));
-        assert!(read(Framing::Json, b"[1,2]").unwrap_err().contains("object"));
-        assert!(read(Framing::Json, b"{\"jsonrpc\":\"2.0\",\"id\":7}").unwrap_err().contains("result"));
-        assert!(read(Framing::Sse, b"data: {}\n\n").unwrap_err().contains("id"));
-        assert!(read(Framing::Sse, b": nothing\n\n").unwrap_err().contains("ended"));
-        assert!(read(Framing::Json, b"{\"jsonrpc\":\"2.0\",\"id\":7,\"error\":{\"code\":\"x\"}}").unwrap_err().contains("malformed"));
+        assert!(read(Framing::Json, b"{\"jsonrpc\":\"2.0\",\"id\":7,\"res")
+            .unwrap_err()
+            .contains("not valid JSON"));
+        assert!(read(Framing::Json, b"[1,2]")
+            .unwrap_err()
+            .contains("object"));
+        assert!(read(Framing::Json, b"{\"jsonrpc\":\"2.0\",\"id\":7}")
+            .unwrap_err()
+            .contains("result"));
+        assert!(read(Framing::Sse, b"data: {}\n\n")
+            .unwrap_err()
+            .contains("id"));
+        assert!(read(Framing::Sse, b": nothing\n\n")
+            .unwrap_err()
+            .contains("ended"));
+        assert!(read(
+            Framing::Json,
+            b"{\"jsonrpc\":\"2.0\",\"id\":7,\"error\":{\"code\":\"x\"}}"
+        )
+        .unwrap_err()
+        .contains("malformed"));
     }
 
     #[test]
     fn maps_each_error_code_to_its_type() {
-        let e = |code: i64, data: Option<Value>| RpcError { code, message: "m".into(), data };
-        assert!(matches!(rpc_error("tools/call", None, e(-32020, None)), Error::HeaderMismatch { .. }));
-        match rpc_error("tasks/get", Some("t"), e(-32021, Some(json!({"requiredCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}})))) {
-            Error::MissingCapability { required, .. } => assert_eq!(required, json!({"extensions": {"io.modelcontextprotocol/tasks": {}}})),
+        let e = |code: i64, data: Option<Value>| RpcError {
+            code,
+            message: "m".into(),
+            data,
+        };
+        assert!(matches!(
+            rpc_error("tools/call", None, e(-32020, None)),
+            Error::HeaderMismatch { .. }
+        ));
+        match rpc_error(
+            "tasks/get",
+            Some("t"),
+            e(
+                -32021,
+                Some(
+                    json!({"requiredCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}}),
+                ),
+            ),
+        ) {
+            Error::MissingCapability { required, .. } => assert_eq!(
+                required,
+                json!({"extensions": {"io.modelcontextprotocol/tasks": {}}})
+            ),
             other => panic!("unexpected {other:?}"),
         }
-        match rpc_error("tools/list", None, e(-32022, Some(json!({"supported": ["2025-11-25"]})))) {
+        match rpc_error(
+            "tools/list",
+            None,
+            e(-32022, Some(json!({"supported": ["2025-11-25"]}))),
+        ) {
             Error::UnsupportedVersion { supported, .. } => assert_eq!(supported, ["2025-11-25"]),
             other => panic!("unexpected {other:?}"),
         }
-        assert!(matches!(rpc_error("tasks/list", None, e(-32601, None)), Error::MethodNotFound { .. }));
-        assert!(matches!(rpc_error("tasks/get", Some("t"), e(-32602, None)), Error::UnknownTask { .. }));
-        assert!(matches!(rpc_error("tasks/update", Some("t"), e(-32602, None)), Error::InvalidParams { .. }));
         assert!(matches!(
-            rpc_error("tasks/update", Some("t"), RpcError { code: -32602, message: "Task t not found".into(), data: None }),
+            rpc_error("tasks/list", None, e(-32601, None)),
+            Error::MethodNotFound { .. }
+        ));
+        assert!(matches!(
+            rpc_error("tasks/get", Some("t"), e(-32602, None)),
             Error::UnknownTask { .. }
         ));
-        assert!(matches!(rpc_error("tools/call", None, e(-32603, None)), Error::Rpc { .. }));
+        assert!(matches!(
+            rpc_error("tasks/update", Some("t"), e(-32602, None)),
+            Error::InvalidParams { .. }
+        ));
+        assert!(matches!(
+            rpc_error(
+                "tasks/update",
+                Some("t"),
+                RpcError {
+                    code: -32602,
+                    message: "Task t not found".into(),
+                    data: None
+                }
+            ),
+            Error::UnknownTask { .. }
+        ));
+        assert!(matches!(
+            rpc_error("tools/call", None, e(-32603, None)),
+            Error::Rpc { .. }
+        ));
     }
 
     #[test]
@@ -376,8 +454,12 @@ mod tests {
         leaf.prop_recursive(4, 32, 6, |inner| {
             prop_oneof![
                 proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
-                proptest::collection::btree_map("(code|message|data|taskId|status|[a-z]{1,4})", inner, 0..5)
-                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+                proptest::collection::btree_map(
+                    "(code|message|data|taskId|status|[a-z]{1,4})",
+                    inner,
+                    0..5
+                )
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
             ]
         })
     }

@@ -117,10 +117,8 @@ impl SseDecoder {
             }
             "event" => self.event = Some(value.to_owned()),
             "id" if !value.contains('\0') => self.id = Some(value.to_owned()),
-            "retry" => {
-                if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
-                    self.retry_ms = value.parse().ok();
-                }
+            "retry" if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) => {
+                self.retry_ms = value.parse().ok();
             }
             _ => {}
         }
@@ -191,7 +189,10 @@ mod tests {
         assert_eq!(events.len(), 1);
         assert_eq!(events[0].id.as_deref(), Some("7"));
         assert_eq!(events[0].retry_ms, Some(1500));
-        assert_eq!(events[0].event, None, "the event type resets after each dispatch");
+        assert_eq!(
+            events[0].event, None,
+            "the event type resets after each dispatch"
+        );
     }
 
     #[test]

@@ -179,7 +179,10 @@ pub struct ToolResult(pub Map<String, Value>);
 impl ToolResult {
     /// `isError: true` marks a tool-level failure (the call itself succeeded).
     pub fn is_error(&self) -> bool {
-        self.0.get("isError").and_then(Value::as_bool).unwrap_or(false)
+        self.0
+            .get("isError")
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
     }
 
     /// The content blocks, if any.
@@ -374,7 +377,10 @@ impl Task {
     pub fn to_json(&self) -> Value {
         let mut map = Map::new();
         map.insert("taskId".into(), Value::String(self.task_id.clone()));
-        map.insert("status".into(), Value::String(self.status().as_str().into()));
+        map.insert(
+            "status".into(),
+            Value::String(self.status().as_str().into()),
+        );
         if let Some(m) = &self.status_message {
             map.insert("statusMessage".into(), Value::String(m.clone()));
         }
@@ -668,8 +674,10 @@ mod tests {
 
     #[test]
     fn a_handle_never_needs_a_payload_and_null_ttl_is_unlimited() {
-        let task = Task::parse_handle(&json!({"taskId": "t", "status": "working", "ttlMs": null, "resultType": "task"}))
-            .expect("valid handle");
+        let task = Task::parse_handle(
+            &json!({"taskId": "t", "status": "working", "ttlMs": null, "resultType": "task"}),
+        )
+        .expect("valid handle");
         assert_eq!(task.ttl_ms, None);
         assert_eq!(task.detail, TaskDetail::Handle);
     }
@@ -680,8 +688,14 @@ mod tests {
             (json!({"taskId": "t", "status": "paused"}), "paused"),
             (json!({"taskId": 7, "status": "working"}), "taskId"),
             (json!({"taskId": "t"}), "status"),
-            (json!({"taskId": "t", "status": "working", "pollIntervalMs": -5}), "pollIntervalMs"),
-            (json!({"taskId": "t", "status": "working", "statusMessage": 3}), "statusMessage"),
+            (
+                json!({"taskId": "t", "status": "working", "pollIntervalMs": -5}),
+                "pollIntervalMs",
+            ),
+            (
+                json!({"taskId": "t", "status": "working", "statusMessage": 3}),
+                "statusMessage",
+            ),
             (json!(["not", "an", "object"]), "object"),
         ] {
             let err = Task::parse_full(&value).unwrap_err();
@@ -704,12 +718,27 @@ mod tests {
     #[test]
     fn elicitation_responses_have_the_exact_wire_shape() {
         let accept = ElicitationResponse::Accept {
-            content: Some(json!({"approve": true}).as_object().cloned().unwrap_or_default()),
+            content: Some(
+                json!({"approve": true})
+                    .as_object()
+                    .cloned()
+                    .unwrap_or_default(),
+            ),
         };
-        assert_eq!(serde_json::to_value(&accept).ok(), Some(json!({"action": "accept", "content": {"approve": true}})));
-        assert_eq!(serde_json::to_value(ElicitationResponse::Decline).ok(), Some(json!({"action": "decline"})));
-        assert_eq!(serde_json::to_value(ElicitationResponse::Cancel).ok(), Some(json!({"action": "cancel"})));
-        let url_done: ElicitationResponse = serde_json::from_value(json!({"action": "accept"})).expect("valid");
+        assert_eq!(
+            serde_json::to_value(&accept).ok(),
+            Some(json!({"action": "accept", "content": {"approve": true}}))
+        );
+        assert_eq!(
+            serde_json::to_value(ElicitationResponse::Decline).ok(),
+            Some(json!({"action": "decline"}))
+        );
+        assert_eq!(
+            serde_json::to_value(ElicitationResponse::Cancel).ok(),
+            Some(json!({"action": "cancel"}))
+        );
+        let url_done: ElicitationResponse =
+            serde_json::from_value(json!({"action": "accept"})).expect("valid");
         assert_eq!(url_done, ElicitationResponse::Accept { content: None });
     }
 

@@ -1,0 +1,206 @@
+//! Bearer tokens in the OS keyring: the Secret Service on Linux (gnome-keyring, KWallet),
+//! Keychain on macOS, Credential Manager on Windows, through the `keyring` crate (4.x, `v1` API).
+//!
+//! One entry per server: service = [`Secrets::service`], user = the server id. Tokens live only
+//! there (never in the ledger, logs or IPC) and leave this module wrapped in [`Sensitive`].
+//!
+//! Every call blocks on the platform store (a D-Bus round trip on Linux): from async code, call
+//! it inside `tokio::task::spawn_blocking`. The platform store is chosen once per process, on
+//! first use.
+
+use crate::secret::Sensitive;
+
+/// The keyring service name the app uses (its bundle identifier).
+pub const DEFAULT_SERVICE: &str = "dev.countersign.app";
+
+/// Why a keyring operation failed. No variant carries token bytes.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// No credential store could be opened on this machine (e.g. no Secret Service on the bus).
+    #[error("no OS keyring is available: {detail}")]
+    NoKeyring {
+        /// The platform's explanation.
+        detail: String,
+    },
+    /// The store exists but refused access (locked, or the user denied the prompt).
+    #[error("the OS keyring refused access: {detail}")]
+    Locked {
+        /// The platform's explanation.
+        detail: String,
+    },
+    /// The server id cannot name a keyring entry (empty, or too long for the platform).
+    #[error("server id {server_id:?} cannot be used as a keyring entry: {reason}")]
+    InvalidServerId {
+        /// The offending id.
+        server_id: String,
+        /// Why the platform refused it.
+        reason: String,
+    },
+    /// An empty token was given; store nothing rather than an unusable credential.
+    #[error("refusing to store an empty token for server {server_id}")]
+    EmptyToken {
+        /// The server.
+        server_id: String,
+    },
+    /// What is stored for this server is not a UTF-8 token (written by something else).
+    #[error("the keyring entry for server {server_id} does not hold a text token")]
+    NotAToken {
+        /// The server.
+        server_id: String,
+    },
+    /// Several entries match this server (written by something else with our attributes).
+    #[error("{count} keyring entries match server {server_id}")]
+    Ambiguous {
+        /// The server.
+        server_id: String,
+        /// How many matched.
+        count: usize,
+    },
+    /// Any other failure of the platform store.
+    #[error("OS keyring failure for server {server_id}: {detail}")]
+    Platform {
+        /// The server.
+        server_id: String,
+        /// The platform's explanation.
+        detail: String,
+    },
+}
+
+/// Result of a keyring operation.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Bearer tokens of MCP servers, one keyring entry each.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Secrets {
+    service: String,
+}
+
+impl Default for Secrets {
+    fn default() -> Self {
+        Self::new(DEFAULT_SERVICE)
+    }
+}
+
+impl Secrets {
+    /// Tokens under `service` (tests use their own, so they never touch the app's entries).
+    pub fn new(service: impl Into<String>) -> Self {
+        Self { service: service.into() }
+    }
+
+    /// The keyring service name.
+    pub fn service(&self) -> &str {
+        &self.service
+    }
+
+    /// Stores (or replaces) the token of `server_id`.
+    pub fn store(&self, server_id: &str, token: &Sensitive<String>) -> Result<()> {
+        if token.expose().is_empty() {
+            return Err(Error::EmptyToken { server_id: server_id.to_owned() });
+        }
+        self.entry(server_id)?.set_password(token.expose()).map_err(|e| classify(server_id, e))
+    }
+
+    /// The token of `server_id`, or `None` if none is stored.
+    pub fn load(&self, server_id: &str) -> Result<Option<Sensitive<String>>> {
+        match self.entry(server_id)?.get_password() {
+            Ok(token) => Ok(Some(Sensitive::new(token))),
+            Err(keyring::Error::NoEntry) => Ok(None),
+            Err(e) => Err(classify(server_id, e)),
+        }
+    }
+
+    /// Forgets the token of `server_id`; succeeds if there was none.
+    pub fn delete(&self, server_id: &str) -> Result<()> {
+        match self.entry(server_id)?.delete_credential() {
+            Ok(()) | Err(keyring::Error::NoEntry) => Ok(()),
+            Err(e) => Err(classify(server_id, e)),
+        }
+    }
+
+    fn entry(&self, server_id: &str) -> Result<keyring::Entry> {
+        if server_id.is_empty() {
+            return Err(Error::InvalidServerId { server_id: String::new(), reason: "empty".into() });
+        }
+        keyring::Entry::new(&self.service, server_id).map_err(|e| match e {
+            keyring::Error::NoDefaultStore => Error::NoKeyring { detail: store_failure() },
+            e => classify(server_id, e),
+        })
+    }
+}
+
+/// Why the platform store could not be initialised (it is set up once, on first use).
+fn store_failure() -> String {
+    match keyring::Entry::store_status() {
+        Err(e) => e.to_string(),
+        Ok(()) => "no default credential store".into(),
+    }
+}
+
+/// Maps a keyring error to ours, dropping any payload that could hold secret bytes.
+fn classify(server_id: &str, e: keyring::Error) -> Error {
+    let server_id = server_id.to_owned();
+    match e {
+        keyring::Error::NoStorageAccess(p) => Error::Locked { detail: p.to_string() },
+        keyring::Error::NoDefaultStore => Error::NoKeyring { detail: store_failure() },
+        keyring::Error::BadEncoding(_) | keyring::Error::BadDataFormat(..) => Error::NotAToken { server_id },
+        keyring::Error::TooLong(attr, limit) => {
+            Error::InvalidServerId { server_id, reason: format!("{attr} is longer than {limit}") }
+        }
+        keyring::Error::Invalid(attr, reason) => Error::InvalidServerId { server_id, reason: format!("{attr}: {reason}") },
+        keyring::Error::Ambiguous(entries) => Error::Ambiguous { server_id, count: entries.len() },
+        keyring::Error::PlatformFailure(p) => Error::Platform { server_id, detail: p.to_string() },
+        other => Error::Platform { server_id, detail: other.to_string() },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A service name of its own, so runs never see each other's (or the app's) entries.
+    fn scratch() -> Secrets {
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+        Secrets::new(format!("dev.countersign.test.{}.{nanos}", std::process::id()))
+    }
+
+    #[test]
+    fn errors_never_carry_token_bytes() {
+        let e = classify("s1", keyring::Error::BadEncoding(b"hunter2".to_vec()));
+        assert!(!format!("{e} {e:?}").contains("hunter2"), "a keyring error leaked the stored bytes: {e:?}");
+    }
+
+    #[test]
+    fn empty_ids_and_tokens_are_refused_before_the_keyring() {
+        let s = scratch();
+        assert!(matches!(s.load(""), Err(Error::InvalidServerId { .. })));
+        assert!(matches!(s.store("s1", &Sensitive::new(String::new())), Err(Error::EmptyToken { .. })));
+    }
+
+    /// Runs against the real Secret Service of the session (gnome-keyring in CI):
+    /// `.ci/with-session.sh cargo test -p countersign-core secrets -- --ignored`.
+    #[test]
+    #[ignore = "needs an unlocked Secret Service: run inside .ci/with-session.sh with --ignored"]
+    fn round_trips_tokens_through_the_session_keyring() {
+        let s = scratch();
+        let other = scratch();
+        assert!(s.load("fastmcp").expect("keyring reachable").is_none(), "a fresh service has no token");
+
+        s.store("fastmcp", &Sensitive::new("tok-1".to_owned())).expect("store");
+        assert_eq!(s.load("fastmcp").expect("load").map(|t| t.expose().clone()).as_deref(), Some("tok-1"));
+        assert!(other.load("fastmcp").expect("load other").is_none(), "entries are scoped by service");
+
+        // What the app stored is a real Secret Service item, visible to other clients.
+        let looked_up = std::process::Command::new("secret-tool")
+            .args(["lookup", "service", s.service(), "username", "fastmcp"])
+            .output()
+            .expect("secret-tool (libsecret-tools) is installed by .ci/setup-desktop.sh");
+        assert_eq!(String::from_utf8_lossy(&looked_up.stdout), "tok-1", "secret-tool must see the same item");
+
+        s.store("fastmcp", &Sensitive::new("tok-2 ünïcode".to_owned())).expect("replace");
+        assert_eq!(s.load("fastmcp").expect("load").map(|t| t.expose().clone()).as_deref(), Some("tok-2 ünïcode"), "store replaces");
+
+        s.delete("fastmcp").expect("delete");
+        assert!(s.load("fastmcp").expect("load after delete").is_none());
+        s.delete("fastmcp").expect("deleting twice is fine");
+    }
+}
