@@ -2,10 +2,18 @@
 //!
 //! - [`mcp`]: the stateless MCP 2026-07-28 client with the Tasks extension (the only module that
 //!   touches HTTP);
-//! - [`secret`]: [`secret::Sensitive`], the wrapper that keeps tokens out of logs and storage.
+//! - [`ledger`]: the durable SQLite ledger (servers, call intents, tasks, timeline events,
+//!   questions, outbox, audit);
+//! - [`status`]: the seam for how task status arrives ([`status::StatusSource`]; polling in
+//!   [`status::poll`]), with [`scheduler`] deciding when;
+//! - [`tracking`]: a new task state turned into timeline events and question records;
+//! - [`engine`]: the loop that resumes, observes and delivers; one per ledger;
+//! - [`actions`]: what a person does (call, answer, cancel, adopt), recorded before it is sent;
+//! - [`secret`]: [`secret::Sensitive`], the wrapper that keeps tokens out of logs and storage;
+//! - [`secrets`]: bearer tokens in the OS keyring (Secret Service / Keychain / Credential Manager).
 //!
-//! The CLI (`crates/countersign-cli`) and, later, the desktop shell (`src-tauri`) drive this crate;
-//! neither talks to a server directly.
+//! The CLI (`crates/countersign-cli`) and the desktop shell (`src-tauri`) drive this crate;
+//! neither talks to a server directly. See ARCHITECTURE.md for the path of one task id.
 #![deny(missing_docs)]
 // Errors carry the server's own words and data for the timeline; they are the cold path, so their
 // size is not worth boxing.
@@ -17,5 +25,6 @@ pub mod ledger;
 pub mod mcp;
 pub mod scheduler;
 pub mod secret;
+pub mod secrets;
 pub mod status;
 pub mod tracking;

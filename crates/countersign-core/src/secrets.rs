@@ -84,7 +84,9 @@ impl Default for Secrets {
 impl Secrets {
     /// Tokens under `service` (tests use their own, so they never touch the app's entries).
     pub fn new(service: impl Into<String>) -> Self {
-        Self { service: service.into() }
+        Self {
+            service: service.into(),
+        }
     }
 
     /// The keyring service name.
@@ -95,9 +97,13 @@ impl Secrets {
     /// Stores (or replaces) the token of `server_id`.
     pub fn store(&self, server_id: &str, token: &Sensitive<String>) -> Result<()> {
         if token.expose().is_empty() {
-            return Err(Error::EmptyToken { server_id: server_id.to_owned() });
+            return Err(Error::EmptyToken {
+                server_id: server_id.to_owned(),
+            });
         }
-        self.entry(server_id)?.set_password(token.expose()).map_err(|e| classify(server_id, e))
+        self.entry(server_id)?
+            .set_password(token.expose())
+            .map_err(|e| classify(server_id, e))
     }
 
     /// The token of `server_id`, or `None` if none is stored.
@@ -119,10 +125,15 @@ impl Secrets {
 
     fn entry(&self, server_id: &str) -> Result<keyring::Entry> {
         if server_id.is_empty() {
-            return Err(Error::InvalidServerId { server_id: String::new(), reason: "empty".into() });
+            return Err(Error::InvalidServerId {
+                server_id: String::new(),
+                reason: "empty".into(),
+            });
         }
         keyring::Entry::new(&self.service, server_id).map_err(|e| match e {
-            keyring::Error::NoDefaultStore => Error::NoKeyring { detail: store_failure() },
+            keyring::Error::NoDefaultStore => Error::NoKeyring {
+                detail: store_failure(),
+            },
             e => classify(server_id, e),
         })
     }
@@ -140,16 +151,35 @@ fn store_failure() -> String {
 fn classify(server_id: &str, e: keyring::Error) -> Error {
     let server_id = server_id.to_owned();
     match e {
-        keyring::Error::NoStorageAccess(p) => Error::Locked { detail: p.to_string() },
-        keyring::Error::NoDefaultStore => Error::NoKeyring { detail: store_failure() },
-        keyring::Error::BadEncoding(_) | keyring::Error::BadDataFormat(..) => Error::NotAToken { server_id },
-        keyring::Error::TooLong(attr, limit) => {
-            Error::InvalidServerId { server_id, reason: format!("{attr} is longer than {limit}") }
+        keyring::Error::NoStorageAccess(p) => Error::Locked {
+            detail: p.to_string(),
+        },
+        keyring::Error::NoDefaultStore => Error::NoKeyring {
+            detail: store_failure(),
+        },
+        keyring::Error::BadEncoding(_) | keyring::Error::BadDataFormat(..) => {
+            Error::NotAToken { server_id }
         }
-        keyring::Error::Invalid(attr, reason) => Error::InvalidServerId { server_id, reason: format!("{attr}: {reason}") },
-        keyring::Error::Ambiguous(entries) => Error::Ambiguous { server_id, count: entries.len() },
-        keyring::Error::PlatformFailure(p) => Error::Platform { server_id, detail: p.to_string() },
-        other => Error::Platform { server_id, detail: other.to_string() },
+        keyring::Error::TooLong(attr, limit) => Error::InvalidServerId {
+            server_id,
+            reason: format!("{attr} is longer than {limit}"),
+        },
+        keyring::Error::Invalid(attr, reason) => Error::InvalidServerId {
+            server_id,
+            reason: format!("{attr}: {reason}"),
+        },
+        keyring::Error::Ambiguous(entries) => Error::Ambiguous {
+            server_id,
+            count: entries.len(),
+        },
+        keyring::Error::PlatformFailure(p) => Error::Platform {
+            server_id,
+            detail: p.to_string(),
+        },
+        other => Error::Platform {
+            server_id,
+            detail: other.to_string(),
+        },
     }
 }
 
@@ -159,21 +189,33 @@ mod tests {
 
     /// A service name of its own, so runs never see each other's (or the app's) entries.
     fn scratch() -> Secrets {
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
-        Secrets::new(format!("dev.countersign.test.{}.{nanos}", std::process::id()))
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        Secrets::new(format!(
+            "dev.countersign.test.{}.{nanos}",
+            std::process::id()
+        ))
     }
 
     #[test]
     fn errors_never_carry_token_bytes() {
         let e = classify("s1", keyring::Error::BadEncoding(b"hunter2".to_vec()));
-        assert!(!format!("{e} {e:?}").contains("hunter2"), "a keyring error leaked the stored bytes: {e:?}");
+        assert!(
+            !format!("{e} {e:?}").contains("hunter2"),
+            "a keyring error leaked the stored bytes: {e:?}"
+        );
     }
 
     #[test]
     fn empty_ids_and_tokens_are_refused_before_the_keyring() {
         let s = scratch();
         assert!(matches!(s.load(""), Err(Error::InvalidServerId { .. })));
-        assert!(matches!(s.store("s1", &Sensitive::new(String::new())), Err(Error::EmptyToken { .. })));
+        assert!(matches!(
+            s.store("s1", &Sensitive::new(String::new())),
+            Err(Error::EmptyToken { .. })
+        ));
     }
 
     /// Runs against the real Secret Service of the session (gnome-keyring in CI):
@@ -183,21 +225,46 @@ mod tests {
     fn round_trips_tokens_through_the_session_keyring() {
         let s = scratch();
         let other = scratch();
-        assert!(s.load("fastmcp").expect("keyring reachable").is_none(), "a fresh service has no token");
+        assert!(
+            s.load("fastmcp").expect("keyring reachable").is_none(),
+            "a fresh service has no token"
+        );
 
-        s.store("fastmcp", &Sensitive::new("tok-1".to_owned())).expect("store");
-        assert_eq!(s.load("fastmcp").expect("load").map(|t| t.expose().clone()).as_deref(), Some("tok-1"));
-        assert!(other.load("fastmcp").expect("load other").is_none(), "entries are scoped by service");
+        s.store("fastmcp", &Sensitive::new("tok-1".to_owned()))
+            .expect("store");
+        assert_eq!(
+            s.load("fastmcp")
+                .expect("load")
+                .map(|t| t.expose().clone())
+                .as_deref(),
+            Some("tok-1")
+        );
+        assert!(
+            other.load("fastmcp").expect("load other").is_none(),
+            "entries are scoped by service"
+        );
 
         // What the app stored is a real Secret Service item, visible to other clients.
         let looked_up = std::process::Command::new("secret-tool")
             .args(["lookup", "service", s.service(), "username", "fastmcp"])
             .output()
             .expect("secret-tool (libsecret-tools) is installed by .ci/setup-desktop.sh");
-        assert_eq!(String::from_utf8_lossy(&looked_up.stdout), "tok-1", "secret-tool must see the same item");
+        assert_eq!(
+            String::from_utf8_lossy(&looked_up.stdout),
+            "tok-1",
+            "secret-tool must see the same item"
+        );
 
-        s.store("fastmcp", &Sensitive::new("tok-2 ünïcode".to_owned())).expect("replace");
-        assert_eq!(s.load("fastmcp").expect("load").map(|t| t.expose().clone()).as_deref(), Some("tok-2 ünïcode"), "store replaces");
+        s.store("fastmcp", &Sensitive::new("tok-2 ünïcode".to_owned()))
+            .expect("replace");
+        assert_eq!(
+            s.load("fastmcp")
+                .expect("load")
+                .map(|t| t.expose().clone())
+                .as_deref(),
+            Some("tok-2 ünïcode"),
+            "store replaces"
+        );
 
         s.delete("fastmcp").expect("delete");
         assert!(s.load("fastmcp").expect("load after delete").is_none());

@@ -1,0 +1,29 @@
+use tauri_build::{AppManifest, Attributes};
+
+/// Our own commands: each gets an `allow-<name>` permission, and only the ones a capability in
+/// `capabilities/` grants are callable from the webview.
+const COMMANDS: &[&str] = &[
+    "app_info",
+    "notify_dnd_set",
+    "input_list",
+    "input_answer",
+    "task_list",
+    "task_get",
+    "task_cancel",
+    "server_list",
+    "tool_list",
+    "tool_call",
+    "audit_list",
+    "url_open",
+];
+
+fn main() {
+    // The config lives at the repository root (shared with the UI tooling), not in src-tauri/.
+    let attrs = Attributes::new()
+        .config_path("../tauri.conf.json")
+        .app_manifest(AppManifest::new().commands(COMMANDS));
+    if let Err(e) = tauri_build::try_build(attrs) {
+        eprintln!("tauri-build failed: {e:#}");
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,13 @@
+import type { TaskStatus } from "../../bindings/TaskStatus";
+
+export const STATUS_LABEL: Record<TaskStatus, string> = {
+  working: "Working",
+  input_required: "Needs input",
+  completed: "Completed",
+  failed: "Failed",
+  cancelled: "Cancelled",
+};
+
+export function isTerminal(s: TaskStatus): boolean {
+  return s === "completed" || s === "failed" || s === "cancelled";
+}

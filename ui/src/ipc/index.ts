@@ -1,0 +1,71 @@
+// The only module that imports @tauri-apps/*. Everything else calls `call` and `listen`.
+import { invoke } from "@tauri-apps/api/core";
+import { listen as tauriListen, type UnlistenFn } from "@tauri-apps/api/event";
+import type { CommandError } from "../bindings/CommandError";
+import type { ErrorCode } from "../bindings/ErrorCode";
+import type { CommandName, EventName, Events, Req, Res } from "./contract";
+
+export type { CommandName, EventName, Events, Req, Res } from "./contract";
+export type { CommandError, ErrorCode };
+
+/** True inside the Tauri webview; false in a plain browser (vite dev, tests). */
+export function inTauri(): boolean {
+  return typeof window !== "undefined" && "__TAURI_INTERNALS__" in window;
+}
+
+const ERROR_CODES: readonly ErrorCode[] = [
+  "not_found",
+  "already_answered",
+  "invalid_input",
+  "unavailable",
+  "server",
+  "internal",
+];
+
+/** Normalises whatever a rejected invoke carries into `{ code, message }`. */
+export function toCommandError(e: unknown): CommandError {
+  if (typeof e === "object" && e !== null && "code" in e && "message" in e) {
+    const { code, message } = e as { code: unknown; message: unknown };
+    if (typeof code === "string" && (ERROR_CODES as readonly string[]).includes(code)) {
+      return { code: code as ErrorCode, message: String(message) };
+    }
+  }
+  return { code: "internal", message: e instanceof Error ? e.message : String(e) };
+}
+
+/** Calls a Rust command; rejects with a `CommandError`. */
+export async function call<K extends CommandName>(cmd: K, ...req: Req<K> extends void ? [] : [Req<K>]): Promise<Res<K>> {
+  if (!inTauri()) {
+    throw { code: "unavailable", message: "Not running inside the Countersign app." } satisfies CommandError;
+  }
+  try {
+    return await invoke<Res<K>>(cmd, req.length ? { request: req[0] } : {});
+  } catch (e) {
+    throw toCommandError(e);
+  }
+}
+
+/**
+ * Subscribes to a Rust event. The returned function unsubscribes, and is safe to call before the
+ * subscription is established (it then unsubscribes as soon as it is) and more than once.
+ */
+export function listen<K extends EventName>(event: K, cb: (payload: Events[K]) => void): () => void {
+  if (!inTauri()) return () => {};
+  let stopped = false;
+  let unlisten: UnlistenFn | undefined;
+  tauriListen<Events[K]>(event, (e) => {
+    if (!stopped) cb(e.payload);
+  }).then(
+    (fn) => {
+      if (stopped) fn();
+      else unlisten = fn;
+    },
+    () => {},
+  );
+  return () => {
+    if (stopped) return;
+    stopped = true;
+    unlisten?.();
+    unlisten = undefined;
+  };
+}
