@@ -173,7 +173,7 @@ pub(crate) async fn call(
                     if json_out {
                         println!("{}", task.to_json());
                     } else {
-                        println!("task {} {}", task.task_id, task.status());
+                        println!("task {} {}", task.task_id, task.reported_status());
                     }
                     return Ok(EXIT_COMPLETED);
                 }
@@ -327,8 +327,8 @@ fn outcome_json(task: &Task) -> Value {
 
 pub(crate) fn print_task_line(task: &Task) {
     match &task.status_message {
-        Some(m) => println!("task {} {}: {}", task.task_id, task.status(), m),
-        None => println!("task {} {}", task.task_id, task.status()),
+        Some(m) => println!("task {} {}: {}", task.task_id, task.reported_status(), m),
+        None => println!("task {} {}", task.task_id, task.reported_status()),
     }
 }
 

@@ -178,6 +178,8 @@ impl Error {
             Self::Http { status, .. } if *status >= 500 || *status == 408 => ErrorClass::Transient,
             // A malformed body is most often a proxy or a server mid-restart: try again later.
             Self::InvalidResponse { .. } => ErrorClass::Transient,
+            // -32603 (internal error, e.g. under a 5xx) says nothing about the request itself.
+            Self::Rpc { error, .. } if error.code == -32603 => ErrorClass::Transient,
             Self::UnknownTask { .. } => ErrorClass::Lost,
             _ => ErrorClass::Permanent,
         }

@@ -287,6 +287,9 @@ pub struct Task {
     pub meta: Option<Map<String, Value>>,
     /// Whether this came from a full `tasks/get` (payload known) or a bare handle (no payload).
     pub detail: TaskDetail,
+    /// The status the server reported when it differs from `state` — only for a handle that
+    /// is already terminal but, being a handle, carries no result or error to build the state from.
+    pub handle_status: Option<TaskStatus>,
 }
 
 /// How much of the task the server included.
@@ -299,9 +302,15 @@ pub enum TaskDetail {
 }
 
 impl Task {
-    /// The bare status.
+    /// The bare status of the typed state.
     pub fn status(&self) -> TaskStatus {
         self.state.status()
+    }
+
+    /// The status exactly as the server reported it (differs from [`Task::status`] only for a
+    /// terminal handle, whose payload the first `tasks/get` fetches).
+    pub fn reported_status(&self) -> TaskStatus {
+        self.handle_status.unwrap_or_else(|| self.status())
     }
 
     /// Parses a `CreateTaskResult` (`resultType: "task"`): a handle; payload fields are not expected.
@@ -348,7 +357,8 @@ impl Task {
                     result: ToolResult::parse(result)?,
                 },
                 None if full => return Err("a `completed` task must carry `result`".into()),
-                // A handle never carries the payload; the first poll fetches it.
+                // A handle carries no payload: until the first poll fetches it the state is
+                // unknown beyond "not running"; `reported_status` keeps what the server said.
                 None => TaskState::Working,
             },
             TaskStatus::Failed => match map.get("error") {
@@ -362,7 +372,6 @@ impl Task {
         };
         Ok(Self {
             task_id,
-            state,
             status_message: optional_string(map, "statusMessage")?,
             created_at: optional_string(map, "createdAt")?,
             last_updated_at: optional_string(map, "lastUpdatedAt")?,
@@ -370,6 +379,8 @@ impl Task {
             poll_interval_ms: optional_u64(map, "pollIntervalMs")?,
             meta: map.get("_meta").and_then(Value::as_object).cloned(),
             detail,
+            handle_status: (state.status() != status).then_some(status),
+            state,
         })
     }
 
@@ -379,7 +390,7 @@ impl Task {
         map.insert("taskId".into(), Value::String(self.task_id.clone()));
         map.insert(
             "status".into(),
-            Value::String(self.status().as_str().into()),
+            Value::String(self.reported_status().as_str().into()),
         );
         if let Some(m) = &self.status_message {
             map.insert("statusMessage".into(), Value::String(m.clone()));
@@ -680,6 +691,17 @@ mod tests {
         .expect("valid handle");
         assert_eq!(task.ttl_ms, None);
         assert_eq!(task.detail, TaskDetail::Handle);
+    }
+
+    #[test]
+    fn a_terminal_handle_keeps_the_status_the_server_reported() {
+        let handle = Task::parse_handle(&json!({"taskId": "t", "status": "completed", "resultType": "task"}))
+            .expect("valid handle");
+        assert_eq!(handle.status(), TaskStatus::Working, "no result yet: the first poll fetches it");
+        assert_eq!(handle.reported_status(), TaskStatus::Completed);
+        assert_eq!(handle.to_json()["status"], json!("completed"));
+        let live = Task::parse_handle(&json!({"taskId": "t", "status": "working"})).expect("valid");
+        assert_eq!(live.handle_status, None);
     }
 
     #[test]
