@@ -98,6 +98,8 @@ enum Command {
     /// Answer a tracked task's pending questions (recorded, then delivered by the engine).
     Answer {
         /// The task id (or #ROW).
+        // Server task ids may start with '-' (base64url): never read one as a flag.
+        #[arg(allow_hyphen_values = true)]
         task_id: String,
         /// Only this question key (default: every pending one).
         #[arg(long)]
@@ -108,6 +110,7 @@ enum Command {
     /// Cancel a tracked task (recorded, then delivered by the engine).
     Cancel {
         /// The task id (or #ROW).
+        #[arg(allow_hyphen_values = true)]
         task_id: String,
     },
     /// Track a task created elsewhere, by its id.
@@ -115,6 +118,7 @@ enum Command {
         /// The server name.
         server: String,
         /// The server's task id.
+        #[arg(allow_hyphen_values = true)]
         task_id: String,
     },
     /// Pending questions across all servers, oldest first.
@@ -181,6 +185,7 @@ enum TaskCommand {
         /// The server's MCP endpoint URL.
         url: String,
         /// The task id.
+        #[arg(allow_hyphen_values = true)]
         task_id: String,
     },
     /// Ask the server to cancel a task (tasks/cancel).
@@ -188,11 +193,13 @@ enum TaskCommand {
         /// The server's MCP endpoint URL.
         url: String,
         /// The task id.
+        #[arg(allow_hyphen_values = true)]
         task_id: String,
     },
     /// The timeline of a tracked task, from the ledger.
     Show {
         /// The task id (or #ROW).
+        #[arg(allow_hyphen_values = true)]
         task_id: String,
     },
     /// Answer every open question of a task (tasks/update).
@@ -200,6 +207,7 @@ enum TaskCommand {
         /// The server's MCP endpoint URL.
         url: String,
         /// The task id.
+        #[arg(allow_hyphen_values = true)]
         task_id: String,
         #[command(flatten)]
         answer: RequiredAnswer,

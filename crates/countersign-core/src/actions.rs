@@ -8,10 +8,10 @@ use crate::ledger::audit::{self, NewAudit};
 use crate::ledger::events::NewEvent;
 use crate::ledger::inputs::{self, InputState};
 use crate::ledger::outbox::{self, Delivery};
-use crate::ledger::servers::ServerRecord;
+use crate::ledger::servers::{self, ServerRecord};
 use crate::ledger::tasks::{self, TaskRecord};
 use crate::ledger::{intents, now_ms, EventKind, Ledger, Via};
-use crate::mcp::{self, CallOutcome, Client, InputRequired, ToolCall, ToolResult};
+use crate::mcp::{self, CallOutcome, Client, Discovery, InputRequired, ToolCall, ToolResult};
 use crate::tracking;
 
 /// Errors of an action.
@@ -52,6 +52,8 @@ pub async fn call(
 ) -> Result<Called> {
     let server_id = server.id;
     let (tool, arguments) = (call.name.clone(), call.arguments.clone());
+    // A retry that answers MRTR questions carries human decisions: audit them verbatim.
+    let answers = call.input_responses.clone();
     let (server_name, actor_name) = (server.name.clone(), actor.to_owned());
     let intent = ledger
         .write(move |ctx| {
@@ -64,7 +66,13 @@ pub async fn call(
                     server: Some(&server_name),
                     task_id: None,
                     input_key: None,
-                    detail: json!({"tool": tool, "arguments": arguments, "intent": intent}),
+                    detail: match &answers {
+                        None => json!({"tool": tool, "arguments": arguments, "intent": intent}),
+                        Some(answers) => json!({
+                            "tool": tool, "arguments": arguments, "intent": intent,
+                            "inputResponses": answers,
+                        }),
+                    },
                 },
             )?;
             ctx.append(NewEvent {
@@ -343,4 +351,119 @@ pub fn pending_keys(ledger: &Ledger, task: i64) -> Result<Vec<inputs::InputRecor
         .into_iter()
         .filter(|q| q.state == InputState::Pending)
         .collect())
+}
+
+/// Registers a server (with what `server/discover` said, when it was asked), audited. The token,
+/// if any, is the caller's to put in the keyring: this records only that one exists.
+pub async fn add_server(
+    ledger: &Ledger,
+    name: &str,
+    url: &str,
+    has_token: bool,
+    discovery: Option<&Discovery>,
+    actor: &str,
+) -> Result<ServerRecord> {
+    let (name, url, actor) = (name.to_owned(), url.to_owned(), actor.to_owned());
+    let discovery = discovery.map(|d| (Value::Object(d.capabilities.clone()), d.server_info.clone()));
+    Ok(ledger
+        .write(move |ctx| {
+            let record = servers::add(ctx.conn, &name, &url, has_token)?;
+            if let Some((capabilities, info)) = &discovery {
+                servers::set_discovery(ctx.conn, record.id, capabilities, info.as_ref())?;
+            }
+            audit::record(
+                ctx.conn,
+                NewAudit {
+                    actor: &actor,
+                    action: "server_add",
+                    server: Some(&name),
+                    task_id: None,
+                    input_key: None,
+                    detail: json!({"url": url, "token": has_token}),
+                },
+            )?;
+            ctx.append(NewEvent {
+                task: None,
+                server_id: Some(record.id),
+                via: Via::User,
+                kind: EventKind::ServerAdded { name, url },
+            })?;
+            servers::get(ctx.conn, record.id)
+        })
+        .await?)
+}
+
+/// Changes a server's URL, token flag and poll floor, audited (never the token itself).
+pub async fn update_server(
+    ledger: &Ledger,
+    id: i64,
+    url: &str,
+    has_token: bool,
+    poll_floor_ms: u64,
+    actor: &str,
+) -> Result<ServerRecord> {
+    let (url, actor) = (url.to_owned(), actor.to_owned());
+    Ok(ledger
+        .write(move |ctx| {
+            let before = servers::get(ctx.conn, id)?;
+            servers::update(ctx.conn, id, &url, has_token, poll_floor_ms)?;
+            audit::record(
+                ctx.conn,
+                NewAudit {
+                    actor: &actor,
+                    action: "server_update",
+                    server: Some(&before.name),
+                    task_id: None,
+                    input_key: None,
+                    detail: json!({
+                        "url": url, "previousUrl": before.url, "token": has_token,
+                        "pollFloorMs": poll_floor_ms,
+                    }),
+                },
+            )?;
+            servers::get(ctx.conn, id)
+        })
+        .await?)
+}
+
+/// Records what `server/discover` said about a registered server.
+pub async fn record_discovery(ledger: &Ledger, id: i64, discovery: &Discovery) -> Result<ServerRecord> {
+    let capabilities = Value::Object(discovery.capabilities.clone());
+    let info = discovery.server_info.clone();
+    Ok(ledger
+        .write(move |ctx| {
+            servers::set_discovery(ctx.conn, id, &capabilities, info.as_ref())?;
+            servers::get(ctx.conn, id)
+        })
+        .await?)
+}
+
+/// Removes a server and everything tracked on it, audited. The caller deletes its token.
+pub async fn remove_server(ledger: &Ledger, id: i64, actor: &str) -> Result<()> {
+    let actor = actor.to_owned();
+    ledger
+        .write(move |ctx| {
+            let server = servers::get(ctx.conn, id)?;
+            servers::remove(ctx.conn, id)?;
+            audit::record(
+                ctx.conn,
+                NewAudit {
+                    actor: &actor,
+                    action: "server_remove",
+                    server: Some(&server.name),
+                    task_id: None,
+                    input_key: None,
+                    detail: json!({"url": server.url}),
+                },
+            )?;
+            ctx.append(NewEvent {
+                task: None,
+                server_id: None,
+                via: Via::User,
+                kind: EventKind::ServerRemoved { name: server.name },
+            })?;
+            Ok(())
+        })
+        .await?;
+    Ok(())
 }

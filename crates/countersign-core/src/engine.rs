@@ -2,7 +2,8 @@
 //! ledger, and delivers queued answers and cancels.
 //!
 //! One loop owns all in-memory state; it reacts to
-//! - observations from the status sources (polling now, push later) → [`tracking::record`];
+//! - observations from the status sources (polling, and push where the server offers it) →
+//!   [`tracking::record`];
 //! - finished deliveries (`tasks/update`, `tasks/cancel`) → outbox acknowledgements;
 //! - the change feed: a nudge from this process, or a new SQLite `data_version` (another
 //!   process, e.g. `countersign answer`, committed) checked every [`EngineConfig::change_feed`]
@@ -26,6 +27,7 @@ use crate::ledger::{inputs, intents, now_ms, EventKind, Ledger, StoredEvent, Via
 use crate::mcp::{self, Client, ClientOptions, Endpoint, ErrorClass};
 use crate::secret::Sensitive;
 use crate::status::poll::{PollSource, PollStats};
+use crate::status::push::{PushConfig, PushSource, PushStats};
 use crate::status::{FirstCheck, Links, Observation, ServerLink, StatusSource, Watch};
 use crate::tracking::{self, Known};
 use lock::{EngineLock, LockError};
@@ -48,6 +50,11 @@ pub struct EngineConfig {
     pub tokens: Option<TokenProvider>,
     /// HTTP client settings.
     pub client: ClientOptions,
+    /// Receive task changes over `subscriptions/listen` where a server offers it (polling goes
+    /// on at a safety-net rate for pushed tasks, and at the normal rate everywhere else).
+    pub push: bool,
+    /// Push tuning (stream grouping, coalescing, timeouts).
+    pub push_config: PushConfig,
 }
 
 impl EngineConfig {
@@ -60,6 +67,8 @@ impl EngineConfig {
             change_feed: Duration::from_millis(250),
             tokens: None,
             client: ClientOptions::default(),
+            push: true,
+            push_config: PushConfig::default(),
         }
     }
 }
@@ -69,6 +78,7 @@ impl std::fmt::Debug for EngineConfig {
         f.debug_struct("EngineConfig")
             .field("data_dir", &self.data_dir)
             .field("poll_floor", &self.poll_floor)
+            .field("push", &self.push)
             .finish_non_exhaustive()
     }
 }
@@ -90,6 +100,7 @@ pub struct Engine {
     nudge: Arc<Notify>,
     stop: Arc<Notify>,
     poll: Arc<PollSource>,
+    push: Option<Arc<PushSource>>,
     links: Links,
     config: EngineConfig,
     loop_handle: Option<JoinHandle<()>>,
@@ -112,7 +123,19 @@ impl Engine {
         let ledger = Arc::new(Ledger::open(&config.data_dir)?);
         let links = Links::default();
         let (obs_tx, obs_rx) = mpsc::unbounded_channel();
-        let poll = Arc::new(PollSource::start(links.clone(), obs_tx));
+        let poll = Arc::new(PollSource::start(links.clone(), obs_tx.clone()));
+        let push = config.push.then(|| {
+            Arc::new(PushSource::with_config(
+                links.clone(),
+                obs_tx,
+                poll.clone(),
+                config.push_config.clone(),
+            ))
+        });
+        let mut sources = vec![poll.clone() as Arc<dyn StatusSource>];
+        if let Some(push) = &push {
+            sources.push(push.clone() as Arc<dyn StatusSource>);
+        }
         let nudge = Arc::new(Notify::new());
         let stop = Arc::new(Notify::new());
 
@@ -120,7 +143,7 @@ impl Engine {
             ledger: ledger.clone(),
             links: links.clone(),
             config: config.clone(),
-            sources: vec![poll.clone() as Arc<dyn StatusSource>],
+            sources,
             tracked: HashMap::new(),
             task_cursor: 0,
             outbox_cursor: 0,
@@ -135,6 +158,7 @@ impl Engine {
             nudge,
             stop,
             poll,
+            push,
             links,
             config,
             loop_handle: Some(loop_handle),
@@ -166,6 +190,11 @@ impl Engine {
     /// Poll counters.
     pub fn poll_stats(&self) -> PollStats {
         self.poll.stats()
+    }
+
+    /// Push counters (all zero when push is off).
+    pub fn push_stats(&self) -> PushStats {
+        self.push.as_ref().map(|p| p.stats()).unwrap_or_default()
     }
 
     /// A client for a registered server (with its token), sharing the engine's connection pool.
@@ -213,6 +242,37 @@ struct Tracked {
     ttl_ms: Option<u64>,
     /// Wall-clock Unix ms after which the server may have discarded the task.
     expires_at: Option<i64>,
+    /// The newest `lastUpdatedAt` applied (see [`Tracked::is_stale`]).
+    last_updated: Option<time::OffsetDateTime>,
+}
+
+/// How far back a `lastUpdatedAt` may be and still count as a race rather than a server clock
+/// that stepped back (which must not freeze the task until the clock catches up).
+const STALE_WINDOW: time::Duration = time::Duration::minutes(5);
+
+impl Tracked {
+    /// Whether `task` is older than a state already applied. Two sources race: a poll answered
+    /// just before a change can reach the engine after the pushed change (and during a stream
+    /// switch the old and new stream can interleave), and applying it would roll the timeline
+    /// back. Records the newest stamp otherwise.
+    fn is_stale(&mut self, task: &mcp::Task) -> bool {
+        let Some(at) = task.last_updated_at.as_deref().and_then(|t| {
+            time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339).ok()
+        }) else {
+            return false;
+        };
+        match self.last_updated {
+            Some(last) if at < last && last - at <= STALE_WINDOW => true,
+            Some(last) if at < last => {
+                self.last_updated = Some(at); // the server's clock stepped back: follow it
+                false
+            }
+            _ => {
+                self.last_updated = Some(at);
+                false
+            }
+        }
+    }
 }
 
 enum Delivered {
@@ -270,6 +330,9 @@ impl State {
                 .await?;
         }
         self.refresh_links().await?;
+        // An outage still open when the last engine died stays open until a server answers.
+        let reachability = self.ledger.read_async(crate::ledger::events::reachability).await?;
+        self.unreachable.extend(reachability.into_iter().filter(|r| !r.reachable).map(|r| r.server_id));
         let unfinished = self.ledger.read_async(tasks::unfinished).await?;
         let resumed = unfinished.len();
         for record in unfinished {
@@ -312,9 +375,12 @@ impl State {
                 server_id: record.server_id,
                 task_id: record.task_id.clone(),
                 known,
-                failures: 0,
+                // A polling error stored by an earlier engine is a streak still open (the process
+                // died during it): the next good answer closes it with `poll_recovered`.
+                failures: u32::from(record.poll_error.is_some()),
                 ttl_ms: record.ttl_ms,
                 expires_at: expires_at(&record),
+                last_updated: None,
             },
         );
         for source in &self.sources {
@@ -558,6 +624,10 @@ impl State {
                     tracing::warn!(row, "observation for another task id; ignored");
                     return;
                 }
+                if tracked.is_stale(&task) {
+                    tracing::debug!(row, via = ?observation.via, "observation older than one already applied; ignored");
+                    return;
+                }
                 let recovered = std::mem::take(&mut tracked.failures);
                 let server_recovered = self.unreachable.remove(&server_id);
                 if !tracked.known.differs(&task) && recovered == 0 && !server_recovered {
@@ -602,6 +672,8 @@ impl State {
                 }
             }
             Err(failure) => {
+                // One event per streak, also when the streak began before a restart.
+                let first_of_streak = tracked.failures == 0;
                 tracked.failures = failure.failures;
                 let past_ttl = tracked.expires_at.is_some_and(|at| now_ms() > at);
                 let ttl_ms = tracked.ttl_ms;
@@ -622,7 +694,6 @@ impl State {
                     self.untrack(row);
                     return;
                 }
-                let first_of_streak = failure.failures == 1;
                 let server_down = failure.code == "connect" && self.unreachable.insert(server_id);
                 if first_of_streak || server_down {
                     let failure = failure.clone();

@@ -2,14 +2,23 @@
 //!
 //! A [`StatusSource`] is told which tasks to watch and delivers [`Observation`]s into the
 //! engine's channel. The engine cannot tell sources apart except by [`Via`], which it stamps on
-//! the timeline. [`poll::PollSource`] is the first implementation (`tasks/get` on a deadline
-//! queue). A push source (`subscriptions/listen` with `notifications.taskIds`) plugs in beside it:
-//! it watches the same tasks, sends the tasks it receives as `Observation { via: Push, .. }`, and
-//! tells the poll source to drop covered tasks to a safety-net rate. A webhook source would
-//! do the same from a local HTTP receiver (it needs a listening address the server can reach and
-//! a shared secret to authenticate deliveries); nothing else in the engine, ledger or UI changes.
+//! the timeline. Every watched task is told to every source.
+//!
+//! - [`poll::PollSource`]: `tasks/get` on a deadline queue. Always on: it is the fallback for
+//!   every other source, and it never stops polling a task, it only slows down to the
+//!   [safety-net rate](poll::safety_net) while another source covers it ([`poll::PollSource::cover`]).
+//! - [`push::PushSource`]: `subscriptions/listen` with `notifications.taskIds` (on unless
+//!   `EngineConfig::push` is off). It sends the tasks it receives as `Observation { via: Push, .. }`
+//!   and covers the tasks a healthy, acknowledged stream delivers.
+//! - Webhooks (reserved, not implemented: the Tasks extension defines no webhook delivery today).
+//!   A webhook source would plug in the same way: a local HTTP receiver whose address the
+//!   server can reach, a per-server shared secret to authenticate deliveries (HMAC over the
+//!   body, checked before parsing), deliveries parsed as full tasks and sent as observations with
+//!   their own `Via`, and [`poll::PollSource::cover`] only for tasks the server confirmed it will
+//!   deliver, for as long as the receiver is up. Nothing in the engine, ledger or UI changes.
 
 pub mod poll;
+pub mod push;
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};

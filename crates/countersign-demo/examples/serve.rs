@@ -2,7 +2,8 @@
 //!
 //! ```text
 //! cargo run -p countersign-demo --example serve -- [PORT] [--time-scale F] [--mode json|sse|mixed]
-//!     [--crlf] [--poll-interval-ms N] [--ttl-ms N|none] [--token TOKEN]
+//!     [--crlf] [--poll-interval-ms N] [--ttl-ms N|none] [--token TOKEN] [--no-push]
+//!     [--keepalive-ms N]
 //! ```
 
 use std::net::{Ipv4Addr, SocketAddr};
@@ -50,6 +51,14 @@ fn parse(args: &[String]) -> Result<(u16, DemoConfig), String> {
                 }
             }
             "--token" => config.required_token = Some(value(arg)?),
+            "--no-push" => config.push = false,
+            "--keepalive-ms" => {
+                config.listen_keepalive = std::time::Duration::from_millis(
+                    value(arg)?
+                        .parse()
+                        .map_err(|_| "--keepalive-ms takes an integer".to_owned())?,
+                )
+            }
             other => {
                 port = other
                     .parse()

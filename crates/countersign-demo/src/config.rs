@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::io;
+use std::time::Duration;
 
 /// How replies to JSON-RPC requests are framed on the wire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -38,6 +39,11 @@ pub struct DemoConfig {
     /// When set, every POST must carry `Authorization: Bearer <token>`; otherwise the server
     /// answers 401 with a `WWW-Authenticate` challenge.
     pub required_token: Option<String>,
+    /// Serve `subscriptions/listen` (push task status). Off, the method is unknown (-32601),
+    /// as it is on both real peers today, so tests can compare push with polling alone.
+    pub push: bool,
+    /// How often an idle listen stream carries a `: ping` comment (real time, not scaled).
+    pub listen_keepalive: Duration,
 }
 
 impl Default for DemoConfig {
@@ -49,6 +55,8 @@ impl Default for DemoConfig {
             response_mode: ResponseMode::Json,
             sse_crlf: false,
             required_token: None,
+            push: true,
+            listen_keepalive: Duration::from_secs(15),
         }
     }
 }
@@ -65,6 +73,8 @@ impl fmt::Debug for DemoConfig {
                 "required_token",
                 &self.required_token.as_ref().map(|_| "<redacted>"),
             )
+            .field("push", &self.push)
+            .field("listen_keepalive", &self.listen_keepalive)
             .finish()
     }
 }
@@ -86,6 +96,9 @@ impl DemoConfig {
         }
         if self.required_token.as_deref() == Some("") {
             return invalid("required_token must not be empty");
+        }
+        if self.listen_keepalive.is_zero() {
+            return invalid("listen_keepalive must be positive");
         }
         Ok(())
     }

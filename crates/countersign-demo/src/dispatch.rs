@@ -7,14 +7,16 @@ use crate::elicitation::{Answer, Answers};
 use crate::error::{Error, Result};
 use crate::request_state::{args_digest, RequestState, STATE_LIFETIME_SECS};
 use crate::server::App;
+use crate::subscriptions::{self, Subscription};
 use crate::tools::{Args, Call, Definition, InputNeed, Invocation, Resume, SyncRun, TaskSupport};
 use crate::wire::{
     ack, ClientCaps, RequestMeta, RpcRequest, META_SERVER_INFO, PROTOCOL_VERSION, SERVER_NAME,
     SERVER_VERSION, TASKS_EXTENSION,
 };
 
-/// Methods this server implements. Everything else is -32601 (HTTP 404), including the
-/// removed `tasks/list` and `tasks/result` and the legacy `initialize`.
+/// Methods this server implements (and `subscriptions/listen` unless push is off). Everything
+/// else is -32601 (HTTP 404), including the removed `tasks/list` and `tasks/result` and the
+/// legacy `initialize`.
 const METHODS: [&str; 6] = [
     "server/discover",
     "tools/list",
@@ -30,8 +32,11 @@ declares the io.modelcontextprotocol/tasks extension: poll tasks/get, answer inp
 stop with tasks/cancel. deploy_service and provision_account ask questions mid-flight; connect_github asks the \
 user to open a URL. get_time, echo and greet answer at once.";
 
-pub(crate) fn is_known(method: &str) -> bool {
-    METHODS.contains(&method)
+/// The push method, served only when [`DemoConfig::push`](crate::DemoConfig::push) is on.
+const LISTEN: &str = "subscriptions/listen";
+
+pub(crate) fn is_known(app: &App, method: &str) -> bool {
+    METHODS.contains(&method) || (method == LISTEN && app.config.push)
 }
 
 /// The body value the `Mcp-Name` header must mirror, for methods that have one.
@@ -57,6 +62,8 @@ pub(crate) enum Reply {
     Result(Value),
     /// A synchronous tool run the transport paces (and streams) before the result.
     Sync(SyncRun),
+    /// An open `subscriptions/listen` stream.
+    Listen(Subscription),
 }
 
 pub(crate) fn dispatch(app: &App, request: &RpcRequest, meta: &RequestMeta) -> Result<Reply> {
@@ -67,7 +74,9 @@ pub(crate) fn dispatch(app: &App, request: &RpcRequest, meta: &RequestMeta) -> R
         "tools/call" => call_tool(app, params, meta),
         "tasks/get" => {
             let task_id = task_id(params, meta)?;
-            app.store.get(task_id).map(Reply::Result)
+            let task = app.store.get(task_id)?;
+            app.poll_gaps.polled(task_id);
+            Ok(Reply::Result(task))
         }
         "tasks/update" => {
             let task_id = task_id(params, meta)?;
@@ -76,12 +85,17 @@ pub(crate) fn dispatch(app: &App, request: &RpcRequest, meta: &RequestMeta) -> R
                 .and_then(Value::as_object)
                 .ok_or_else(|| Error::invalid_params("params.inputResponses must be an object"))?;
             app.store.update(task_id, responses)?;
+            app.hub.touched(task_id);
             Ok(Reply::Result(ack()))
         }
         "tasks/cancel" => {
             let task_id = task_id(params, meta)?;
             app.store.cancel(task_id)?;
+            app.hub.touched(task_id);
             Ok(Reply::Result(ack()))
+        }
+        LISTEN if app.config.push => {
+            subscriptions::listen(app, &request.id, params, meta.caps.tasks).map(Reply::Listen)
         }
         other => Err(Error::MethodNotFound {
             method: other.to_owned(),
@@ -212,7 +226,9 @@ fn call_tool(app: &App, params: Option<&Map<String, Value>>, meta: &RequestMeta)
             })))
         }
         Invocation::Task(program) if meta.caps.tasks => {
-            Ok(Reply::Result(app.store.create(program)))
+            let created = app.store.create(program);
+            app.poll_gaps.created(&created);
+            Ok(Reply::Result(created))
         }
         Invocation::Task(_) => Err(Error::internal(format!(
             "tool '{name}' tried to create a task for a client without the tasks extension"

@@ -15,8 +15,10 @@
 //! - `tasks`: the sharded task store; task state advances lazily from elapsed time.
 //! - `elicitation`: form/URL elicitation requests and validation of the answers.
 //! - `request_state`: the integrity-protected MRTR `requestState`.
+//! - `subscriptions`: `subscriptions/listen` (push task status) and the pusher that drives it.
 //! - `wire`: JSON shapes of the protocol.
-//! - [`fault`] and [`stats`]: test hooks ([`Fault`] injection, [`Stats`] counters).
+//! - [`fault`], [`stats`] and [`pollgaps`]: test hooks ([`Fault`] injection, [`Stats`] counters,
+//!   [`PollGapStats`]: per-task gaps between polls, for the benchmark).
 //! - `clock`: one time source for instants and wall-clock timestamps.
 #![deny(missing_docs)]
 
@@ -26,9 +28,11 @@ mod dispatch;
 mod elicitation;
 mod error;
 pub mod fault;
+pub mod pollgaps;
 mod request_state;
 mod server;
 pub mod stats;
+mod subscriptions;
 mod tasks;
 mod tools;
 mod transport;
@@ -36,6 +40,7 @@ mod wire;
 
 pub use config::{DemoConfig, ResponseMode};
 pub use fault::Fault;
+pub use pollgaps::PollGapStats;
 pub use server::{serve_until_signal, DemoServer};
 pub use stats::Stats;
 pub use tasks::TaskChange;

@@ -28,8 +28,10 @@ use tower::ServiceExt;
 use crate::clock::Clock;
 use crate::config::DemoConfig;
 use crate::fault::{Fault, FaultQueue};
+use crate::pollgaps::{PollGapStats, PollGaps};
 use crate::request_state::StateSealer;
 use crate::stats::{Stats, StatsRecorder};
+use crate::subscriptions::{self, Hub};
 use crate::tasks::{TaskChange, TaskSettings, TaskStore};
 use crate::tools::Catalog;
 use crate::transport::{self, HangUp};
@@ -46,6 +48,8 @@ pub(crate) struct App {
     pub(crate) sealer: StateSealer,
     pub(crate) stats: StatsRecorder,
     pub(crate) faults: FaultQueue,
+    pub(crate) hub: Arc<Hub>,
+    pub(crate) poll_gaps: PollGaps,
 }
 
 /// A running demo server. Dropping it stops accepting connections; [`DemoServer::shutdown`]
@@ -79,6 +83,8 @@ impl DemoServer {
             sealer: StateSealer::new()?,
             stats: StatsRecorder::default(),
             faults: FaultQueue::default(),
+            hub: Arc::new(Hub::default()),
+            poll_gaps: PollGaps::new(Duration::from_millis(config.poll_interval_ms)),
             clock,
             config,
         });
@@ -89,7 +95,8 @@ impl DemoServer {
         let (shutdown, stop) = watch::channel(false);
         let tasks = vec![
             tokio::spawn(accept_loop(listener, router, stop.clone())),
-            tokio::spawn(sweep_loop(app.clone(), stop)),
+            tokio::spawn(sweep_loop(app.clone(), stop.clone())),
+            tokio::spawn(subscriptions::run(app.clone(), stop)),
         ];
         tracing::info!(%addr, "countersign demo server listening");
         Ok(DemoServer {
@@ -125,6 +132,17 @@ impl DemoServer {
         self.app.stats.reset();
     }
 
+    /// Per-task gaps between `tasks/get` arrivals (the first from the task's creation), and each
+    /// task's first poll, since start or [`DemoServer::reset_poll_gaps`].
+    pub fn poll_gaps(&self) -> PollGapStats {
+        self.app.poll_gaps.snapshot()
+    }
+
+    /// Zeroes the poll-gap counters (the gap spanning the reset is still measured).
+    pub fn reset_poll_gaps(&self) {
+        self.app.poll_gaps.reset();
+    }
+
     /// The next `times` requests, whatever their method, get `fault` instead of normal
     /// handling. Faults queue up in injection order.
     pub fn inject(&self, fault: Fault, times: u32) {
@@ -145,6 +163,23 @@ impl DemoServer {
     /// the task is unknown or its TTL has elapsed.
     pub fn task_changes(&self, task_id: &str) -> Option<Vec<TaskChange>> {
         self.app.store.changes(task_id)
+    }
+
+    /// Open `subscriptions/listen` streams.
+    pub fn subscriptions(&self) -> usize {
+        self.app.hub.len()
+    }
+
+    /// Test hook: breaks every open listen stream without a closing result (the connection is
+    /// aborted mid-body, as when a proxy or the network drops it). Returns how many.
+    pub fn drop_subscriptions(&self) -> usize {
+        self.app.hub.drop_all()
+    }
+
+    /// Ends every open listen stream gracefully (the closing `subscriptions/listen` result), as
+    /// shutdown does, while the server keeps serving. Returns how many.
+    pub fn close_subscriptions(&self) -> usize {
+        self.app.hub.close_all(false)
     }
 
     /// Number of tasks held (including expired ones not yet swept).

@@ -15,6 +15,8 @@ pub struct Stats {
     pub hangups: u64,
     /// Requests that got an injected fault instead of normal handling.
     pub faults: u64,
+    /// `notifications/tasks` sent on `subscriptions/listen` streams.
+    pub notifications: u64,
 }
 
 impl Stats {
@@ -66,6 +68,12 @@ impl StatsRecorder {
 
     pub(crate) fn fault(&self) {
         self.with(|stats| stats.faults += 1);
+    }
+
+    pub(crate) fn notifications(&self, sent: u64) {
+        if sent > 0 {
+            self.with(|stats| stats.notifications += sent);
+        }
     }
 
     pub(crate) fn snapshot(&self) -> Stats {

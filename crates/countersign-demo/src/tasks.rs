@@ -47,6 +47,18 @@ pub struct TaskChange {
     pub instant: std::time::Instant,
 }
 
+/// A task as a push notification needs it: its state now, how many changes it has been
+/// through (so a subscriber that has seen `version` knows whether this is news), and when it
+/// will change next on its own (the pusher's next wake-up for it).
+pub(crate) struct Observed {
+    pub(crate) version: usize,
+    /// Exactly what `tasks/get` would return now.
+    pub(crate) task: Value,
+    /// The deadline of the current `working` step; `None` when only a client can move the task
+    /// on (input required) or nothing ever will (terminal).
+    pub(crate) next_change: Option<Instant>,
+}
+
 /// Settings every task shares.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct TaskSettings {
@@ -121,6 +133,33 @@ impl TaskStore {
         record.advance(now.instant, &self.clock, self.settings);
         record.cancel(now);
         Ok(())
+    }
+
+    /// The task now (advancing it first), for push; `None` if unknown or expired.
+    pub(crate) fn observe(&self, task_id: &str) -> Option<Observed> {
+        let now = self.clock.now();
+        let mut shard = self.shard(task_id);
+        let record = live(&mut shard, task_id, now.instant, self.settings).ok()?;
+        record.advance(now.instant, &self.clock, self.settings);
+        Some(Observed {
+            version: record.changes.len(),
+            task: record.view(ResultType::Complete, self.settings).to_value(),
+            next_change: match record.phase {
+                Phase::Working { until } => Some(until),
+                _ => None,
+            },
+        })
+    }
+
+    /// Whether a task with this id is held and its TTL has not elapsed.
+    pub(crate) fn contains(&self, task_id: &str) -> bool {
+        let now = Instant::now();
+        let shard = self.shard(task_id);
+        shard.get(task_id).is_some_and(|record| {
+            self.settings
+                .ttl
+                .is_none_or(|ttl| !record.expired(now, ttl))
+        })
     }
 
     /// Every change of the task so far (advancing it to now first), or `None` if unknown.

@@ -172,7 +172,7 @@ fn validate(app: &App, headers: &HeaderMap, request: &RpcRequest) -> Result<Requ
             request.method
         )));
     }
-    if !dispatch::is_known(&request.method) {
+    if !dispatch::is_known(app, &request.method) {
         return Err(Error::MethodNotFound {
             method: request.method.clone(),
         });
@@ -253,6 +253,12 @@ async fn reply(app: &App, id: Value, meta: &RequestMeta, outcome: Result<Reply>)
                 json_bytes(StatusCode::OK, message.to_bytes())
             }
         }
+        // A listen stream is always an event stream, whatever the framing mode.
+        Ok(Reply::Listen(subscription)) => sse::listen(
+            subscription,
+            app.config.listen_keepalive,
+            app.config.sse_crlf,
+        ),
         Ok(Reply::Sync(run)) => {
             if use_sse(mode, meta, true) {
                 // Index 1 is "info", the level of the run's messages.

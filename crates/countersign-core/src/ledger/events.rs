@@ -385,3 +385,48 @@ pub fn since(conn: &Connection, cursor: i64, limit: usize) -> Result<Vec<StoredE
 pub fn last_id(conn: &Connection) -> Result<i64> {
     Ok(conn.query_row("SELECT COALESCE(MAX(id), 0) FROM events", [], |r| r.get(0))?)
 }
+
+/// What the engine last concluded about a server's reachability.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ServerReachability {
+    /// The server row.
+    pub server_id: i64,
+    /// False after `server_unreachable`, true after `server_recovered`.
+    pub reachable: bool,
+    /// The failure, when unreachable.
+    pub message: Option<String>,
+    /// When (Unix ms).
+    pub at: i64,
+}
+
+/// The latest `server_unreachable`/`server_recovered` event of every server that has one.
+pub fn reachability(conn: &Connection) -> Result<Vec<ServerReachability>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT e.server_id, e.at, e.data FROM events e
+         WHERE e.id IN (SELECT MAX(id) FROM events
+                        WHERE kind IN ('server_unreachable', 'server_recovered') AND server_id IS NOT NULL
+                        GROUP BY server_id)",
+    )?;
+    let rows = stmt.query_map([], |row| {
+        Ok((
+            row.get::<_, i64>(0)?,
+            row.get::<_, i64>(1)?,
+            row.get::<_, String>(2)?,
+        ))
+    })?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (server_id, at, data) = row?;
+        let (reachable, message) = match serde_json::from_str::<EventKind>(&data) {
+            Ok(EventKind::ServerUnreachable { message }) => (false, Some(message)),
+            _ => (true, None),
+        };
+        out.push(ServerReachability {
+            server_id,
+            reachable,
+            message,
+            at,
+        });
+    }
+    Ok(out)
+}

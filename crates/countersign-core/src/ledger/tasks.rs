@@ -343,3 +343,79 @@ pub fn list(conn: &Connection, filter: &Filter) -> Result<Vec<TaskRecord>> {
 pub fn last_id(conn: &Connection) -> Result<i64> {
     Ok(conn.query_row("SELECT COALESCE(MAX(id), 0) FROM tasks", [], |r| r.get(0))?)
 }
+
+/// A task as a list shows it: no stored state, arguments or result (which can be large), and the
+/// number of its questions still waiting.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TaskSummary {
+    /// Row id.
+    pub id: i64,
+    /// The server row.
+    pub server_id: i64,
+    /// The server name.
+    pub server: String,
+    /// The server's task id.
+    pub task_id: String,
+    /// The tool, when we made the call.
+    pub tool: Option<String>,
+    /// `call` or `adopted`.
+    pub origin: String,
+    /// Current status.
+    pub status: LedgerStatus,
+    /// Last status message.
+    pub status_message: Option<String>,
+    /// `ttlMs` (None = unlimited).
+    pub ttl_ms: Option<u64>,
+    /// When we first recorded it (Unix ms).
+    pub created_at: i64,
+    /// When it last changed (Unix ms).
+    pub updated_at: i64,
+    /// When it finished (Unix ms).
+    pub finished_at: Option<i64>,
+    /// The current poll-error streak's message, if polling is failing.
+    pub poll_error: Option<String>,
+    /// Questions of this task waiting for a person.
+    pub pending_inputs: u32,
+}
+
+const SUMMARY: &str = "SELECT t.id, t.server_id, s.name, t.task_id, t.tool, t.origin, t.status,
+        t.status_message, t.ttl_ms, t.created_at, t.updated_at, t.finished_at, t.poll_error,
+        (SELECT COUNT(*) FROM inputs i WHERE i.task = t.id AND i.state = 'pending')
+     FROM tasks t JOIN servers s ON s.id = t.server_id";
+
+fn summary_from_row(row: &Row<'_>) -> rusqlite::Result<TaskSummary> {
+    let status: String = row.get(6)?;
+    Ok(TaskSummary {
+        id: row.get(0)?,
+        server_id: row.get(1)?,
+        server: row.get(2)?,
+        task_id: row.get(3)?,
+        tool: row.get(4)?,
+        origin: row.get(5)?,
+        status: LedgerStatus::parse(&status).unwrap_or(LedgerStatus::Working),
+        status_message: row.get(7)?,
+        ttl_ms: row.get::<_, Option<i64>>(8)?.map(|v| v.max(0) as u64),
+        created_at: row.get(9)?,
+        updated_at: row.get(10)?,
+        finished_at: row.get(11)?,
+        poll_error: row.get(12)?,
+        pending_inputs: row.get::<_, i64>(13)?.clamp(0, u32::MAX as i64) as u32,
+    })
+}
+
+/// Task summaries, newest first (`limit` None = all). One query, so 10,000 rows stay cheap.
+pub fn summaries(conn: &Connection, limit: Option<usize>) -> Result<Vec<TaskSummary>> {
+    let mut stmt = conn.prepare_cached(&format!("{SUMMARY} ORDER BY t.id DESC LIMIT ?1"))?;
+    let rows = stmt.query_map(
+        [limit.map(|l| l as i64).unwrap_or(-1)],
+        summary_from_row,
+    )?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// One task's summary by row id.
+pub fn summary(conn: &Connection, id: i64) -> Result<TaskSummary> {
+    conn.query_row(&format!("{SUMMARY} WHERE t.id = ?1"), [id], summary_from_row)
+        .optional()?
+        .ok_or_else(|| Error::NotFound(format!("task #{id}")))
+}

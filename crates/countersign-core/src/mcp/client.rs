@@ -13,6 +13,7 @@ use tokio::sync::mpsc;
 use super::error::{Error, Result};
 use super::headers::{encode_header_value, header_params, param_headers};
 use super::response::{parse_retry_after, rpc_error, Framing, ResponseReader};
+use super::subscription::{ListenDecoder, ListenEvent, ListenRequest, StreamFault, LISTEN_METHOD};
 use super::wire::{
     parse_input_requests, CallOutcome, Discovery, ExcludedTool, HeaderParam, InputRequired, Task,
     Tool, ToolList, ToolResult, META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_PROTOCOL_VERSION,
@@ -128,6 +129,9 @@ struct Inner {
     version: RwLock<String>,
     tools: RwLock<ToolHeaders>,
     notifications: Option<mpsc::UnboundedSender<Value>>,
+    /// For `subscriptions/listen` only: no whole-request timeout (the stream is meant to stay
+    /// open), a separate pool so long-lived streams never hold connections requests wait for.
+    listen_http: reqwest::Client,
 }
 
 impl Client {
@@ -162,9 +166,19 @@ impl Client {
                 url: endpoint.url.clone(),
                 message: e.to_string(),
             })?;
+        let listen_http = reqwest::Client::builder()
+            .connect_timeout(options.connect_timeout)
+            .tcp_keepalive(Duration::from_secs(30))
+            .pool_idle_timeout(Duration::from_secs(90))
+            .build()
+            .map_err(|e| Error::Transport {
+                url: endpoint.url.clone(),
+                message: e.to_string(),
+            })?;
         Ok(Self {
             inner: Arc::new(Inner {
                 http,
+                listen_http,
                 endpoint,
                 url,
                 options,
@@ -492,13 +506,11 @@ impl Client {
         if !(200..300).contains(&status) {
             // JSON-RPC errors come with 200, 400 or 404 depending on the peer: read them first.
             let body = self.read_body_text(response).await;
-            if status < 500 {
-                if let Some(error) = framing
-                    .or(Some(Framing::Json))
-                    .and_then(|f| decode_rpc_error(f, &Value::from(id), body.as_bytes()))
-                {
-                    return Err(rpc_error(method, task_id, error));
-                }
+            if let Some(error) = framing
+                .or(Some(Framing::Json))
+                .and_then(|f| decode_rpc_error(f, &Value::from(id), body.as_bytes()))
+            {
+                return Err(rpc_error(method, task_id, error));
             }
             if status == 401 || status == 403 {
                 return Err(Error::Unauthorized {
@@ -582,6 +594,262 @@ impl Client {
         } else {
             Error::Transport { url, message }
         }
+    }
+}
+
+impl Client {
+    /// Opens a `subscriptions/listen` stream for task status notifications: a long-lived POST
+    /// with no whole-request timeout. Getting the response headers is bounded by the request
+    /// timeout; after that the stream is bounded by `request.idle_timeout` of silence. Errors
+    /// before the stream opens are typed as for every other request (-32601 →
+    /// [`Error::MethodNotFound`], -32021 → [`Error::MissingCapability`], ...); errors and events
+    /// after it opens come from [`Listening::next`].
+    pub async fn listen(&self, request: &ListenRequest) -> Result<Listening> {
+        let method = LISTEN_METHOD;
+        let inner = &self.inner;
+        let version = self.protocol_version();
+        let id = inner.next_id.fetch_add(1, Ordering::Relaxed);
+        let mut params = request.params();
+        params.insert(
+            "_meta".into(),
+            json!({
+                META_PROTOCOL_VERSION: version,
+                META_CLIENT_CAPABILITIES: client_capabilities(),
+                META_CLIENT_INFO: {"name": inner.options.client_name, "version": inner.options.client_version},
+            }),
+        );
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let mut headers = HeaderMap::new();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        headers.insert(
+            ACCEPT,
+            HeaderValue::from_static("application/json, text/event-stream"),
+        );
+        insert_header(&mut headers, "MCP-Protocol-Version", &version)?;
+        insert_header(&mut headers, "Mcp-Method", method)?;
+        if let Some(token) = &inner.endpoint.bearer_token {
+            let mut value =
+                HeaderValue::from_str(&format!("Bearer {}", token.expose())).map_err(|_| {
+                    Error::InvalidRequest(
+                        "the bearer token has characters not allowed in a header".into(),
+                    )
+                })?;
+            value.set_sensitive(true);
+            headers.insert(reqwest::header::AUTHORIZATION, value);
+        }
+
+        let timeout = inner.options.request_timeout;
+        let url = inner.endpoint.url.clone();
+        let send = inner
+            .listen_http
+            .post(inner.url.clone())
+            .headers(headers)
+            .body(body.to_string())
+            .send();
+        let response = match tokio::time::timeout(timeout, send).await {
+            Err(_) => {
+                return Err(Error::Timeout {
+                    url,
+                    after: timeout,
+                })
+            }
+            Ok(response) => response.map_err(|e| self.transport_error(e))?,
+        };
+        let status = response.status().as_u16();
+        let content_type = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let retry_after = response
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| parse_retry_after(v, std::time::SystemTime::now()));
+        let www_authenticate = response
+            .headers()
+            .get(reqwest::header::WWW_AUTHENTICATE)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let framing = Framing::from_content_type(content_type.as_deref());
+        let read_all = |response: reqwest::Response| async move {
+            tokio::time::timeout(timeout, self.read_body_text(response))
+                .await
+                .unwrap_or_default()
+        };
+
+        if status == 406 {
+            return Err(Error::NotAcceptable {
+                method: method.into(),
+            });
+        }
+        if status == 429 {
+            return Err(Error::RateLimited {
+                method: method.into(),
+                retry_after,
+            });
+        }
+        if !(200..300).contains(&status) {
+            let text = read_all(response).await;
+            if let Some(error) = framing
+                .or(Some(Framing::Json))
+                .and_then(|f| decode_rpc_error(f, &Value::from(id), text.as_bytes()))
+            {
+                return Err(rpc_error(method, None, error));
+            }
+            if status == 401 || status == 403 {
+                return Err(Error::Unauthorized {
+                    status,
+                    method: method.into(),
+                    www_authenticate,
+                });
+            }
+            return Err(Error::Http {
+                status,
+                method: method.into(),
+                body: snippet(&text),
+                retry_after,
+            });
+        }
+
+        let mut listening = Listening {
+            id,
+            url,
+            body: Box::pin(futures_util::stream::empty()),
+            decoder: ListenDecoder::new(Value::from(id)),
+            queue: std::collections::VecDeque::new(),
+            idle_timeout: request.idle_timeout,
+            ended: false,
+            client: self.clone(),
+        };
+        match framing {
+            Some(Framing::Sse) => listening.body = Box::pin(response.bytes_stream()),
+            // A JSON body is a single message: an error (some servers send -32601 with 200), or
+            // a result, which means the subscription ended as soon as it began.
+            Some(Framing::Json) => {
+                let text = read_all(response).await;
+                let value: Value = serde_json::from_str(&text)
+                    .map_err(|e| invalid(method, format!("response is not valid JSON: {e}")))?;
+                match listening.decoder.message(value) {
+                    Ok(Some(event)) => listening.queue.push_back(Ok(event)),
+                    Ok(None) => {
+                        return Err(invalid(
+                            method,
+                            "the JSON body does not answer the listen request",
+                        ))
+                    }
+                    Err(fault) => return Err(stream_fault(fault)),
+                }
+                listening.ended = true;
+            }
+            None => {
+                return Err(invalid(
+                    method,
+                    format!(
+                        "unexpected Content-Type {:?} (expected text/event-stream)",
+                        content_type.unwrap_or_default()
+                    ),
+                ))
+            }
+        }
+        Ok(listening)
+    }
+}
+
+/// An open `subscriptions/listen` stream ([`Client::listen`]). Dropping it closes the
+/// connection, which is how an HTTP client cancels a subscription.
+pub struct Listening {
+    id: u64,
+    url: String,
+    body: futures_util::stream::BoxStream<'static, reqwest::Result<bytes::Bytes>>,
+    decoder: ListenDecoder,
+    /// Decoded but not yet returned; an `Err` is always last.
+    queue: std::collections::VecDeque<Result<ListenEvent>>,
+    idle_timeout: Duration,
+    /// No more bytes will be read.
+    ended: bool,
+    client: Client,
+}
+
+impl std::fmt::Debug for Listening {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Listening")
+            .field("id", &self.id)
+            .field("url", &self.url)
+            .field("ended", &self.ended)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Listening {
+    /// The subscription id: the JSON-RPC id of the listen request.
+    pub fn subscription_id(&self) -> u64 {
+        self.id
+    }
+
+    /// The next event; `None` once the stream is over (after [`ListenEvent::Closed`] or an
+    /// error). Never waits longer than the idle timeout for bytes: a silent stream ends with
+    /// [`Error::Timeout`], one that stops without a closing response with [`Error::Transport`],
+    /// a server that breaks the stream's rules with [`Error::InvalidResponse`].
+    pub async fn next(&mut self) -> Option<Result<ListenEvent>> {
+        loop {
+            if let Some(item) = self.queue.pop_front() {
+                if item.is_err() {
+                    self.queue.clear();
+                    self.ended = true;
+                }
+                return Some(item);
+            }
+            if self.ended {
+                return None;
+            }
+            match tokio::time::timeout(self.idle_timeout, self.body.next()).await {
+                Err(_) => self.end_with(Error::Timeout {
+                    url: self.url.clone(),
+                    after: self.idle_timeout,
+                }),
+                Ok(Some(Ok(bytes))) => {
+                    let decoded = self.decoder.feed(&bytes);
+                    self.absorb(decoded);
+                }
+                Ok(Some(Err(e))) => {
+                    let error = self.client.transport_error(e);
+                    self.end_with(error);
+                }
+                Ok(None) => {
+                    let decoded = self.decoder.finish();
+                    self.absorb(decoded);
+                    if !self.ended {
+                        self.end_with(Error::Transport {
+                            url: self.url.clone(),
+                            message: "the listen stream ended without a closing response".into(),
+                        });
+                    }
+                }
+            }
+        }
+    }
+
+    fn absorb(&mut self, decoded: std::result::Result<Vec<ListenEvent>, StreamFault>) {
+        match decoded {
+            Ok(events) => {
+                self.queue.extend(events.into_iter().map(Ok));
+                self.ended |= self.decoder.is_closed();
+            }
+            Err(fault) => self.end_with(stream_fault(fault)),
+        }
+    }
+
+    fn end_with(&mut self, error: Error) {
+        self.queue.push_back(Err(error));
+        self.ended = true;
+    }
+}
+
+fn stream_fault(fault: StreamFault) -> Error {
+    match fault {
+        StreamFault::Invalid(reason) => invalid(LISTEN_METHOD, reason),
+        StreamFault::Rpc(error) => rpc_error(LISTEN_METHOD, None, error),
     }
 }
 

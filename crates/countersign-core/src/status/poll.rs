@@ -1,6 +1,11 @@
 //! The polling status source: one loop, one deadline queue for every watched task, a bounded
 //! number of concurrent `tasks/get` per server. Poll bookkeeping (due times, intervals, failure
 //! streaks) lives only in memory: an unchanged poll costs no disk write.
+//!
+//! A task another source covers (a healthy push stream that acknowledged it, see
+//! [`super::push`]) is still polled, at the [`safety_net`] rate: polling is what remains when the
+//! other source silently fails, so it never stops, it only slows down. When coverage ends, the
+//! task is back at its normal interval at once.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -16,6 +21,23 @@ use crate::scheduler::{self, DeadlineQueue};
 enum Command {
     Watch(Watch),
     Unwatch(i64),
+    /// Another source does (true) or no longer does (false) deliver this task's changes.
+    Cover(i64, bool),
+}
+
+/// How much slower a covered task is polled than its interval.
+pub const SAFETY_NET_FACTOR: u32 = 10;
+/// The shortest safety-net interval.
+pub const SAFETY_NET_MIN: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The poll interval of a covered task: `max(10 × interval, 30 s)`. Slow enough that a pushed
+/// task costs almost no requests (one per half minute at the demo's 1 s interval, against 30),
+/// fast enough that a push source that silently stops delivering (a proxy that buffers, a server
+/// bug) delays what the user sees by half a minute, not forever.
+pub fn safety_net(interval: Duration) -> Duration {
+    interval
+        .saturating_mul(SAFETY_NET_FACTOR)
+        .max(SAFETY_NET_MIN)
 }
 
 struct Done {
@@ -31,6 +53,21 @@ struct Entry {
     failures: u32,
     generation: u64,
     in_flight: bool,
+    /// Another source delivers this task's changes: poll at the safety-net rate.
+    covered: bool,
+    /// When the last answer arrived (or the watch began): no poll sooner than one interval later.
+    last_answer: Instant,
+}
+
+impl Entry {
+    /// The wait after an answer, given coverage.
+    fn next_wait(&self) -> Duration {
+        if self.covered {
+            safety_net(self.interval)
+        } else {
+            self.interval
+        }
+    }
 }
 
 /// Counters for benchmarks and diagnostics.
@@ -61,6 +98,13 @@ impl PollSource {
     /// Polls sent so far.
     pub fn stats(&self) -> PollStats {
         self.stats.lock().map(|s| *s).unwrap_or_default()
+    }
+
+    /// Tells the poller whether another source now delivers `task`'s changes: covered tasks are
+    /// polled at the [`safety_net`] rate, uncovered ones at their interval (from now: a task
+    /// whose cover broke gets its next poll within one interval).
+    pub fn cover(&self, task: i64, covered: bool) {
+        let _ = self.commands.send(Command::Cover(task, covered));
     }
 }
 
@@ -109,11 +153,31 @@ async fn run(
                         failures: 0,
                         generation,
                         in_flight: false,
+                        covered: false,
+                        last_answer: Instant::now(),
                     });
                 }
                 Some(Command::Unwatch(task)) => {
                     entries.remove(&task);
                     queue.remove(task);
+                }
+                Some(Command::Cover(task, covered)) => {
+                    let Some(entry) = entries.get_mut(&task) else { continue };
+                    if entry.covered == covered {
+                        continue;
+                    }
+                    entry.covered = covered;
+                    if entry.in_flight || entry.failures > 0 {
+                        continue; // the answer (or the backoff) sets the next deadline
+                    }
+                    let due = if covered {
+                        entry.last_answer + safety_net(entry.interval)
+                    } else {
+                        // Spread over one interval: a broken stream uncovers every task of a
+                        // server at once, and they must not all be polled in the same instant.
+                        (Instant::now() + scheduler::spread(entry.interval)).max(entry.last_answer + entry.interval)
+                    };
+                    queue.schedule(task, due);
                 }
             },
             Some(done) = done_rx.recv() => {
@@ -123,6 +187,7 @@ async fn run(
                 }
                 entry.in_flight = false;
                 let now = Instant::now();
+                entry.last_answer = now;
                 let outcome = match done.result {
                     Ok(task) => {
                         entry.failures = 0;
@@ -131,7 +196,7 @@ async fn run(
                         if task.status().is_terminal() {
                             entries.remove(&done.task);
                         } else {
-                            queue.schedule(done.task, now + entry.interval);
+                            queue.schedule(done.task, now + entry.next_wait());
                         }
                         Ok(task)
                     }
@@ -145,7 +210,7 @@ async fn run(
                             entries.remove(&done.task);
                             Duration::ZERO
                         } else {
-                            let wait = scheduler::backoff(entry.interval, entry.failures, error.retry_after());
+                            let wait = scheduler::backoff(entry.next_wait(), entry.failures, error.retry_after());
                             queue.schedule(done.task, now + wait);
                             wait
                         };
@@ -196,5 +261,25 @@ async fn sleep_until(deadline: Option<Instant>) {
     match deadline {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn safety_net_is_ten_intervals_but_at_least_thirty_seconds() {
+        assert_eq!(
+            safety_net(Duration::from_millis(200)),
+            Duration::from_secs(30)
+        );
+        assert_eq!(safety_net(Duration::from_secs(2)), Duration::from_secs(30));
+        assert_eq!(safety_net(Duration::from_secs(5)), Duration::from_secs(50));
+        assert_eq!(
+            safety_net(Duration::MAX),
+            Duration::MAX,
+            "saturates instead of overflowing"
+        );
     }
 }

@@ -9,14 +9,19 @@ use axum::body::{Body, Bytes};
 use axum::http::header::{HeaderValue, CACHE_CONTROL, CONTENT_TYPE};
 use axum::http::StatusCode;
 use axum::response::Response;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use crate::clock::scaled;
+use crate::subscriptions::{Frame, Subscription, META_SUBSCRIPTION_ID};
 use crate::tools::SyncRun;
 use crate::wire::Outgoing;
 
 fn event(message: &Outgoing, crlf: bool) -> Bytes {
     let json = String::from_utf8(message.to_bytes()).unwrap_or_default();
+    framed(&json, crlf)
+}
+
+fn framed(json: &str, crlf: bool) -> Bytes {
     Bytes::from(if crlf {
         format!("event: message\r\ndata: {json}\r\n\r\n")
     } else {
@@ -118,6 +123,81 @@ pub(super) fn streamed(
         Some((Ok(chunk), state))
     });
     stream_response(Body::from_stream(stream))
+}
+
+/// Messages a listen stream writes in one chunk at most.
+const MAX_BATCH: usize = 256;
+
+struct Listening {
+    subscription: Subscription,
+    keepalive: Duration,
+    crlf: bool,
+    done: bool,
+}
+
+/// A `subscriptions/listen` response: the subscription's messages as they come (the
+/// acknowledgement first), a `: ping` after every `keepalive` of silence, and at the end either
+/// the graceful closing result or, when the subscription was dropped, a body error, which makes
+/// hyper cut the connection without finishing the response (an abrupt drop, as a client sees it
+/// when a proxy or the network fails). Dropping the body (the client left) unsubscribes.
+pub(super) fn listen(subscription: Subscription, keepalive: Duration, crlf: bool) -> Response {
+    let state = Listening {
+        subscription,
+        keepalive,
+        crlf,
+        done: false,
+    };
+    let stream = futures_util::stream::unfold(state, |mut state| async move {
+        if state.done {
+            return None;
+        }
+        let frame = tokio::select! {
+            frame = state.subscription.frames.recv() => frame,
+            () = tokio::time::sleep(state.keepalive) => {
+                let ping = comment(state.crlf);
+                return Some((Ok(ping), state));
+            }
+        };
+        let chunk = match frame {
+            Some(Frame::Message(message)) => {
+                // A burst (the current state of every task on a new subscription) goes out in
+                // few writes: take what is already queued, up to a bound.
+                let mut chunk = framed(&message.to_string(), state.crlf).to_vec();
+                for _ in 0..MAX_BATCH {
+                    match state.subscription.frames.try_recv() {
+                        Ok(Frame::Message(message)) => {
+                            chunk.extend_from_slice(&framed(&message.to_string(), state.crlf))
+                        }
+                        Ok(Frame::Close) => {
+                            chunk.extend_from_slice(&closing(&mut state));
+                            break;
+                        }
+                        // Empty, or dropped: the next turn sees the end.
+                        Err(_) => break,
+                    }
+                }
+                Ok(Bytes::from(chunk))
+            }
+            Some(Frame::Close) => Ok(closing(&mut state)),
+            None => {
+                state.done = true;
+                Err(std::io::Error::new(
+                    std::io::ErrorKind::ConnectionAborted,
+                    "the subscription was dropped",
+                ))
+            }
+        };
+        Some((chunk, state))
+    });
+    stream_response(Body::from_stream(stream))
+}
+
+/// The graceful end of a subscription: the result answering the listen request.
+fn closing(state: &mut Listening) -> Bytes {
+    state.done = true;
+    let id = state.subscription.id.clone();
+    let result = json!({"resultType": "complete", "_meta": {META_SUBSCRIPTION_ID: id}});
+    event(&Outgoing::result(id, result), state.crlf)
 }
 
 #[cfg(test)]

@@ -1,0 +1,308 @@
+//! `countersign-bench`: how Countersign's durable task engine behaves with thousands of live
+//! tasks, measured against the demo server and printed (never asserted: the machine is shared).
+//!
+//! The driver (this binary without a subcommand) runs each phase in fresh processes, re-executing
+//! itself in hidden modes:
+//! - `serve`: the demo server with a control line ([`demo`]): request counts and per-task gaps
+//!   between polls, as only the server sees them;
+//! - `steady`: our engine watching N live tasks ([`steady`]): CPU, RSS, polls, change → event
+//!   latency, over a steady window;
+//! - `resume`: a fresh engine process on a ledger of unfinished tasks ([`resume`]).
+//!
+//! The fastmcp 4.1.4 Python client (`tests/peers/fastmcp_poll_client.py`) runs the same workload
+//! through the same phases ([`client`]) for the side-by-side. [`run`] sequences the phases,
+//! [`report`] prints the table; [`workload`] is the `bench_job` task mix, [`usage`] and [`clock`]
+//! read `/proc` and time, [`child`] is the line protocol that keeps every wait bounded and every
+//! child process tied to the driver's life.
+
+mod child;
+mod client;
+mod clock;
+mod demo;
+mod error;
+mod report;
+mod resume;
+mod run;
+mod sources;
+mod steady;
+mod usage;
+mod workload;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::error::{Error, Result};
+use crate::report::{Document, Machine};
+use crate::run::{Fastmcp, Plan};
+use crate::sources::{Scheme, Source, SourceArg};
+
+/// Benchmarks Countersign's durable task engine against the demo server (and, optionally, the
+/// fastmcp 4.1.4 client on the same workload). Prints a table; `--json` prints the numbers.
+#[derive(Parser, Debug)]
+#[command(
+    name = "countersign-bench",
+    version,
+    args_conflicts_with_subcommands = true
+)]
+struct Cli {
+    #[command(subcommand)]
+    mode: Option<Mode>,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+#[derive(Args, Debug)]
+struct RunArgs {
+    /// Live tasks per steady run; repeat or list them (`--tasks 1000,10000`).
+    /// [default: 1000,10000; quick: 1000]
+    #[arg(long, value_delimiter = ',')]
+    tasks: Vec<usize>,
+    /// Length of each steady window, seconds. [default: 60; quick: 20]
+    #[arg(long)]
+    seconds: Option<u64>,
+    /// The `pollIntervalMs` the demo server advertises.
+    #[arg(long, default_value_t = 5000)]
+    interval_ms: u64,
+    /// Unfinished tasks for the cold-resume measurement (0 skips it). [default: 10000; quick: 2000]
+    #[arg(long)]
+    resume_tasks: Option<usize>,
+    /// Short CI mode: N=1000 for 20 s and a resume of 2,000 tasks; the whole table is printed.
+    #[arg(long)]
+    quick: bool,
+    /// Print the results as JSON (progress still goes to stderr).
+    #[arg(long)]
+    json: bool,
+    /// Run the fastmcp 4.1.4 client side by side, with this Python (`.ci/venv/bin/python`).
+    #[arg(long)]
+    fastmcp_python: Option<PathBuf>,
+    /// The fastmcp client script.
+    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/peers/fastmcp_poll_client.py"))]
+    fastmcp_script: PathBuf,
+    /// Tasks for the side-by-side (both clients).
+    #[arg(long, default_value_t = 1000)]
+    fastmcp_tasks: usize,
+    /// Where the ledgers go (removed afterwards). [default: a new directory under $TMPDIR]
+    #[arg(long)]
+    work_dir: Option<PathBuf>,
+    /// How the steady runs learn about changes: `poll` (the demo server has no push), `push`
+    /// (it serves subscriptions/listen and the engine's push source is on), or `both`, side by
+    /// side in a "Push vs poll" table.
+    #[arg(long, value_enum, default_value_t = SourceArg::Poll)]
+    source: SourceArg,
+    /// How push runs group their listen streams.
+    #[arg(long, value_enum, default_value_t = Scheme::PerServer)]
+    push_scheme: Scheme,
+}
+
+#[derive(Subcommand, Debug)]
+enum Mode {
+    /// (internal) Host the demo server for the driver.
+    #[command(hide = true)]
+    Serve {
+        #[arg(long)]
+        poll_interval_ms: u64,
+        #[arg(long)]
+        time_scale: f64,
+        /// Serve `subscriptions/listen`.
+        #[arg(long)]
+        push: bool,
+    },
+    /// (internal) Our engine in the steady-state measurement.
+    #[command(hide = true)]
+    Steady(SteadyArgs),
+    /// (internal) A fresh engine process resuming a seeded ledger.
+    #[command(hide = true)]
+    Resume {
+        #[arg(long)]
+        data_dir: PathBuf,
+    },
+}
+
+#[derive(Args, Debug)]
+struct SteadyArgs {
+    #[arg(long)]
+    url: String,
+    #[arg(long)]
+    tasks: usize,
+    #[arg(long)]
+    window_ms: u64,
+    #[arg(long)]
+    interval_ms: u64,
+    #[arg(long)]
+    warmup_ms: u64,
+    #[arg(long)]
+    create_budget_ms: u64,
+    #[arg(long)]
+    life_ms: u64,
+    #[arg(long)]
+    change_min_ms: u64,
+    #[arg(long)]
+    change_max_ms: u64,
+    #[arg(long)]
+    data_dir: PathBuf,
+    #[arg(long, value_enum, default_value_t = Source::Poll)]
+    source: Source,
+    #[arg(long, value_enum, default_value_t = Scheme::PerServer)]
+    push_scheme: Scheme,
+}
+
+fn main() -> ExitCode {
+    // Taken first: the resume measurement counts from process start.
+    let main_us = usage::system_now_us();
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("countersign-bench: cannot start the async runtime: {e}");
+            return ExitCode::from(70);
+        }
+    };
+    let outcome = runtime.block_on(async move {
+        match cli.mode {
+            Some(Mode::Serve {
+                poll_interval_ms,
+                time_scale,
+                push,
+            }) => demo::serve(demo::ServeOptions {
+                poll_interval_ms,
+                time_scale,
+                push,
+            })
+            .await
+            .map(|()| ExitCode::SUCCESS),
+            Some(Mode::Steady(args)) => steady::run(args.into()).await.map(|()| ExitCode::SUCCESS),
+            Some(Mode::Resume { data_dir }) => resume::child(main_us, data_dir)
+                .await
+                .map(|()| ExitCode::SUCCESS),
+            None => drive(cli.run).await,
+        }
+    });
+    // Children, tasks and the ledger writer thread must not keep a finished run alive.
+    runtime.shutdown_timeout(Duration::from_secs(5));
+    match outcome {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("countersign-bench: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+impl From<SteadyArgs> for steady::SteadyOptions {
+    fn from(a: SteadyArgs) -> Self {
+        Self {
+            url: a.url,
+            tasks: a.tasks,
+            window: Duration::from_millis(a.window_ms),
+            interval: Duration::from_millis(a.interval_ms),
+            warmup: Duration::from_millis(a.warmup_ms),
+            create_budget: Duration::from_millis(a.create_budget_ms),
+            life: Duration::from_millis(a.life_ms),
+            change_every: (
+                Duration::from_millis(a.change_min_ms),
+                Duration::from_millis(a.change_max_ms),
+            ),
+            data_dir: a.data_dir,
+            source: a.source,
+            push_scheme: a.push_scheme,
+        }
+    }
+}
+
+fn plan(args: &RunArgs) -> Result<Plan> {
+    let exe = std::env::current_exe().map_err(|e| Error::io("finding this executable", e))?;
+    let tasks = match (args.tasks.is_empty(), args.quick) {
+        (false, _) => args.tasks.clone(),
+        (true, true) => vec![1000],
+        (true, false) => vec![1000, 10_000],
+    };
+    if tasks.contains(&0) || args.interval_ms == 0 {
+        return Err(Error::Unexpected(
+            "--tasks and --interval-ms must be positive".into(),
+        ));
+    }
+    let seconds = args.seconds.unwrap_or(if args.quick { 20 } else { 60 });
+    let interval = Duration::from_millis(args.interval_ms);
+    if Duration::from_secs(seconds) < interval * 2 {
+        return Err(Error::Unexpected(format!(
+            "--seconds must cover at least two poll intervals ({:?})",
+            interval * 2
+        )));
+    }
+    let work_dir = args.work_dir.clone().unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("countersign-bench-{}", std::process::id()))
+    });
+    Ok(Plan {
+        exe,
+        tasks,
+        window: Duration::from_secs(seconds),
+        interval,
+        resume_tasks: args
+            .resume_tasks
+            .unwrap_or(if args.quick { 2000 } else { 10_000 }),
+        fastmcp: args.fastmcp_python.clone().map(|python| Fastmcp {
+            python,
+            script: args.fastmcp_script.clone(),
+            tasks: args.fastmcp_tasks,
+        }),
+        work_dir,
+        quick: args.quick,
+        sources: args.source.sources(),
+        push_scheme: args.push_scheme,
+    })
+}
+
+/// The driver: runs the plan under a watchdog and Ctrl-C, prints the table or JSON.
+async fn drive(args: RunArgs) -> Result<ExitCode> {
+    let plan = plan(&args)?;
+    let mut machine = Machine::probe();
+    let budget = plan.time_budget();
+    eprintln!(
+        "countersign-bench: {} build, steady runs at N = {:?} for {:?}, resume of {} tasks{}; at most {:?}",
+        machine.profile,
+        plan.tasks,
+        plan.window,
+        plan.resume_tasks,
+        plan.fastmcp.as_ref().map(|f| format!(", fastmcp side by side at N = {}", f.tasks)).unwrap_or_default(),
+        budget
+    );
+    std::fs::create_dir_all(&plan.work_dir)
+        .map_err(|e| Error::io(format!("creating {}", plan.work_dir.display()), e))?;
+    // Dropping `run::execute` (watchdog, Ctrl-C) drops its children, which kills them.
+    let results = tokio::select! {
+        results = run::execute(&plan) => Ok(results),
+        () = tokio::time::sleep(budget) => Err(Error::Timeout { what: "the whole benchmark".into(), after: budget }),
+        _ = tokio::signal::ctrl_c() => Err(Error::Unexpected("interrupted".into())),
+    };
+    if args.work_dir.is_none() {
+        let _ = std::fs::remove_dir_all(&plan.work_dir);
+    }
+    let results = results?;
+    machine.load_end = report::load_average();
+    let complete = results.complete();
+    let document = Document {
+        machine,
+        interval_ms: plan.interval.as_millis() as u64,
+        window_s: plan.window.as_secs_f64(),
+        warmup_s: plan.warmup().as_secs_f64(),
+        results,
+    };
+    if args.json {
+        let json = serde_json::to_string_pretty(&document)
+            .map_err(|e| Error::Unexpected(e.to_string()))?;
+        println!("{json}");
+    } else {
+        println!("{}", report::render(&document, &plan));
+    }
+    Ok(if complete {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}

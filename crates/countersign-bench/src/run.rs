@@ -1,0 +1,418 @@
+//! The driver: one benchmark run, phase by phase, each phase in fresh processes (a demo server,
+//! and the client under test) so that every figure belongs to exactly one process and one
+//! workload. A phase that fails is reported as failed; the others still run.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::process::Command;
+
+use crate::child::Child;
+use crate::client::{self, ClientRun};
+use crate::demo::{DemoProcess, ServeOptions};
+use crate::error::{Error, Result};
+use crate::resume::{self, ResumeOptions, ResumeReport};
+use crate::sources::{Scheme, Source};
+use crate::steady::SteadyOptions;
+
+/// The fastmcp baseline.
+#[derive(Debug, Clone)]
+pub struct Fastmcp {
+    /// The Python with `fastmcp[tasks]==4.1.4` (`.ci/venv/bin/python`).
+    pub python: PathBuf,
+    /// `tests/peers/fastmcp_poll_client.py`.
+    pub script: PathBuf,
+    /// Tasks it watches.
+    pub tasks: usize,
+}
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// This binary (re-executed for every child).
+    pub exe: PathBuf,
+    /// Live tasks, one steady run each.
+    pub tasks: Vec<usize>,
+    /// Steady window.
+    pub window: Duration,
+    /// `pollIntervalMs` of the demo server.
+    pub interval: Duration,
+    /// Unfinished tasks to resume (0 = skip).
+    pub resume_tasks: usize,
+    /// The Python baseline, if wanted.
+    pub fastmcp: Option<Fastmcp>,
+    /// Ledgers go here.
+    pub work_dir: PathBuf,
+    /// The short CI mode.
+    pub quick: bool,
+    /// The status sources of the steady runs, in order at each N (`--source`).
+    pub sources: Vec<Source>,
+    /// How push runs group their streams.
+    pub push_scheme: Scheme,
+}
+
+/// The demo server's simulated-time factor: its other tools run 100× faster (bench_job is exact).
+pub const TIME_SCALE: f64 = 0.01;
+/// Per-task change period: drawn uniformly from this range (ms), so that about one poll in four
+/// sees a change and tasks do not change in lockstep.
+pub const CHANGE_EVERY_MS: (u64, u64) = (15_000, 25_000);
+
+impl Plan {
+    /// After the last task is created: one interval for every task's first poll, and a second.
+    pub fn warmup(&self) -> Duration {
+        self.interval + Duration::from_secs(1)
+    }
+
+    /// Longest time creating `n` tasks may take.
+    pub fn create_budget(&self, n: usize) -> Duration {
+        Duration::from_secs(60) + Duration::from_millis(10) * n as u32
+    }
+
+    /// How long every task stays working: past the window, whatever creation took.
+    pub fn life(&self, n: usize) -> Duration {
+        self.create_budget(n) + self.warmup() + self.window + Duration::from_secs(60)
+    }
+
+    fn serve_options(&self) -> ServeOptions {
+        self.serve_options_for(Source::Poll)
+    }
+
+    fn serve_options_for(&self, source: Source) -> ServeOptions {
+        ServeOptions {
+            poll_interval_ms: self.interval.as_millis() as u64,
+            time_scale: TIME_SCALE,
+            push: source == Source::Push,
+        }
+    }
+
+    fn steady_budget(&self, n: usize) -> Duration {
+        self.create_budget(n) + self.warmup() + self.window + Duration::from_secs(120)
+    }
+
+    /// The watchdog: the whole run is abandoned (children killed) past this.
+    pub fn time_budget(&self) -> Duration {
+        let mut total = Duration::from_secs(120);
+        let mut runs: Vec<usize> = self.tasks.clone();
+        if let Some(fastmcp) = &self.fastmcp {
+            runs.push(fastmcp.tasks); // the baseline
+            runs.push(fastmcp.tasks); // our engine at its size, if not measured already
+        }
+        for n in runs {
+            total += self.steady_budget(n);
+        }
+        if self.sources.contains(&Source::Push) {
+            for &n in &self.tasks {
+                total += self.steady_budget(n);
+            }
+        }
+        if self.resume_tasks > 0 {
+            total += self.create_budget(self.resume_tasks)
+                + self.interval * 2
+                + Duration::from_secs(180);
+        }
+        total
+    }
+}
+
+/// One steady run of our engine.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SteadyResult {
+    /// Live tasks.
+    pub tasks: usize,
+    /// How the engine learnt about changes.
+    #[serde(default)]
+    pub source: Source,
+    /// Stream grouping (push runs).
+    #[serde(default)]
+    pub scheme: Scheme,
+    /// The measurements, or why there are none.
+    pub outcome: Outcome<ClientRun>,
+}
+
+/// A phase's measurements or its failure.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome<T> {
+    /// Measured.
+    Measured(T),
+    /// Failed, with the reason.
+    Failed(String),
+}
+
+impl<T> Outcome<T> {
+    fn of(result: Result<T>) -> Self {
+        match result {
+            Ok(value) => Self::Measured(value),
+            Err(error) => {
+                eprintln!("  FAILED: {error}");
+                Self::Failed(error.to_string())
+            }
+        }
+    }
+
+    /// The measurements, if any.
+    pub fn measured(&self) -> Option<&T> {
+        match self {
+            Self::Measured(value) => Some(value),
+            Self::Failed(_) => None,
+        }
+    }
+}
+
+/// The side-by-side comparison.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Comparison {
+    /// Tasks each client watched.
+    pub tasks: usize,
+    /// The fastmcp client.
+    pub fastmcp: Outcome<ClientRun>,
+}
+
+/// Everything a run measured.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Results {
+    /// Steady runs of our engine, by task count.
+    pub steady: Vec<SteadyResult>,
+    /// The cold resume.
+    pub resume: Option<Outcome<ResumeReport>>,
+    /// The fastmcp baseline.
+    pub comparison: Option<Comparison>,
+    /// Steady runs with push (`--source push|both`), by task count.
+    #[serde(default)]
+    pub push: Vec<SteadyResult>,
+}
+
+impl Results {
+    /// Whether every phase produced numbers.
+    pub fn complete(&self) -> bool {
+        self.steady
+            .iter()
+            .chain(&self.push)
+            .all(|s| s.outcome.measured().is_some())
+            && self.resume.as_ref().is_none_or(|r| r.measured().is_some())
+            && self
+                .comparison
+                .as_ref()
+                .is_none_or(|c| c.fastmcp.measured().is_some())
+    }
+}
+
+/// Runs every phase of `plan`.
+pub async fn execute(plan: &Plan) -> Results {
+    let mut steady = Vec::new();
+    let mut push = Vec::new();
+    for &n in &plan.tasks {
+        for &source in &plan.sources {
+            let result = SteadyResult {
+                tasks: n,
+                source,
+                scheme: plan.push_scheme,
+                outcome: match source {
+                    Source::Poll => {
+                        eprintln!("steady state: our engine, {n} live tasks");
+                        Outcome::of(steady_run(plan, n, Source::Poll).await)
+                    }
+                    Source::Push => {
+                        eprintln!("steady state: our engine with push, {n} live tasks");
+                        Outcome::of(steady_run(plan, n, Source::Push).await)
+                    }
+                },
+            };
+            match source {
+                Source::Poll => steady.push(result),
+                Source::Push => push.push(result),
+            }
+        }
+    }
+    let comparison = match &plan.fastmcp {
+        Some(fastmcp) => {
+            if !steady.iter().any(|s| s.tasks == fastmcp.tasks) {
+                eprintln!(
+                    "steady state: our engine, {} live tasks (for the side-by-side)",
+                    fastmcp.tasks
+                );
+                steady.push(SteadyResult {
+                    tasks: fastmcp.tasks,
+                    source: Source::Poll,
+                    scheme: plan.push_scheme,
+                    outcome: Outcome::of(steady_run(plan, fastmcp.tasks, Source::Poll).await),
+                });
+            }
+            eprintln!(
+                "steady state: the fastmcp 4.1.4 client, {} live tasks",
+                fastmcp.tasks
+            );
+            Some(Comparison {
+                tasks: fastmcp.tasks,
+                fastmcp: Outcome::of(fastmcp_run(plan, fastmcp).await),
+            })
+        }
+        None => None,
+    };
+    let resume = if plan.resume_tasks > 0 {
+        eprintln!("cold resume: {} unfinished tasks", plan.resume_tasks);
+        Some(Outcome::of(resume_run(plan).await))
+    } else {
+        None
+    };
+    Results {
+        steady,
+        resume,
+        comparison,
+        push,
+    }
+}
+
+async fn fresh_dir(path: &Path) -> Result<PathBuf> {
+    if path.exists() {
+        std::fs::remove_dir_all(path)
+            .map_err(|e| Error::io(format!("clearing {}", path.display()), e))?;
+    }
+    std::fs::create_dir_all(path)
+        .map_err(|e| Error::io(format!("creating {}", path.display()), e))?;
+    Ok(path.to_owned())
+}
+
+/// Runs a client process against a fresh demo server, then stops both (killing what does not
+/// stop).
+async fn client_run(
+    plan: &Plan,
+    name: &str,
+    n: usize,
+    serve: ServeOptions,
+    command: impl FnOnce(&str) -> Command,
+) -> Result<ClientRun> {
+    let mut server = DemoProcess::start(&plan.exe, serve).await?;
+    server.reset().await?;
+    let mut child = Child::spawn(name, command(&server.url))?;
+    let run = client::drive(
+        &mut child,
+        &mut server,
+        plan.create_budget(n),
+        plan.warmup(),
+        plan.window,
+    )
+    .await;
+    child.finish(Duration::from_secs(30)).await;
+    server.stop().await;
+    run
+}
+
+async fn steady_run(plan: &Plan, n: usize, source: Source) -> Result<ClientRun> {
+    let data_dir = fresh_dir(&plan.work_dir.join(format!("steady-{n}"))).await?;
+    client_run(plan, "engine", n, plan.serve_options_for(source), |url| {
+        let options = SteadyOptions {
+            url: url.to_owned(),
+            tasks: n,
+            window: plan.window,
+            interval: plan.interval,
+            warmup: plan.warmup(),
+            create_budget: plan.create_budget(n),
+            life: plan.life(n),
+            change_every: (
+                Duration::from_millis(CHANGE_EVERY_MS.0),
+                Duration::from_millis(CHANGE_EVERY_MS.1),
+            ),
+            data_dir,
+            source,
+            push_scheme: plan.push_scheme,
+        };
+        let mut command = Command::new(&plan.exe);
+        command.arg("steady").args(steady_args(&options));
+        command
+    })
+    .await
+}
+
+/// The `steady` child's command line for `options`.
+fn steady_args(options: &SteadyOptions) -> Vec<String> {
+    vec![
+        "--url".into(),
+        options.url.clone(),
+        "--tasks".into(),
+        options.tasks.to_string(),
+        "--window-ms".into(),
+        options.window.as_millis().to_string(),
+        "--interval-ms".into(),
+        options.interval.as_millis().to_string(),
+        "--warmup-ms".into(),
+        options.warmup.as_millis().to_string(),
+        "--create-budget-ms".into(),
+        options.create_budget.as_millis().to_string(),
+        "--life-ms".into(),
+        options.life.as_millis().to_string(),
+        "--change-min-ms".into(),
+        options.change_every.0.as_millis().to_string(),
+        "--change-max-ms".into(),
+        options.change_every.1.as_millis().to_string(),
+        "--data-dir".into(),
+        options.data_dir.display().to_string(),
+        "--source".into(),
+        match options.source {
+            Source::Poll => "poll".into(),
+            Source::Push => "push".into(),
+        },
+        "--push-scheme".into(),
+        options.push_scheme.arg().into(),
+    ]
+}
+
+async fn fastmcp_run(plan: &Plan, fastmcp: &Fastmcp) -> Result<ClientRun> {
+    for (path, hint) in [
+        (
+            &fastmcp.python,
+            "install the peer with `bash .ci/setup-peer.sh`",
+        ),
+        (
+            &fastmcp.script,
+            "run from the repository root or pass --fastmcp-script",
+        ),
+    ] {
+        if !path.exists() {
+            return Err(Error::Missing {
+                path: path.clone(),
+                hint,
+            });
+        }
+    }
+    let n = fastmcp.tasks;
+    client_run(plan, "fastmcp client", n, plan.serve_options(), |url| {
+        let mut command = Command::new(&fastmcp.python);
+        command
+            .arg(&fastmcp.script)
+            .arg("--url")
+            .arg(url)
+            .arg("--tasks")
+            .arg(n.to_string())
+            .arg("--seconds")
+            .arg(plan.window.as_secs_f64().to_string())
+            .arg("--interval-ms")
+            .arg(plan.interval.as_millis().to_string())
+            .arg("--warmup-ms")
+            .arg(plan.warmup().as_millis().to_string())
+            .arg("--create-budget-s")
+            .arg(plan.create_budget(n).as_secs().to_string())
+            .arg("--life-ms")
+            .arg(plan.life(n).as_millis().to_string())
+            .arg("--change-min-ms")
+            .arg(CHANGE_EVERY_MS.0.to_string())
+            .arg("--change-max-ms")
+            .arg(CHANGE_EVERY_MS.1.to_string());
+        command
+    })
+    .await
+}
+
+async fn resume_run(plan: &Plan) -> Result<ResumeReport> {
+    let mut server = DemoProcess::start(&plan.exe, plan.serve_options()).await?;
+    let options = ResumeOptions {
+        tasks: plan.resume_tasks,
+        interval: plan.interval,
+        create_budget: plan.create_budget(plan.resume_tasks),
+        data_dir: fresh_dir(&plan.work_dir.join("resume")).await?,
+    };
+    let report = resume::measure(&plan.exe, &mut server, &options).await;
+    server.stop().await;
+    report
+}

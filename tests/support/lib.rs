@@ -1,0 +1,8 @@
+//! Shared test support: starting the independent fastmcp peer, our demo server, and the CLI.
+
+pub mod cli;
+pub mod drive;
+pub mod peer;
+pub mod ledger_view;
+pub mod procs;
+pub mod proxy;

@@ -1,0 +1,228 @@
+//! An engine on a fresh ledger, one registered server, and the timeline read back: what the
+//! push/poll tests drive. Calls and answers go through `actions` exactly as the CLI and the app
+//! do (ledger first, then the engine's nudge).
+//!
+//! Every wait panics with the task's timeline when the expected event does not come within
+//! [`DEADLINE`]: a hung test is a failure that says why.
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use countersign_core::actions::{self, Called};
+use countersign_core::engine::{Engine, EngineConfig};
+use countersign_core::ledger::servers::{self, ServerRecord};
+use countersign_core::ledger::tasks::TaskRecord;
+use countersign_core::ledger::{events, EventKind, StoredEvent, Via};
+use countersign_core::mcp::ToolCall;
+use serde_json::{Map, Value};
+
+/// How long one wait may take before the test fails.
+pub const DEADLINE: Duration = Duration::from_secs(30);
+
+/// A directory under the system temp dir, removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(label: &str) -> TempDir {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default();
+        let path = std::env::temp_dir().join(format!(
+            "countersign-{label}-{}-{nanos:x}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&path)
+            .unwrap_or_else(|e| panic!("cannot create {}: {e}", path.display()));
+        TempDir(path)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// An engine with one server registered as `demo`.
+pub struct Rig {
+    pub engine: Engine,
+    pub server: ServerRecord,
+    _dir: TempDir,
+}
+
+impl Rig {
+    /// Starts an engine (push on or off) on a new ledger and registers `url`.
+    pub async fn start(url: &str, push: bool) -> Rig {
+        Self::start_with(url, |config| config.push = push).await
+    }
+
+    /// Starts an engine with settings adjusted by `adjust` and registers `url`.
+    pub async fn start_with(url: &str, adjust: impl FnOnce(&mut EngineConfig)) -> Rig {
+        let dir = TempDir::new("push");
+        let mut config = EngineConfig::new(&dir.0);
+        adjust(&mut config);
+        let engine = Engine::start(config)
+            .await
+            .unwrap_or_else(|e| panic!("the engine must start: {e}"));
+        let url = url.to_owned();
+        let server = engine
+            .ledger()
+            .write(move |ctx| servers::add(ctx.conn, "demo", &url, false))
+            .await
+            .unwrap_or_else(|e| panic!("the server must register: {e}"));
+        engine.nudge();
+        Rig {
+            engine,
+            server,
+            _dir: dir,
+        }
+    }
+
+    /// Calls `tool` through `actions::call`; panics unless it creates a task.
+    pub async fn call(&self, tool: &str, arguments: Value) -> TaskRecord {
+        let client = self
+            .engine
+            .client_for(&self.server)
+            .unwrap_or_else(|e| panic!("a client for the server: {e}"));
+        // Learn the tools' `x-mcp-header` parameters, as the app does before calling.
+        client
+            .list_tools()
+            .await
+            .unwrap_or_else(|e| panic!("tools/list must succeed: {e}"));
+        let arguments: Map<String, Value> = match arguments {
+            Value::Object(map) => map,
+            other => panic!("arguments must be an object, got {other}"),
+        };
+        let called = actions::call(
+            self.engine.ledger(),
+            &client,
+            &self.server,
+            &ToolCall::new(tool, Some(arguments)),
+            "test",
+        )
+        .await
+        .unwrap_or_else(|e| panic!("tools/call {tool} must succeed: {e}"));
+        self.engine.nudge();
+        match called {
+            Called::Task(record) => record,
+            other => panic!("{tool} must create a task, got {other:?}"),
+        }
+    }
+
+    /// Records an answer and lets the engine deliver it.
+    pub async fn answer(&self, row: i64, key: &str, response: Value) {
+        actions::answer(self.engine.ledger(), row, key, response, "test")
+            .await
+            .unwrap_or_else(|e| panic!("the answer to {key} must be recorded: {e}"));
+        self.engine.nudge();
+    }
+
+    /// The task's timeline, oldest first.
+    pub fn timeline(&self, row: i64) -> Vec<StoredEvent> {
+        self.engine
+            .ledger()
+            .read(|c| events::for_task(c, row))
+            .unwrap_or_else(|e| panic!("the timeline of #{row} must be readable: {e}"))
+    }
+
+    /// Waits until the task's timeline has an event matching `found`; returns it.
+    pub async fn wait_for(
+        &self,
+        row: i64,
+        what: &str,
+        found: impl Fn(&StoredEvent) -> bool,
+    ) -> StoredEvent {
+        let started = Instant::now();
+        loop {
+            let timeline = self.timeline(row);
+            if let Some(event) = timeline.iter().find(|e| found(e)) {
+                return event.clone();
+            }
+            if started.elapsed() > DEADLINE {
+                panic!(
+                    "task #{row}: no {what} within {DEADLINE:?}; timeline:\n{}",
+                    describe(&timeline)
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Waits for the task's `task_finished`.
+    pub async fn wait_finished(&self, row: i64) -> StoredEvent {
+        self.wait_for(row, "task_finished", |e| {
+            matches!(e.kind, EventKind::TaskFinished { .. })
+        })
+        .await
+    }
+
+    /// Waits until `condition` holds (checked every 20 ms).
+    pub async fn wait_until(&self, what: &str, condition: impl Fn(&Rig) -> bool) {
+        let started = Instant::now();
+        while !condition(self) {
+            if started.elapsed() > DEADLINE {
+                panic!("{what} did not happen within {DEADLINE:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    pub async fn shutdown(self) {
+        let Rig { engine, _dir, .. } = self;
+        engine.shutdown().await;
+        drop(_dir);
+    }
+}
+
+/// `(status, statusMessage)` of every `task_updated`, in timeline order.
+pub fn updates(timeline: &[StoredEvent]) -> Vec<(String, Option<String>)> {
+    timeline
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::TaskUpdated {
+                status,
+                status_message,
+                ..
+            } => Some((status.clone(), status_message.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The `via` of every event that reports server state (updates, questions, the finish).
+pub fn state_vias(timeline: &[StoredEvent]) -> Vec<Via> {
+    timeline
+        .iter()
+        .filter(|e| {
+            matches!(
+                e.kind,
+                EventKind::TaskUpdated { .. }
+                    | EventKind::InputRequested { .. }
+                    | EventKind::TaskFinished { .. }
+            )
+        })
+        .map(|e| e.via)
+        .collect()
+}
+
+/// One line per event, for failure messages.
+pub fn describe(timeline: &[StoredEvent]) -> String {
+    timeline
+        .iter()
+        .map(|e| {
+            format!(
+                "  #{} {:?} {}",
+                e.id,
+                e.via,
+                serde_json::to_string(&e.kind).unwrap_or_default()
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
