@@ -234,7 +234,10 @@ async fn run(
                         continue;
                     }
                     let Some(link) = links.get(entry.server_id) else {
-                        // The server was removed; the engine unwatches its tasks.
+                        // No client for the server (being removed, or its client could not be
+                        // built yet): look again one interval later rather than dropping the
+                        // task; the engine unwatches the tasks of a removed server.
+                        queue.schedule(task, Instant::now() + entry.interval);
                         continue;
                     };
                     entry.in_flight = true;
