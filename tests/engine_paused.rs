@@ -16,7 +16,9 @@ use std::time::Duration;
 
 use countersign_core::mcp::{Client, ClientOptions, Endpoint, ErrorClass};
 use countersign_core::status::poll::PollSource;
-use countersign_core::status::{CheckFailure, FirstCheck, Links, Observation, ServerLink, StatusSource, Watch};
+use countersign_core::status::{
+    CheckFailure, FirstCheck, Links, Observation, ServerLink, StatusSource, Watch,
+};
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -48,9 +50,15 @@ impl Scripted {
     async fn start(scripts: &[(&str, Vec<Reply>)]) -> (Scripted, String) {
         let server = Scripted::default();
         for (task, script) in scripts {
-            server.scripts.lock().unwrap().insert(task.to_string(), script.iter().cloned().collect());
+            server
+                .scripts
+                .lock()
+                .unwrap()
+                .insert(task.to_string(), script.iter().cloned().collect());
         }
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind the scripted server");
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind the scripted server");
         let url = format!("http://{}/mcp", listener.local_addr().expect("address"));
         let accepting = server.clone();
         tokio::spawn(async move {
@@ -63,19 +71,44 @@ impl Scripted {
 
     /// When each poll of `task` arrived.
     fn seen(&self, task: &str) -> Vec<Instant> {
-        self.seen.lock().unwrap().get(task).cloned().unwrap_or_default()
+        self.seen
+            .lock()
+            .unwrap()
+            .get(task)
+            .cloned()
+            .unwrap_or_default()
     }
 
     async fn serve(self, mut stream: TcpStream) {
         let mut buffer = Vec::new();
         loop {
-            let Some((head_end, length)) = read_request(&mut stream, &mut buffer).await else { return };
-            let request: Value = serde_json::from_slice(&buffer[head_end..head_end + length]).unwrap_or(Value::Null);
+            let Some((head_end, length)) = read_request(&mut stream, &mut buffer).await else {
+                return;
+            };
+            let request: Value =
+                serde_json::from_slice(&buffer[head_end..head_end + length]).unwrap_or(Value::Null);
             buffer.drain(..head_end + length);
-            assert_eq!(request["method"], "tasks/get", "the poll source sends only tasks/get: {request}");
-            let task = request["params"]["taskId"].as_str().unwrap_or_default().to_owned();
-            self.seen.lock().unwrap().entry(task.clone()).or_default().push(Instant::now());
-            let reply = self.scripts.lock().unwrap().get_mut(&task).and_then(VecDeque::pop_front).unwrap_or(Reply::Working(Some(1000)));
+            assert_eq!(
+                request["method"], "tasks/get",
+                "the poll source sends only tasks/get: {request}"
+            );
+            let task = request["params"]["taskId"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            self.seen
+                .lock()
+                .unwrap()
+                .entry(task.clone())
+                .or_default()
+                .push(Instant::now());
+            let reply = self
+                .scripts
+                .lock()
+                .unwrap()
+                .get_mut(&task)
+                .and_then(VecDeque::pop_front)
+                .unwrap_or(Reply::Working(Some(1000)));
             let response = respond(&request["id"], &task, &reply);
             if stream.write_all(response.as_bytes()).await.is_err() {
                 return;
@@ -109,7 +142,10 @@ async fn read_request(stream: &mut TcpStream, buffer: &mut Vec<u8>) -> Option<(u
 
 fn respond(id: &Value, task: &str, reply: &Reply) -> String {
     let http = |status: &str, headers: &str, body: &str| {
-        format!("HTTP/1.1 {status}\r\n{headers}Content-Length: {}\r\n\r\n{body}", body.len())
+        format!(
+            "HTTP/1.1 {status}\r\n{headers}Content-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
     };
     let mut result = json!({
         "resultType": "complete",
@@ -128,10 +164,23 @@ fn respond(id: &Value, task: &str, reply: &Reply) -> String {
         Reply::Completed => {
             result["status"] = json!("completed");
             result["pollIntervalMs"] = json!(100);
-            result["result"] = json!({"content": [{"type": "text", "text": "done"}], "isError": false});
+            result["result"] =
+                json!({"content": [{"type": "text", "text": "done"}], "isError": false});
         }
-        Reply::Status(code) => return http(&format!("{code} Scripted"), "Content-Type: text/plain\r\n", "scripted failure"),
-        Reply::TooMany(secs) => return http("429 Too Many Requests", &format!("Retry-After: {secs}\r\n"), ""),
+        Reply::Status(code) => {
+            return http(
+                &format!("{code} Scripted"),
+                "Content-Type: text/plain\r\n",
+                "scripted failure",
+            )
+        }
+        Reply::TooMany(secs) => {
+            return http(
+                "429 Too Many Requests",
+                &format!("Retry-After: {secs}\r\n"),
+                "",
+            )
+        }
     }
     let body = json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string();
     http("200 OK", "Content-Type: application/json\r\n", &body)
@@ -140,23 +189,47 @@ fn respond(id: &Value, task: &str, reply: &Reply) -> String {
 /// A poll source watching the scripted server as server row 1, with `floor`.
 fn poll_source(url: &str, floor: Duration) -> (PollSource, mpsc::UnboundedReceiver<Observation>) {
     // No request may time out: under paused time a timeout would be a jump, not a wait.
-    let options = ClientOptions { request_timeout: Duration::from_secs(24 * 3600), ..ClientOptions::default() };
+    let options = ClientOptions {
+        request_timeout: Duration::from_secs(24 * 3600),
+        ..ClientOptions::default()
+    };
     let client = Client::with_options(Endpoint::new(url), options, None).expect("a client");
     let links = Links::default();
-    links.set(1, ServerLink { client, floor, permits: Arc::new(Semaphore::new(8)) });
+    links.set(
+        1,
+        ServerLink {
+            client,
+            floor,
+            permits: Arc::new(Semaphore::new(8)),
+        },
+    );
     let (sink, observations) = mpsc::unbounded_channel();
     (PollSource::start(links, sink), observations)
 }
 
 fn watch(source: &PollSource, row: i64, task: &str, interval_ms: Option<u64>) {
-    source.watch(Watch { task: row, server_id: 1, task_id: task.into(), poll_interval_ms: interval_ms, first: FirstCheck::AfterInterval });
+    source.watch(Watch {
+        task: row,
+        server_id: 1,
+        task_id: task.into(),
+        poll_interval_ms: interval_ms,
+        first: FirstCheck::AfterInterval,
+    });
 }
 
 /// The next `n` observations.
-async fn observe(observations: &mut mpsc::UnboundedReceiver<Observation>, n: usize) -> Vec<Observation> {
+async fn observe(
+    observations: &mut mpsc::UnboundedReceiver<Observation>,
+    n: usize,
+) -> Vec<Observation> {
     let mut out = Vec::new();
     while out.len() < n {
-        out.push(observations.recv().await.expect("the poll source is running"));
+        out.push(
+            observations
+                .recv()
+                .await
+                .expect("the poll source is running"),
+        );
     }
     out
 }
@@ -180,25 +253,47 @@ fn ms(n: u64) -> Duration {
 
 #[tokio::test(start_paused = true)]
 async fn each_poll_comes_exactly_one_interval_after_the_last_answer_reread_every_time() {
-    let script = vec![Reply::Working(Some(300)), Reply::Working(Some(1200)), Reply::Working(Some(50)), Reply::Working(Some(700)), Reply::Completed];
+    let script = vec![
+        Reply::Working(Some(300)),
+        Reply::Working(Some(1200)),
+        Reply::Working(Some(50)),
+        Reply::Working(Some(700)),
+        Reply::Completed,
+    ];
     let (server, url) = Scripted::start(&[("t1", script)]).await;
     let (source, mut observations) = poll_source(&url, Duration::ZERO);
     let start = Instant::now();
     watch(&source, 1, "t1", Some(500));
 
     let seen = observe(&mut observations, 5).await;
-    assert!(seen.iter().all(|o| o.outcome.is_ok()), "every poll succeeded: {seen:?}");
+    assert!(
+        seen.iter().all(|o| o.outcome.is_ok()),
+        "every poll succeeded: {seen:?}"
+    );
     // First poll one handle interval (500) in; then each answer's interval: 300, 1200, 50, 700.
-    assert_eq!(offsets(start, &server.seen("t1")), vec![500, 800, 2000, 2050, 2750], "polls at exactly the interval of the answer before");
+    assert_eq!(
+        offsets(start, &server.seen("t1")),
+        vec![500, 800, 2000, 2050, 2750],
+        "polls at exactly the interval of the answer before"
+    );
 
     // A terminal answer ends polling for good.
     tokio::time::sleep(Duration::from_secs(60)).await;
-    assert_eq!(server.seen("t1").len(), 5, "no poll after the task completed");
+    assert_eq!(
+        server.seen("t1").len(),
+        5,
+        "no poll after the task completed"
+    );
 }
 
 #[tokio::test(start_paused = true)]
 async fn the_user_floor_wins_over_shorter_intervals_and_no_interval_means_the_default() {
-    let script = vec![Reply::Working(Some(100)), Reply::Working(Some(400)), Reply::Working(None), Reply::Completed];
+    let script = vec![
+        Reply::Working(Some(100)),
+        Reply::Working(Some(400)),
+        Reply::Working(None),
+        Reply::Completed,
+    ];
     let (server, url) = Scripted::start(&[("t1", script)]).await;
     let (source, mut observations) = poll_source(&url, ms(250));
     let start = Instant::now();
@@ -209,7 +304,12 @@ async fn the_user_floor_wins_over_shorter_intervals_and_no_interval_means_the_de
     // the default 2 s.
     assert_eq!(
         offsets(start, &server.seen("t1")),
-        vec![250, 500, 900, 900 + countersign_core::scheduler::DEFAULT_INTERVAL.as_millis()],
+        vec![
+            250,
+            500,
+            900,
+            900 + countersign_core::scheduler::DEFAULT_INTERVAL.as_millis()
+        ],
         "the floor, the server's interval and the default, whichever applies"
     );
 }
@@ -233,7 +333,11 @@ async fn failures_back_off_exponentially_and_retry_after_is_a_floor() {
     let seen = observe(&mut observations, 7).await;
     let times = server.seen("t1");
     assert_eq!(times.len(), 7, "one request per observation");
-    assert_eq!(times[0] - start, ms(1000), "the first poll comes one interval in");
+    assert_eq!(
+        times[0] - start,
+        ms(1000),
+        "the first poll comes one interval in"
+    );
     let gaps: Vec<Duration> = times.windows(2).map(|w| w[1] - w[0]).collect();
     let failure = |i: usize| -> &CheckFailure {
         match &seen[i].outcome {
@@ -244,27 +348,50 @@ async fn failures_back_off_exponentially_and_retry_after_is_a_floor() {
     // 500s: failure n waits interval · 2^(n-1) ± 20 %, never less than the interval.
     for (n, (low, high)) in [(1, (1000, 1200)), (2, (1600, 2400)), (3, (3200, 4800))] {
         let f = failure(n - 1);
-        assert_eq!((f.code, f.class, f.failures), ("http", ErrorClass::Transient, n as u32), "failure {n}: {f:?}");
+        assert_eq!(
+            (f.code, f.class, f.failures),
+            ("http", ErrorClass::Transient, n as u32),
+            "failure {n}: {f:?}"
+        );
         let gap = gaps[n - 1];
-        assert!(gap >= ms(low) && gap <= ms(high), "wait after failure {n} is {gap:?}, outside {low}..={high} ms");
+        assert!(
+            gap >= ms(low) && gap <= ms(high),
+            "wait after failure {n} is {gap:?}, outside {low}..={high} ms"
+        );
         assert_kept(gap, f.retry_in, &format!("failure {n}"));
     }
     // Success resets the streak: back to the interval.
     assert!(seen[3].outcome.is_ok());
-    assert_eq!(gaps[3], ms(1000), "after a success, the normal interval again");
+    assert_eq!(
+        gaps[3],
+        ms(1000),
+        "after a success, the normal interval again"
+    );
     // 429 with Retry-After: 5 → a first failure, but no sooner than 5 s.
     let limited = failure(4);
     assert_eq!((limited.code, limited.failures), ("rate_limited", 1));
-    assert_eq!(gaps[4], ms(5000), "Retry-After (5 s) is the floor of the backoff (≤ 1.2 s here)");
+    assert_eq!(
+        gaps[4],
+        ms(5000),
+        "Retry-After (5 s) is the floor of the backoff (≤ 1.2 s here)"
+    );
     assert_kept(gaps[4], limited.retry_in, "the 429");
     assert_eq!(gaps[5], ms(1000));
-    assert!(seen[6].outcome.as_ref().is_ok_and(|t| t.status().is_terminal()));
+    assert!(seen[6]
+        .outcome
+        .as_ref()
+        .is_ok_and(|t| t.status().is_terminal()));
 }
 
 #[tokio::test(start_paused = true)]
 async fn tasks_keep_independent_schedules_and_one_tasks_failures_do_not_slow_another() {
     let a = vec![Reply::Working(Some(300)); 40];
-    let b = vec![Reply::Status(503), Reply::Status(503), Reply::Working(Some(700)), Reply::Working(Some(700))];
+    let b = vec![
+        Reply::Status(503),
+        Reply::Status(503),
+        Reply::Working(Some(700)),
+        Reply::Working(Some(700)),
+    ];
     let (server, url) = Scripted::start(&[("a", a), ("b", b)]).await;
     let (source, mut observations) = poll_source(&url, Duration::ZERO);
     let start = Instant::now();
@@ -277,12 +404,23 @@ async fn tasks_keep_independent_schedules_and_one_tasks_failures_do_not_slow_ano
     }
     let a_times = offsets(start, &server.seen("a"));
     let expected_a: Vec<u128> = (1..=a_times.len() as u128).map(|n| n * 300).collect();
-    assert_eq!(a_times, expected_a, "a is polled every 300 ms whatever happens to b");
+    assert_eq!(
+        a_times, expected_a,
+        "a is polled every 300 ms whatever happens to b"
+    );
     let b_times = server.seen("b");
     assert_eq!(b_times[0] - start, ms(700));
     let gaps: Vec<Duration> = b_times.windows(2).map(|w| w[1] - w[0]).collect();
-    assert!(gaps[0] >= ms(700) && gaps[0] <= ms(840), "b's first backoff: {:?}", gaps[0]);
-    assert!(gaps[1] >= ms(1120) && gaps[1] <= ms(1680), "b's second backoff: {:?}", gaps[1]);
+    assert!(
+        gaps[0] >= ms(700) && gaps[0] <= ms(840),
+        "b's first backoff: {:?}",
+        gaps[0]
+    );
+    assert!(
+        gaps[1] >= ms(1120) && gaps[1] <= ms(1680),
+        "b's second backoff: {:?}",
+        gaps[1]
+    );
     assert_eq!(gaps[2], ms(700), "b back to its interval after recovering");
 
     // Unwatching stops a task's polls; the other goes on.
@@ -290,6 +428,13 @@ async fn tasks_keep_independent_schedules_and_one_tasks_failures_do_not_slow_ano
     let a_count = server.seen("a").len();
     let b_count = server.seen("b").len();
     tokio::time::sleep(Duration::from_secs(10)).await;
-    assert_eq!(server.seen("a").len(), a_count, "an unwatched task is not polled again");
-    assert!(server.seen("b").len() > b_count, "the other task is still polled");
+    assert_eq!(
+        server.seen("a").len(),
+        a_count,
+        "an unwatched task is not polled again"
+    );
+    assert!(
+        server.seen("b").len() > b_count,
+        "the other task is still polled"
+    );
 }

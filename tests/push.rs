@@ -327,7 +327,7 @@ async fn the_client_reads_the_demo_stream_into_typed_events() {
             .expect("an event")
             .expect("no error"),
         ListenEvent::Acknowledged {
-            task_ids: vec![task.task_id.clone()]
+            task_ids: Some(vec![task.task_id.clone()])
         }
     );
     let mut seen = Vec::new();
@@ -735,6 +735,68 @@ async fn the_fastmcp_peer_without_listen_is_polled_exactly_as_before() {
 }
 
 #[tokio::test]
+async fn batched_streams_are_added_retired_and_merged_without_losing_a_change() {
+    let server = demo(DemoConfig {
+        poll_interval_ms: 2000,
+        ..DemoConfig::default()
+    })
+    .await;
+    let rig = Rig::start_with(&server.url(), |config| {
+        config.push_config.max_streams = 2;
+        config.push_config.min_reopen_gap = Duration::from_millis(50);
+    })
+    .await;
+    // Five tasks 300 ms apart: a stream each for the first two, then merges.
+    let mut records = Vec::new();
+    let mut most_streams = 0;
+    for _ in 0..5 {
+        records.push(
+            rig.call("bench_job", json!({"duration_ms": 1500, "steps": 3}))
+                .await,
+        );
+        for _ in 0..15 {
+            most_streams = most_streams.max(server.subscriptions());
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    for record in &records {
+        rig.wait_finished(record.id).await;
+        let timeline = rig.timeline(record.id);
+        let changes = server
+            .task_changes(&record.task_id)
+            .expect("the server knows the task");
+        assert_eq!(
+            updates(&timeline),
+            server_updates(&changes),
+            "timeline:\n{}",
+            describe(&timeline)
+        );
+        assert!(
+            state_vias(&timeline).iter().all(|v| *v == Via::Push),
+            "{:?}",
+            state_vias(&timeline)
+        );
+    }
+    let stats = server.stats();
+    assert_eq!(stats.requests_for("tasks/get"), 0, "{:?}", stats.requests);
+    let push = rig.engine.push_stats();
+    assert!(
+        push.listens >= 3,
+        "new tasks get new streams, past two a merge: {push:?}"
+    );
+    assert!(
+        most_streams <= 3,
+        "at most max_streams, plus the merge while it is acknowledged ({most_streams})"
+    );
+    rig.wait_until("every finished stream to be closed", |r| {
+        r.engine.push_stats().open_streams == 0 && server.subscriptions() == 0
+    })
+    .await;
+    rig.shutdown().await;
+    server.shutdown().await;
+}
+
+#[tokio::test]
 async fn per_task_streams_deliver_every_change_too() {
     let server = demo(DemoConfig {
         poll_interval_ms: 2000,
@@ -790,7 +852,11 @@ async fn per_task_streams_deliver_every_change_too() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a measurement, not a check; run it by hand"]
 async fn measure_stream_schemes_under_churn() {
-    for scheme in [StreamScheme::PerServer, StreamScheme::PerTask] {
+    for scheme in [
+        StreamScheme::Batched,
+        StreamScheme::Single,
+        StreamScheme::PerTask,
+    ] {
         let server = demo(DemoConfig {
             poll_interval_ms: 5000,
             ..DemoConfig::default()

@@ -110,7 +110,10 @@ pub struct IntentRow {
 }
 
 fn json(text: Option<String>) -> Option<Value> {
-    text.map(|t| serde_json::from_str(&t).unwrap_or_else(|e| panic!("the ledger holds malformed JSON ({e}): {t}")))
+    text.map(|t| {
+        serde_json::from_str(&t)
+            .unwrap_or_else(|e| panic!("the ledger holds malformed JSON ({e}): {t}"))
+    })
 }
 
 impl LedgerView {
@@ -119,17 +122,34 @@ impl LedgerView {
         let path = data_dir.join(LEDGER_FILE);
         let deadline = Instant::now() + Duration::from_secs(10);
         while !path.exists() {
-            assert!(Instant::now() < deadline, "no ledger appeared at {}", path.display());
+            assert!(
+                Instant::now() < deadline,
+                "no ledger appeared at {}",
+                path.display()
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
         // Read-write flags only so SQLite can use the WAL index; `query_only` forbids writes.
-        let conn = Connection::open_with_flags(&path, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX)
-            .unwrap_or_else(|e| panic!("cannot open the ledger {}: {e}", path.display()));
-        conn.busy_timeout(Duration::from_secs(10)).expect("busy timeout");
-        conn.pragma_update(None, "query_only", true).expect("query_only");
+        let conn = Connection::open_with_flags(
+            &path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .unwrap_or_else(|e| panic!("cannot open the ledger {}: {e}", path.display()));
+        conn.busy_timeout(Duration::from_secs(10))
+            .expect("busy timeout");
+        conn.pragma_update(None, "query_only", true)
+            .expect("query_only");
         // The file exists before its first migration commits: wait for the schema.
-        while conn.pragma_query_value(None, "user_version", |r| r.get::<_, i64>(0)).unwrap_or(0) < 1 {
-            assert!(Instant::now() < deadline, "the ledger {} was never migrated", path.display());
+        while conn
+            .pragma_query_value(None, "user_version", |r| r.get::<_, i64>(0))
+            .unwrap_or(0)
+            < 1
+        {
+            assert!(
+                Instant::now() < deadline,
+                "the ledger {} was never migrated",
+                path.display()
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
         LedgerView { conn, path }
@@ -142,7 +162,10 @@ impl LedgerView {
 
     /// The whole timeline, in id order.
     pub fn events(&self) -> Vec<Event> {
-        self.query_events("SELECT id, at, task, server_id, kind, via, data FROM events ORDER BY id", [])
+        self.query_events(
+            "SELECT id, at, task, server_id, kind, via, data FROM events ORDER BY id",
+            [],
+        )
     }
 
     /// One task's timeline, in id order.
@@ -152,7 +175,10 @@ impl LedgerView {
 
     /// Events of one kind, in id order.
     pub fn events_of(&self, kind: &str) -> Vec<Event> {
-        self.events().into_iter().filter(|e| e.kind == kind).collect()
+        self.events()
+            .into_iter()
+            .filter(|e| e.kind == kind)
+            .collect()
     }
 
     fn query_events<P: rusqlite::Params>(&self, sql: &str, params: P) -> Vec<Event> {
@@ -210,7 +236,8 @@ impl LedgerView {
 
     /// The task with this server task id; panics if it is not recorded.
     pub fn task_expect(&self, task_id: &str) -> TaskRow {
-        self.task(task_id).unwrap_or_else(|| panic!("task {task_id} is not in the ledger"))
+        self.task(task_id)
+            .unwrap_or_else(|| panic!("task {task_id} is not in the ledger"))
     }
 
     /// A task's questions, in order of appearance.
@@ -221,7 +248,12 @@ impl LedgerView {
             .expect("prepare inputs query");
         let rows = stmt
             .query_map([task], |r| {
-                Ok(InputRow { task: r.get(0)?, key: r.get(1)?, state: r.get(2)?, answer: json(r.get(3)?) })
+                Ok(InputRow {
+                    task: r.get(0)?,
+                    key: r.get(1)?,
+                    state: r.get(2)?,
+                    answer: json(r.get(3)?),
+                })
             })
             .expect("query inputs");
         rows.collect::<Result<_, _>>().expect("read inputs")
@@ -260,7 +292,15 @@ impl LedgerView {
             .prepare("SELECT id, server_id, tool, state, task FROM call_intents ORDER BY id")
             .expect("prepare intents query");
         let rows = stmt
-            .query_map([], |r| Ok(IntentRow { id: r.get(0)?, server_id: r.get(1)?, tool: r.get(2)?, state: r.get(3)?, task: r.get(4)? }))
+            .query_map([], |r| {
+                Ok(IntentRow {
+                    id: r.get(0)?,
+                    server_id: r.get(1)?,
+                    tool: r.get(2)?,
+                    state: r.get(3)?,
+                    task: r.get(4)?,
+                })
+            })
             .expect("query intents");
         rows.collect::<Result<_, _>>().expect("read intents")
     }
@@ -268,7 +308,9 @@ impl LedgerView {
     /// A server's row id by name.
     pub fn server_id(&self, name: &str) -> i64 {
         self.conn
-            .query_row("SELECT id FROM servers WHERE name = ?1", [name], |r| r.get(0))
+            .query_row("SELECT id FROM servers WHERE name = ?1", [name], |r| {
+                r.get(0)
+            })
             .unwrap_or_else(|e| panic!("no server {name:?} in the ledger: {e}"))
     }
 
@@ -300,7 +342,12 @@ pub async fn wait_for<T>(what: &str, timeout: Duration, mut probe: impl FnMut() 
 /// Kinds that end a task's life in the ledger.
 pub const TERMINAL_KINDS: [&str; 3] = ["task_finished", "task_expired", "task_lost"];
 /// Kinds that may follow the terminal event: late acknowledgements of deliveries made before.
-const AFTER_END: [&str; 4] = ["update_acknowledged", "cancel_acknowledged", "update_failed", "cancel_failed"];
+const AFTER_END: [&str; 4] = [
+    "update_acknowledged",
+    "cancel_acknowledged",
+    "update_failed",
+    "cancel_failed",
+];
 
 /// What [`assert_sound_timeline`] found, for further assertions.
 #[derive(Debug)]
@@ -332,18 +379,48 @@ impl Timeline {
 /// - the task row agrees with the terminal event.
 pub fn assert_sound_timeline(view: &LedgerView, task: &TaskRow) -> Timeline {
     let events = view.events_for(task.id);
-    let dump = || format!("task #{} {} ({}) timeline:\n{}", task.id, task.task_id, task.server, view.describe(task.id));
+    let dump = || {
+        format!(
+            "task #{} {} ({}) timeline:\n{}",
+            task.id,
+            task.task_id,
+            task.server,
+            view.describe(task.id)
+        )
+    };
     assert!(!events.is_empty(), "task {} has no timeline", task.task_id);
 
     let created: Vec<&Event> = events.iter().filter(|e| e.kind == "task_created").collect();
-    assert_eq!(created.len(), 1, "exactly one task_created per task; {}", dump());
-    assert_eq!(events[0].kind, "task_created", "the timeline must open with task_created; {}", dump());
+    assert_eq!(
+        created.len(),
+        1,
+        "exactly one task_created per task; {}",
+        dump()
+    );
+    assert_eq!(
+        events[0].kind,
+        "task_created",
+        "the timeline must open with task_created; {}",
+        dump()
+    );
     for pair in events.windows(2) {
-        assert!(pair[0].at <= pair[1].at, "event times must not go backwards; {}", dump());
+        assert!(
+            pair[0].at <= pair[1].at,
+            "event times must not go backwards; {}",
+            dump()
+        );
     }
 
-    let ends: Vec<&Event> = events.iter().filter(|e| TERMINAL_KINDS.contains(&e.kind.as_str())).collect();
-    assert_eq!(ends.len(), 1, "exactly one terminal event per task; {}", dump());
+    let ends: Vec<&Event> = events
+        .iter()
+        .filter(|e| TERMINAL_KINDS.contains(&e.kind.as_str()))
+        .collect();
+    assert_eq!(
+        ends.len(),
+        1,
+        "exactly one terminal event per task; {}",
+        dump()
+    );
     let end = ends[0].clone();
     for late in events.iter().filter(|e| e.id > end.id) {
         assert!(
@@ -359,36 +436,71 @@ pub fn assert_sound_timeline(view: &LedgerView, task: &TaskRow) -> Timeline {
     let mut last: Option<(String, Option<String>)> = None;
     for update in events.iter().filter(|e| e.kind == "task_updated") {
         let previous = update.str("previous_status").unwrap_or_default();
-        assert_eq!(previous, status, "task_updated #{} must start where the last change left the task; {}", update.id, dump());
-        let now = (update.str("status").unwrap_or_default().to_owned(), update.str("status_message").map(str::to_owned));
-        assert_ne!(last.as_ref(), Some(&now), "task_updated #{} repeats the previous change; {}", update.id, dump());
+        assert_eq!(
+            previous,
+            status,
+            "task_updated #{} must start where the last change left the task; {}",
+            update.id,
+            dump()
+        );
+        let now = (
+            update.str("status").unwrap_or_default().to_owned(),
+            update.str("status_message").map(str::to_owned),
+        );
+        assert_ne!(
+            last.as_ref(),
+            Some(&now),
+            "task_updated #{} repeats the previous change; {}",
+            update.id,
+            dump()
+        );
         status = now.0.clone();
         last = Some(now);
     }
     match end.kind.as_str() {
         "task_finished" => {
             let finished = end.str("status").unwrap_or_default();
-            assert_eq!(finished, task.status, "the row's status must be the finish's; {}", dump());
+            assert_eq!(
+                finished,
+                task.status,
+                "the row's status must be the finish's; {}",
+                dump()
+            );
         }
         "task_expired" => assert_eq!(task.status, "expired", "{}", dump()),
         "task_lost" => assert_eq!(task.status, "lost", "{}", dump()),
         _ => unreachable!(),
     }
-    assert!(task.finished_at.is_some(), "a finished task has finished_at; {}", dump());
+    assert!(
+        task.finished_at.is_some(),
+        "a finished task has finished_at; {}",
+        dump()
+    );
 
     // Questions: once each, one row each, answered at most once, answer == outbox payload.
     let mut asked: BTreeMap<String, Event> = BTreeMap::new();
     for e in events.iter().filter(|e| e.kind == "input_requested") {
         let key = e.str("key").unwrap_or_default().to_owned();
-        assert!(asked.insert(key.clone(), e.clone()).is_none(), "question {key} was requested twice; {}", dump());
+        assert!(
+            asked.insert(key.clone(), e.clone()).is_none(),
+            "question {key} was requested twice; {}",
+            dump()
+        );
     }
     let inputs = view.inputs(task.id);
     let mut rows: HashMap<&str, &InputRow> = HashMap::new();
     for row in &inputs {
-        assert!(rows.insert(row.key.as_str(), row).is_none(), "two inputs rows for key {}; {}", row.key, dump());
+        assert!(
+            rows.insert(row.key.as_str(), row).is_none(),
+            "two inputs rows for key {}; {}",
+            row.key,
+            dump()
+        );
     }
     assert_eq!(
-        rows.keys().copied().collect::<std::collections::BTreeSet<_>>(),
+        rows.keys()
+            .copied()
+            .collect::<std::collections::BTreeSet<_>>(),
         asked.keys().map(String::as_str).collect(),
         "one inputs row per requested key; {}",
         dump()
@@ -396,17 +508,35 @@ pub fn assert_sound_timeline(view: &LedgerView, task: &TaskRow) -> Timeline {
     let mut answered: BTreeMap<String, Event> = BTreeMap::new();
     for e in events.iter().filter(|e| e.kind == "input_answered") {
         let key = e.str("key").unwrap_or_default().to_owned();
-        assert!(answered.insert(key.clone(), e.clone()).is_none(), "question {key} was answered twice; {}", dump());
-        let row = rows.get(key.as_str()).unwrap_or_else(|| panic!("answer to unknown key {key}; {}", dump()));
-        assert_eq!(row.answer.as_ref(), e.data.get("response"), "the inputs row holds the answer of the event; {}", dump());
+        assert!(
+            answered.insert(key.clone(), e.clone()).is_none(),
+            "question {key} was answered twice; {}",
+            dump()
+        );
+        let row = rows
+            .get(key.as_str())
+            .unwrap_or_else(|| panic!("answer to unknown key {key}; {}", dump()));
+        assert_eq!(
+            row.answer.as_ref(),
+            e.data.get("response"),
+            "the inputs row holds the answer of the event; {}",
+            dump()
+        );
     }
     let outbox = view.outbox(task.id);
     for (key, event) in &answered {
         let carrying: Vec<&OutboxRow> = outbox
             .iter()
-            .filter(|o| o.kind == "update" && o.payload.as_ref().is_some_and(|p| p.get(key).is_some()))
+            .filter(|o| {
+                o.kind == "update" && o.payload.as_ref().is_some_and(|p| p.get(key).is_some())
+            })
             .collect();
-        assert_eq!(carrying.len(), 1, "answer {key} is queued exactly once; {}", dump());
+        assert_eq!(
+            carrying.len(),
+            1,
+            "answer {key} is queued exactly once; {}",
+            dump()
+        );
         assert_eq!(
             carrying[0].payload.as_ref().and_then(|p| p.get(key)),
             event.data.get("response"),
@@ -414,5 +544,10 @@ pub fn assert_sound_timeline(view: &LedgerView, task: &TaskRow) -> Timeline {
             dump()
         );
     }
-    Timeline { events, end, asked, answered }
+    Timeline {
+        events,
+        end,
+        asked,
+        answered,
+    }
 }

@@ -38,7 +38,12 @@ pub struct Exit {
 impl Exit {
     /// The last non-empty stdout line as JSON (the `--json` outcome).
     pub fn json(&self) -> Value {
-        let line = self.stdout.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or_else(|| panic!("no stdout; {self}"));
+        let line = self
+            .stdout
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or_else(|| panic!("no stdout; {self}"));
         serde_json::from_str(line).unwrap_or_else(|e| panic!("stdout is not JSON ({e}); {self}"))
     }
 
@@ -51,7 +56,11 @@ impl Exit {
 
 impl std::fmt::Display for Exit {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "exit {:?}\n--- stdout ---\n{}--- stderr ---\n{}--- end ---", self.code, self.stdout, self.stderr)
+        write!(
+            f,
+            "exit {:?}\n--- stdout ---\n{}--- stderr ---\n{}--- end ---",
+            self.code, self.stdout, self.stderr
+        )
     }
 }
 
@@ -65,7 +74,8 @@ impl DataDir {
             NEXT.fetch_add(1, Ordering::Relaxed)
         ));
         let _ = std::fs::remove_dir_all(&path);
-        std::fs::create_dir_all(&path).unwrap_or_else(|e| panic!("cannot create {}: {e}", path.display()));
+        std::fs::create_dir_all(&path)
+            .unwrap_or_else(|e| panic!("cannot create {}: {e}", path.display()));
         DataDir { path }
     }
 
@@ -96,7 +106,10 @@ impl DataDir {
 
     /// Runs `countersign --data-dir DIR ARGS…` to its end ([`COMMAND_TIMEOUT`] at most).
     pub async fn run(&self, args: &[&str]) -> Exit {
-        let child = self.command(args).spawn().unwrap_or_else(|e| panic!("cannot run countersign {args:?}: {e}"));
+        let child = self
+            .command(args)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run countersign {args:?}: {e}"));
         let output = tokio::time::timeout(COMMAND_TIMEOUT, child.wait_with_output())
             .await
             .unwrap_or_else(|_| panic!("countersign {args:?} ran longer than {COMMAND_TIMEOUT:?}"))
@@ -119,12 +132,20 @@ impl DataDir {
 
     /// Starts `countersign --data-dir DIR ARGS…` in the background.
     pub fn spawn(&self, args: &[&str]) -> Proc {
-        let mut child = self.command(args).spawn().unwrap_or_else(|e| panic!("cannot run countersign {args:?}: {e}"));
+        let mut child = self
+            .command(args)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run countersign {args:?}: {e}"));
         let stdout = Arc::new(Mutex::new(String::new()));
         let stderr = Arc::new(Mutex::new(String::new()));
         drain(child.stdout.take().expect("piped stdout"), stdout.clone());
         drain(child.stderr.take().expect("piped stderr"), stderr.clone());
-        Proc { child, label: args.join(" "), stdout, stderr }
+        Proc {
+            child,
+            label: args.join(" "),
+            stdout,
+            stderr,
+        }
     }
 
     /// Starts `countersign watch --json` and waits until its engine has started (its
@@ -132,12 +153,19 @@ impl DataDir {
     pub async fn watch(&self) -> Proc {
         let before = self.engine_starts();
         let mut watch = self.spawn(&["--json", "watch"]);
-        wait_for("`countersign watch` to start its engine", Duration::from_secs(15), || {
-            if let Ok(Some(status)) = watch.child.try_wait() {
-                panic!("`countersign watch` exited early ({status}); stderr: {}", watch.stderr());
-            }
-            (self.engine_starts() > before).then_some(())
-        })
+        wait_for(
+            "`countersign watch` to start its engine",
+            Duration::from_secs(15),
+            || {
+                if let Ok(Some(status)) = watch.child.try_wait() {
+                    panic!(
+                        "`countersign watch` exited early ({status}); stderr: {}",
+                        watch.stderr()
+                    );
+                }
+                (self.engine_starts() > before).then_some(())
+            },
+        )
         .await;
         watch
     }
@@ -153,14 +181,20 @@ impl DataDir {
     /// Registers a server by name (discovering it first).
     pub async fn add_server(&self, name: &str, url: &str) {
         let added = self.run_json(&["servers", "add", name, url]).await;
-        assert_eq!(added["name"], name, "servers add echoes the server: {added}");
+        assert_eq!(
+            added["name"], name,
+            "servers add echoes the server: {added}"
+        );
     }
 }
 
 impl Drop for DataDir {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            eprintln!("kept the data directory of the failed test: {}", self.path.display());
+            eprintln!(
+                "kept the data directory of the failed test: {}",
+                self.path.display()
+            );
         } else {
             let _ = std::fs::remove_dir_all(&self.path);
         }
@@ -194,12 +228,18 @@ impl Proc {
 
     /// What it printed on stdout so far.
     pub fn stdout(&self) -> String {
-        self.stdout.lock().unwrap_or_else(PoisonError::into_inner).clone()
+        self.stdout
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// What it printed on stderr so far.
     pub fn stderr(&self) -> String {
-        self.stderr.lock().unwrap_or_else(PoisonError::into_inner).clone()
+        self.stderr
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// Whether it is still running.
@@ -212,7 +252,12 @@ impl Proc {
         let _ = self.child.start_kill(); // SIGKILL on Unix
         tokio::time::timeout(Duration::from_secs(10), self.child.wait())
             .await
-            .unwrap_or_else(|_| panic!("`countersign {}` did not die within 10 s of SIGKILL", self.label))
+            .unwrap_or_else(|_| {
+                panic!(
+                    "`countersign {}` did not die within 10 s of SIGKILL",
+                    self.label
+                )
+            })
             .unwrap_or_else(|e| panic!("waiting for `countersign {}`: {e}", self.label));
     }
 
@@ -220,11 +265,20 @@ impl Proc {
     pub async fn finish(mut self) -> Exit {
         let status = tokio::time::timeout(COMMAND_TIMEOUT, self.child.wait())
             .await
-            .unwrap_or_else(|_| panic!("`countersign {}` ran longer than {COMMAND_TIMEOUT:?}", self.label))
+            .unwrap_or_else(|_| {
+                panic!(
+                    "`countersign {}` ran longer than {COMMAND_TIMEOUT:?}",
+                    self.label
+                )
+            })
             .unwrap_or_else(|e| panic!("waiting for `countersign {}`: {e}", self.label));
         // Let the drain tasks take the last lines.
         tokio::time::sleep(Duration::from_millis(50)).await;
-        Exit { code: status.code(), stdout: self.stdout(), stderr: self.stderr() }
+        Exit {
+            code: status.code(),
+            stdout: self.stdout(),
+            stderr: self.stderr(),
+        }
     }
 }
 

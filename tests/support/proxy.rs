@@ -239,10 +239,14 @@ async fn serve(inner: Arc<Inner>, client: TcpStream) {
         let header = |name: &str| {
             head.split("\r\n").skip(1).find_map(|line| {
                 let (key, value) = line.split_once(':')?;
-                key.trim().eq_ignore_ascii_case(name).then(|| value.trim().to_owned())
+                key.trim()
+                    .eq_ignore_ascii_case(name)
+                    .then(|| value.trim().to_owned())
             })
         };
-        let length: usize = header("content-length").and_then(|v| v.parse().ok()).unwrap_or(0);
+        let length: usize = header("content-length")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
         while buffer.len() < head_end + length {
             if !read_more(&mut client_read, &mut buffer).await {
                 let _ = upstream_write.shutdown().await;

@@ -1,8 +1,10 @@
 -- Countersign ledger, version 1. Times are Unix milliseconds (local clock) unless named *_text
 -- (then: the server's ISO 8601 string, verbatim). JSON columns hold server data verbatim.
+-- Ids are AUTOINCREMENT: readers follow tasks, events and outbox rows by id as cursors, so an id
+-- must never come back after a deletion (e.g. removing a server and its tasks).
 
 CREATE TABLE servers (
-    id             INTEGER PRIMARY KEY,
+    id             INTEGER PRIMARY KEY AUTOINCREMENT,
     name           TEXT    NOT NULL UNIQUE,
     url            TEXT    NOT NULL,
     capabilities   TEXT,                 -- JSON from server/discover
@@ -16,19 +18,20 @@ CREATE TABLE servers (
 -- Written BEFORE tools/call is sent: a crash between the two leaves an intent whose outcome is
 -- unknown, rather than a call that silently vanished.
 CREATE TABLE call_intents (
-    id          INTEGER PRIMARY KEY,
+    id          INTEGER PRIMARY KEY AUTOINCREMENT,
     server_id   INTEGER NOT NULL REFERENCES servers(id) ON DELETE CASCADE,
     tool        TEXT    NOT NULL,
     arguments   TEXT,                     -- JSON object
     state       TEXT    NOT NULL CHECK (state IN ('sending','input_required','task','completed','failed','unknown')),
     task        INTEGER REFERENCES tasks(id) ON DELETE SET NULL,
     outcome     TEXT,                     -- JSON: the result, questions or error
+    owner_pid   INTEGER,                  -- the process that sends it: alive = still in flight
     created_at  INTEGER NOT NULL,
     updated_at  INTEGER NOT NULL
 );
 
 CREATE TABLE tasks (
-    id                INTEGER PRIMARY KEY,
+    id                INTEGER PRIMARY KEY AUTOINCREMENT,
     server_id         INTEGER NOT NULL REFERENCES servers(id) ON DELETE CASCADE,
     task_id           TEXT    NOT NULL,
     tool              TEXT,               -- NULL when adopted by id
@@ -51,7 +54,7 @@ CREATE INDEX tasks_by_status ON tasks(status, updated_at);
 
 -- Append-only timeline; the id is the cursor every reader follows.
 CREATE TABLE events (
-    id         INTEGER PRIMARY KEY,
+    id         INTEGER PRIMARY KEY AUTOINCREMENT,
     task       INTEGER REFERENCES tasks(id) ON DELETE CASCADE,
     server_id  INTEGER REFERENCES servers(id) ON DELETE CASCADE,
     at         INTEGER NOT NULL,
@@ -63,7 +66,7 @@ CREATE INDEX events_by_task ON events(task, id);
 
 -- One row per input-request key, ever: the dedup that keeps a question from being shown twice.
 CREATE TABLE inputs (
-    id            INTEGER PRIMARY KEY,
+    id            INTEGER PRIMARY KEY AUTOINCREMENT,
     task          INTEGER NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
     key           TEXT    NOT NULL,
     request       TEXT    NOT NULL,       -- JSON {method, params}
@@ -80,7 +83,7 @@ CREATE INDEX inputs_pending ON inputs(state, requested_at);
 
 -- Answers and cancels not yet acknowledged by the server; re-sent after a crash.
 CREATE TABLE outbox (
-    id               INTEGER PRIMARY KEY,
+    id               INTEGER PRIMARY KEY AUTOINCREMENT,
     task             INTEGER NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
     kind             TEXT    NOT NULL CHECK (kind IN ('update','cancel')),
     payload          TEXT,                -- JSON inputResponses for 'update'
@@ -94,7 +97,7 @@ CREATE INDEX outbox_open ON outbox(id) WHERE acknowledged_at IS NULL AND abandon
 
 -- Every human decision.
 CREATE TABLE audit (
-    id          INTEGER PRIMARY KEY,
+    id          INTEGER PRIMARY KEY AUTOINCREMENT,
     at          INTEGER NOT NULL,
     actor       TEXT    NOT NULL,
     action      TEXT    NOT NULL,

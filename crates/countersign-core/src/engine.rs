@@ -32,6 +32,9 @@ use crate::status::{FirstCheck, Links, Observation, ServerLink, StatusSource, Wa
 use crate::tracking::{self, Known};
 use lock::{EngineLock, LockError};
 
+/// How often the engine looks for calls whose sending process died.
+const ORPHAN_CHECK: Duration = Duration::from_secs(5);
+
 /// Supplies a server's bearer token (from the OS keyring in the app, the environment in the CLI).
 pub type TokenProvider = Arc<dyn Fn(&ServerRecord) -> Option<Sensitive<String>> + Send + Sync>;
 
@@ -308,27 +311,7 @@ fn expires_at(record: &TaskRecord) -> Option<i64> {
 
 impl State {
     async fn resume(&mut self) -> Result<usize, Error> {
-        // Calls that were in flight when the last process died: their outcome is unknown.
-        let lost_calls = self.ledger.read_async(intents::in_flight).await?;
-        if !lost_calls.is_empty() {
-            self.ledger
-                .write(move |ctx| {
-                    for intent in lost_calls {
-                        intents::resolve(ctx.conn, intent.id, "unknown", None, None)?;
-                        ctx.append(NewEvent {
-                            task: None,
-                            server_id: Some(intent.server_id),
-                            via: Via::Engine,
-                            kind: EventKind::CallOutcomeUnknown {
-                                intent: intent.id,
-                                tool: intent.tool,
-                            },
-                        })?;
-                    }
-                    Ok(())
-                })
-                .await?;
-        }
+        self.conclude_orphaned_calls().await?;
         self.refresh_links().await?;
         // An outage still open when the last engine died stays open until a server answers.
         let reachability = self.ledger.read_async(crate::ledger::events::reachability).await?;
@@ -442,6 +425,40 @@ impl State {
         Ok(())
     }
 
+    /// Calls whose sending process died before the answer arrived: their outcome is unknown.
+    /// A call still in flight in a live process (another CLI, this app) is left alone.
+    async fn conclude_orphaned_calls(&self) -> Result<(), Error> {
+        let orphans: Vec<_> = self
+            .ledger
+            .read_async(intents::in_flight)
+            .await?
+            .into_iter()
+            .filter(|intent| !intents::owner_alive(intent))
+            .collect();
+        if orphans.is_empty() {
+            return Ok(());
+        }
+        self.ledger
+            .write(move |ctx| {
+                for intent in orphans {
+                    if intents::conclude_unknown(ctx.conn, intent.id)? {
+                        ctx.append(NewEvent {
+                            task: None,
+                            server_id: Some(intent.server_id),
+                            via: Via::Engine,
+                            kind: EventKind::CallOutcomeUnknown {
+                                intent: intent.id,
+                                tool: intent.tool,
+                            },
+                        })?;
+                    }
+                }
+                Ok(())
+            })
+            .await?;
+        Ok(())
+    }
+
     async fn run(
         mut self,
         mut observations: mpsc::UnboundedReceiver<Observation>,
@@ -452,6 +469,9 @@ impl State {
         let mut feed = tokio::time::interval(self.config.change_feed);
         feed.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut data_version = self.ledger.data_version().unwrap_or(0);
+        // A caller in another process may die mid-call while we run: look for orphans now and then.
+        let mut orphan_check = tokio::time::interval(ORPHAN_CHECK);
+        orphan_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // Deliver whatever a previous process left undelivered.
         self.scan(&delivered_tx).await;
         loop {
@@ -461,6 +481,11 @@ impl State {
                 Some(observation) = observations.recv() => self.observe(observation),
                 Some(delivered) = delivered_rx.recv() => self.delivered(delivered),
                 _ = nudge.notified() => self.scan(&delivered_tx).await,
+                _ = orphan_check.tick() => {
+                    if let Err(e) = self.conclude_orphaned_calls().await {
+                        tracing::warn!(error = %e, "cannot check for orphaned calls");
+                    }
+                }
                 _ = feed.tick() => {
                     let now = self.ledger.data_version().unwrap_or(data_version);
                     if now != data_version {
@@ -675,7 +700,9 @@ impl State {
                 // One event per streak, also when the streak began before a restart.
                 let first_of_streak = tracked.failures == 0;
                 tracked.failures = failure.failures;
-                let past_ttl = tracked.expires_at.is_some_and(|at| now_ms() > at);
+                // `>=`: both sides are whole milliseconds (truncated), so a server that forgets the
+                // task the instant its TTL ends can be answering within the same millisecond.
+                let past_ttl = tracked.expires_at.is_some_and(|at| now_ms() >= at);
                 let ttl_ms = tracked.ttl_ms;
                 let conclusion = match failure.class {
                     ErrorClass::Lost if past_ttl => Some(LedgerStatus::Expired),

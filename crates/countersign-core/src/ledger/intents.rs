@@ -23,6 +23,8 @@ pub struct IntentRecord {
     pub task: Option<i64>,
     /// The result, questions or error.
     pub outcome: Option<Value>,
+    /// The process that sent it.
+    pub owner_pid: Option<u32>,
     /// When it was recorded.
     pub created_at: i64,
 }
@@ -41,6 +43,7 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<IntentRecord> {
         state: row.get(4)?,
         task: row.get(5)?,
         outcome: json(6)?,
+        owner_pid: row.get::<_, Option<i64>>(8)?.and_then(|p| u32::try_from(p).ok()),
         created_at: row.get(7)?,
     })
 }
@@ -54,8 +57,8 @@ pub fn create(
 ) -> Result<i64> {
     let now = now_ms();
     conn.execute(
-        "INSERT INTO call_intents (server_id, tool, arguments, state, created_at, updated_at) VALUES (?1, ?2, ?3, 'sending', ?4, ?4)",
-        params![server_id, tool, arguments.map(|a| Value::Object(a.clone()).to_string()), now],
+        "INSERT INTO call_intents (server_id, tool, arguments, state, owner_pid, created_at, updated_at) VALUES (?1, ?2, ?3, 'sending', ?4, ?5, ?5)",
+        params![server_id, tool, arguments.map(|a| Value::Object(a.clone()).to_string()), std::process::id(), now],
     )?;
     Ok(conn.last_insert_rowid())
 }
@@ -75,10 +78,35 @@ pub fn resolve(
     Ok(())
 }
 
-/// Intents still `sending` — at engine start these are calls whose outcome was lost in a crash.
+/// Marks a still-`sending` intent as `unknown`; false if it was resolved meanwhile.
+pub fn conclude_unknown(conn: &Connection, id: i64) -> Result<bool> {
+    let n = conn.execute(
+        "UPDATE call_intents SET state = 'unknown', updated_at = ?2 WHERE id = ?1 AND state = 'sending'",
+        params![id, now_ms()],
+    )?;
+    Ok(n == 1)
+}
+
+/// Whether the process that sent an intent still runs (then its call is still in flight).
+/// Without a way to tell (no pid, or no `/proc`), the intent counts as orphaned only when it
+/// has no owner.
+pub fn owner_alive(intent: &IntentRecord) -> bool {
+    let Some(pid) = intent.owner_pid else { return false };
+    if pid == std::process::id() {
+        return true;
+    }
+    let proc_dir = std::path::Path::new("/proc");
+    if proc_dir.is_dir() {
+        proc_dir.join(pid.to_string()).exists()
+    } else {
+        true
+    }
+}
+
+/// Intents still `sending`: those whose owner is gone are calls whose outcome was lost in a crash.
 pub fn in_flight(conn: &Connection) -> Result<Vec<IntentRecord>> {
     let mut stmt = conn.prepare_cached(
-        "SELECT id, server_id, tool, arguments, state, task, outcome, created_at FROM call_intents WHERE state = 'sending' ORDER BY id",
+        "SELECT id, server_id, tool, arguments, state, task, outcome, created_at, owner_pid FROM call_intents WHERE state = 'sending' ORDER BY id",
     )?;
     let rows = stmt.query_map([], from_row)?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
@@ -87,7 +115,7 @@ pub fn in_flight(conn: &Connection) -> Result<Vec<IntentRecord>> {
 /// All intents, newest first.
 pub fn list(conn: &Connection, limit: usize) -> Result<Vec<IntentRecord>> {
     let mut stmt = conn.prepare_cached(
-        "SELECT id, server_id, tool, arguments, state, task, outcome, created_at FROM call_intents ORDER BY id DESC LIMIT ?1",
+        "SELECT id, server_id, tool, arguments, state, task, outcome, created_at, owner_pid FROM call_intents ORDER BY id DESC LIMIT ?1",
     )?;
     let rows = stmt.query_map([limit as i64], from_row)?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)

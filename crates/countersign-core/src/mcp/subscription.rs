@@ -62,8 +62,10 @@ pub enum ListenEvent {
     /// The subscription is open; the server will send changes of these tasks (the subset of the
     /// requested ids it agreed to; ids it did not name will not be reported on this stream).
     Acknowledged {
-        /// The acknowledged `taskIds` (empty when the server omitted the field).
-        task_ids: Vec<String>,
+        /// The acknowledged `taskIds`; `None` when the acknowledgement has no `taskIds` at all,
+        /// which is how a server says it does not do task notifications (unsupported types are
+        /// omitted), as opposed to `Some([])`: it does, but for none of these tasks.
+        task_ids: Option<Vec<String>>,
     },
     /// A task changed: its full state, as `tasks/get` would have returned it.
     Task(Task),
@@ -251,14 +253,14 @@ fn same_id(a: &Value, b: &Value) -> bool {
     }
 }
 
-fn acknowledged_task_ids(params: &Map<String, Value>) -> Result<Vec<String>, String> {
+fn acknowledged_task_ids(params: &Map<String, Value>) -> Result<Option<Vec<String>>, String> {
     let notifications = match params.get("notifications") {
-        None | Some(Value::Null) => return Ok(Vec::new()),
+        None | Some(Value::Null) => return Ok(None),
         Some(Value::Object(n)) => n,
         Some(_) => return Err("the acknowledged `notifications` must be an object".into()),
     };
     match notifications.get("taskIds") {
-        None | Some(Value::Null) => Ok(Vec::new()),
+        None | Some(Value::Null) => Ok(None),
         Some(Value::Array(ids)) => ids
             .iter()
             .map(|id| {
@@ -266,7 +268,8 @@ fn acknowledged_task_ids(params: &Map<String, Value>) -> Result<Vec<String>, Str
                     .map(str::to_owned)
                     .ok_or_else(|| "acknowledged `taskIds` must be strings".to_owned())
             })
-            .collect(),
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some),
         Some(_) => Err("acknowledged `taskIds` must be an array".into()),
     }
 }
@@ -345,7 +348,7 @@ mod tests {
         assert_eq!(
             events[0],
             ListenEvent::Acknowledged {
-                task_ids: vec!["t-1".into()]
+                task_ids: Some(vec!["t-1".into()])
             }
         );
         let ListenEvent::Task(asking) = &events[1] else {
@@ -392,7 +395,7 @@ mod tests {
         assert_eq!(
             events[0],
             ListenEvent::Acknowledged {
-                task_ids: vec!["a".into()]
+                task_ids: Some(vec!["a".into()])
             }
         );
         let ListenEvent::Task(task) = &events[1] else {
@@ -411,14 +414,14 @@ mod tests {
     }
 
     #[test]
-    fn an_acknowledgement_without_task_ids_acknowledges_none() {
+    fn an_acknowledgement_without_task_ids_declines_task_notifications() {
         let body = sse(&[
             json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
                                 "params": {"_meta": {"io.modelcontextprotocol/subscriptionId": 1}, "notifications": {}}}),
         ]);
         assert_eq!(
             decode(json!(1), &body),
-            Ok(vec![ListenEvent::Acknowledged { task_ids: vec![] }])
+            Ok(vec![ListenEvent::Acknowledged { task_ids: None }])
         );
     }
 
@@ -433,7 +436,9 @@ mod tests {
         ]);
         assert_eq!(
             decode(json!(1), &body),
-            Ok(vec![ListenEvent::Acknowledged { task_ids: vec![] }])
+            Ok(vec![ListenEvent::Acknowledged {
+                task_ids: Some(vec![])
+            }])
         );
     }
 

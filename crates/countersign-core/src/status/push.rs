@@ -8,46 +8,54 @@
 //! polled at the [safety-net rate](super::poll::safety_net) (`max(10 × interval, 30 s)`) instead
 //! of their interval. A task is covered while all of these hold:
 //! - the stream it is on is open and acknowledged, and the acknowledgement named the task
-//!   (the spec lets a server agree to a subset: the rest stay on normal polling);
+//!   (the spec lets a server agree to a subset: the rest stay on normal polling, and are not
+//!   asked for again);
 //! - a notification for the task has arrived on that stream since it opened, or the task was
-//!   already covered by the stream this one replaced. Waiting for a first notification matters
-//!   for servers that send nothing until the next change: the state may have changed between our
-//!   last look and the subscription, and until something arrives only polling can tell.
+//!   covered by a stream this one replaced. Waiting for a first notification matters for servers
+//!   that send nothing until the next change: the state may have changed between our last look
+//!   and the subscription, and until something arrives only polling can tell.
 //!
 //! Coverage ends, and the task is back at its normal interval at once (spread over one interval
 //! so a broken stream does not fire every poll at the same instant), when the stream fails,
 //! closes, goes silent for [`PushConfig::idle_timeout`] (keep-alive comments count as life), or
 //! breaks the protocol (a notification before the acknowledgement, tagged for another
 //! subscription, or not parseable: treated as broken, since dropping it would lose a change).
-//! A server that answers -32601 (neither real peer implements push today), or any other
-//! permanent error, or acknowledges none of the requested ids, is polled only, and asked again
-//! after [`PushConfig::declined_retry`]; transient failures reconnect with exponential backoff
-//! and ±20 % jitter (1 s doubling to 60 s; the streak resets once a stream has lived 30 s).
+//! A server that answers -32601 (neither real peer implements push today), any other permanent
+//! error, or an acknowledgement without `taskIds` (it does not do task notifications) is polled
+//! only, and asked again after [`PushConfig::declined_retry`] (one request per server, however
+//! many tasks); transient failures reconnect with exponential backoff and ±20 % jitter (1 s
+//! doubling to 60 s; the streak resets once a stream has lived 30 s, and streams that break
+//! together, as when a server restarts, count as one failure).
 //!
-//! # Stream scheme: one stream per server, re-opened when tasks are added
-//! The spec gives no way to add ids to an open stream; a new id needs a new `subscriptions/listen`.
-//! The choices are one stream per task, additive streams, or one stream per server that is
-//! replaced by one carrying the whole live id set. This source uses the last (make before
-//! break: the old stream is dropped only once the new one is acknowledged, and tasks it covered
-//! stay covered if the new acknowledgement names them, so a re-open never opens a gap):
-//! - **additions** are coalesced: a re-open waits [`PushConfig::coalesce`] after the first new id
-//!   and at least the re-open gap after the previous open, so a burst of 500 new (or resumed)
-//!   tasks costs one request. The gap is [`PushConfig::min_reopen_gap`] (250 ms), or
-//!   [`PushConfig::reopen_gap_per_task`] (0.5 ms) per live task when that is longer, up to
-//!   [`MAX_REOPEN_GAP`]: a server that re-sends the live set on every subscription (the demo
-//!   does) then re-sends at most ~2,000 task states per second whatever N is, while a new task
-//!   is covered within a quarter second at small N, and is polled normally until it is;
-//! - **removals cost nothing**: a finished task never changes again, so its id is simply left on
-//!   the stream until the next re-open drops it;
-//! - **connections**: one per server, where per-task streams hold one per live task (HTTP/1.1:
-//!   a socket each, on both sides, plus a keep-alive every few seconds each).
+//! # Stream scheme: batches per server, retired when done, merged when too many
+//! The spec gives no way to add ids to an open stream: a new id needs a new
+//! `subscriptions/listen`. Three schemes are implemented ([`StreamScheme`]) and were measured
+//! (`measure_stream_schemes_under_churn` in `tests/push.rs`: 20 new tasks a second for 20 s, each
+//! living 15 s with a change every 5 s, ~300 live at a time, against the demo server, which sends
+//! the current state of every task on each subscription so that nothing is missed):
 //!
-//! Measured with `countersign-bench --source push` against the demo server (README, "Push vs
-//! poll"), the per-server scheme and [`StreamScheme::PerTask`] (kept for that comparison) cost the
-//! same order of requests per task; per-task holds as many connections as there are live tasks,
-//! per-server one. The price of per-server is bandwidth: a server that sends the current state on
-//! every (re)subscription, as the demo does, re-sends the live set on each re-open, which the
-//! re-open gap bounds.
+//! | scheme | listen requests per task | notifications per task (4 needed) | open streams at peak |
+//! |---|---|---|---|
+//! | `Single`: one stream per server, re-opened with the whole live set | 0.10 | 22.2 | 1 |
+//! | `PerTask`: one stream per task | 1.00 | 4.0 | 300 (one per live task) |
+//! | `Batched` (the default, below) | 0.04 | 5.1 | 8 |
+//!
+//! `Single` re-sends every live task on each re-open (5× the needed notifications under churn,
+//! 10× with a fixed 250 ms gap); `PerTask` holds a connection (a socket on both sides, and a
+//! keep-alive each) per live task and costs a request per task. `Batched` takes the good half of
+//! each:
+//! - new ids go on a **new stream carrying only them** (nothing already subscribed is
+//!   re-sent), opened [`PushConfig::coalesce`] after the first new id, and no sooner than
+//!   `min_reopen_gap × (1 + open streams)` after the previous open, so a burst of 10,000 new or
+//!   resumed tasks costs one request, and steady churn costs a request per gap, not per task;
+//! - a stream whose tasks have all finished is **closed** (finished tasks never change again), so
+//!   under churn the number of streams stays near task life ÷ gap;
+//! - past [`PushConfig::max_streams`] (8) streams, the next open **merges** everything into one
+//!   stream (the only time the live set is re-sent: at most once per
+//!   `max(gap, consolidation_gap_per_task × live tasks)`, up to [`MAX_REOPEN_GAP`]).
+//!
+//! Every replacement is make-before-break: old streams are dropped only once the new one is
+//! acknowledged, and tasks they covered stay covered if the new acknowledgement names them.
 //!
 //! # Ordering
 //! Push and poll race: a poll answered just before a change can arrive after the pushed change.
@@ -72,16 +80,19 @@ use crate::scheduler::{self, DeadlineQueue};
 pub const RECONNECT_BASE: Duration = Duration::from_secs(1);
 /// A stream that lived this long resets the failure streak when it ends.
 pub const STABLE_AFTER: Duration = Duration::from_secs(30);
-/// The longest wait between two opens of one stream while tasks keep being added.
+/// The longest wait between two opens for one server while tasks keep being added.
 pub const MAX_REOPEN_GAP: Duration = Duration::from_secs(10);
 
-/// How streams are grouped.
+/// How a server's tasks are spread over listen streams.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum StreamScheme {
-    /// One stream per server carrying all its live task ids, re-opened as tasks are added.
+    /// A stream per batch of new tasks, closed when its tasks are done, merged into one past
+    /// [`PushConfig::max_streams`].
     #[default]
-    PerServer,
-    /// One stream per task (for comparison: one connection per live task).
+    Batched,
+    /// One stream per server, re-opened with the whole live set whenever tasks are added.
+    Single,
+    /// One stream per task.
     PerTask,
 }
 
@@ -90,26 +101,29 @@ pub enum StreamScheme {
 pub struct PushConfig {
     /// How streams are grouped.
     pub scheme: StreamScheme,
-    /// Wait after the first new id before re-opening, to gather a burst into one request.
+    /// Wait after the first new id before opening, to gather a burst into one request.
     pub coalesce: Duration,
-    /// Least time between two opens of one stream.
+    /// The gap between two opens for one server is this times (1 + its open streams).
     pub min_reopen_gap: Duration,
-    /// Added to the gap per task on the stream (so re-sending a large live set stays rare).
-    pub reopen_gap_per_task: Duration,
+    /// Streams per server (batched scheme) before the next open merges them all.
+    pub max_streams: usize,
+    /// A merge re-sends the live set: no sooner than this per live task after the last open.
+    pub consolidation_gap_per_task: Duration,
     /// A stream silent this long (no event, no keep-alive) is dead.
     pub idle_timeout: Duration,
-    /// When a server does not do push (-32601, another permanent error, or no id acknowledged),
-    /// how long before asking again.
+    /// When a server does not do push (-32601, another permanent error, an acknowledgement
+    /// without `taskIds`), how long before asking again.
     pub declined_retry: Duration,
 }
 
 impl Default for PushConfig {
     fn default() -> Self {
         Self {
-            scheme: StreamScheme::PerServer,
+            scheme: StreamScheme::Batched,
             coalesce: Duration::from_millis(25),
             min_reopen_gap: Duration::from_millis(250),
-            reopen_gap_per_task: Duration::from_micros(500),
+            max_streams: 8,
+            consolidation_gap_per_task: Duration::from_micros(500),
             idle_timeout: mcp::subscription::DEFAULT_IDLE_TIMEOUT,
             declined_retry: Duration::from_secs(15 * 60),
         }
@@ -125,9 +139,10 @@ pub struct PushStats {
     pub acknowledged: u64,
     /// `notifications/tasks` received for watched tasks.
     pub notifications: u64,
-    /// Streams that failed, closed or went silent (a planned replacement does not count).
+    /// Streams that failed, closed or went silent (planned replacements and retirements do not
+    /// count).
     pub broken: u64,
-    /// Times a server declined push (-32601 and other permanent errors, nothing acknowledged).
+    /// Times a server declined push (-32601 and other permanent errors, no `taskIds`).
     pub declined: u64,
     /// Tasks covered right now.
     pub covered: u64,
@@ -226,8 +241,12 @@ struct Stream {
     requested: HashSet<String>,
     /// `None` until acknowledged.
     acked: Option<HashSet<String>>,
+    /// Acknowledged ids still watched; the stream is closed when none are left.
+    live: usize,
     /// Rows whose changes this stream delivers (the poll source knows them as covered).
     covered: HashSet<i64>,
+    /// A merge: once acknowledged, it replaces every other stream of the feed.
+    replaces: bool,
     started: Instant,
     task: JoinHandle<()>,
 }
@@ -242,33 +261,43 @@ impl Drop for Stream {
 /// The tasks that share streams (all of a server's, or one task's) and their streams.
 struct Feed {
     server_id: i64,
-    /// Watched task ids → rows.
+    /// Watched task ids → rows, and back.
     tasks: HashMap<String, i64>,
-    /// The acknowledged stream.
-    active: Option<Stream>,
-    /// A stream opened but not yet acknowledged (it replaces `active` once it is).
+    ids: HashMap<i64, String>,
+    /// Acknowledged streams.
+    streams: Vec<Stream>,
+    /// The stream being opened (one at a time).
     pending: Option<Stream>,
+    /// Watched ids a server left out of an acknowledgement: polled only, not asked again.
+    refused: HashSet<String>,
     /// When the next open is scheduled.
     open_at: Option<Instant>,
     last_open: Option<Instant>,
-    /// No open before this (backoff, or the server declined).
+    /// No open before this (backoff).
     not_before: Instant,
     failures: u32,
+    last_failure: Option<Instant>,
 }
 
 impl Feed {
     fn requested(&self, task_id: &str) -> bool {
-        self.active
+        self.streams
             .iter()
             .chain(self.pending.iter())
             .any(|s| s.requested.contains(task_id))
     }
 
-    fn stream_mut(&mut self, generation: u64) -> Option<&mut Stream> {
-        self.active
-            .iter_mut()
-            .chain(self.pending.iter_mut())
-            .find(|s| s.generation == generation)
+    /// Watched ids on no stream, not refused.
+    fn missing(&self) -> Vec<String> {
+        self.tasks
+            .keys()
+            .filter(|id| !self.refused.contains(*id) && !self.requested(id))
+            .cloned()
+            .collect()
+    }
+
+    fn covered_elsewhere(&self, row: i64) -> bool {
+        self.streams.iter().any(|s| s.covered.contains(&row))
     }
 }
 
@@ -327,12 +356,19 @@ impl Hub {
         }
     }
 
+    fn max_streams(&self) -> usize {
+        match self.config.scheme {
+            StreamScheme::Batched => self.config.max_streams.max(1),
+            StreamScheme::Single | StreamScheme::PerTask => 1,
+        }
+    }
+
     fn watch(&mut self, watch: Watch) {
         if self.feed_of_row.contains_key(&watch.task) {
             self.unwatch(watch.task); // re-watched: start over
         }
         let key = match self.config.scheme {
-            StreamScheme::PerServer => (watch.server_id, 0),
+            StreamScheme::Batched | StreamScheme::Single => (watch.server_id, 0),
             StreamScheme::PerTask => (watch.server_id, watch.task),
         };
         let feed_id = match self.feed_of_key.get(&key) {
@@ -346,17 +382,30 @@ impl Hub {
         let feed = self.feeds.entry(feed_id).or_insert_with(|| Feed {
             server_id: watch.server_id,
             tasks: HashMap::new(),
-            active: None,
+            ids: HashMap::new(),
+            streams: Vec::new(),
             pending: None,
+            refused: HashSet::new(),
             open_at: None,
             last_open: None,
             not_before: Instant::now(),
             failures: 0,
+            last_failure: None,
         });
-        let already = feed.requested(&watch.task_id);
+        for stream in &mut feed.streams {
+            if stream
+                .acked
+                .as_ref()
+                .is_some_and(|a| a.contains(&watch.task_id))
+            {
+                stream.live += 1;
+            }
+        }
+        let settled = feed.refused.contains(&watch.task_id) || feed.requested(&watch.task_id);
+        feed.ids.insert(watch.task, watch.task_id.clone());
         feed.tasks.insert(watch.task_id, watch.task);
         self.feed_of_row.insert(watch.task, feed_id);
-        if !already {
+        if !settled {
             self.schedule_open(feed_id);
         }
     }
@@ -368,25 +417,40 @@ impl Hub {
         let Some(feed) = self.feeds.get_mut(&feed_id) else {
             return;
         };
-        feed.tasks.retain(|_, r| *r != row);
+        let Some(task_id) = feed.ids.remove(&row) else {
+            return;
+        };
+        feed.tasks.remove(&task_id);
+        feed.refused.remove(&task_id);
         let mut uncovered = 0;
-        for stream in feed.active.iter_mut().chain(feed.pending.iter_mut()) {
+        for stream in feed.streams.iter_mut().chain(feed.pending.iter_mut()) {
             if stream.covered.remove(&row) {
                 uncovered += 1; // the poll source forgets the task itself
             }
+            if stream.acked.as_ref().is_some_and(|a| a.contains(&task_id)) {
+                stream.live = stream.live.saturating_sub(1);
+            }
         }
+        // A stream whose tasks have all finished will never carry anything again.
+        let before = feed.streams.len();
+        feed.streams.retain(|s| s.live > 0);
+        let mut closed = (before - feed.streams.len()) as u64;
         if feed.tasks.is_empty() {
-            let open = u64::from(feed.active.is_some());
+            closed += feed.streams.len() as u64;
             self.feeds.remove(&feed_id);
             self.feed_of_key.retain(|_, id| *id != feed_id);
             self.queue.remove(feed_id);
-            self.stats(|s| s.open_streams = s.open_streams.saturating_sub(open));
         }
-        self.stats(|s| s.covered = s.covered.saturating_sub(uncovered));
+        self.stats(|s| {
+            s.covered = s.covered.saturating_sub(uncovered);
+            s.open_streams = s.open_streams.saturating_sub(closed);
+        });
     }
 
-    /// Plans an open of `feed_id` that will carry every watched id, unless one is planned.
+    /// Plans an open for `feed_id` (it will carry whatever is missing then), unless one is
+    /// planned or in flight.
     fn schedule_open(&mut self, feed_id: i64) {
+        let max_streams = self.max_streams();
         let Some(feed) = self.feeds.get_mut(&feed_id) else {
             return;
         };
@@ -399,34 +463,39 @@ impl Hub {
             at = at.max(*until);
         }
         if let Some(last) = feed.last_open {
-            let per_task = self
+            let open = u32::try_from(feed.streams.len()).unwrap_or(u32::MAX);
+            let mut gap = self
                 .config
-                .reopen_gap_per_task
-                .saturating_mul(u32::try_from(feed.tasks.len()).unwrap_or(u32::MAX));
-            let gap = self.config.min_reopen_gap.max(per_task).min(MAX_REOPEN_GAP);
-            at = at.max(last + gap);
+                .min_reopen_gap
+                .saturating_mul(open.saturating_add(1));
+            if feed.streams.len() >= max_streams {
+                let live = u32::try_from(feed.tasks.len()).unwrap_or(u32::MAX);
+                gap = gap.max(self.config.consolidation_gap_per_task.saturating_mul(live));
+            }
+            at = at.max(last + gap.min(MAX_REOPEN_GAP));
         }
         feed.open_at = Some(at);
         self.queue.schedule(feed_id, at);
     }
 
-    /// Schedules an open if a watched id is on no live stream.
+    /// Schedules an open if a watched id is on no stream.
     fn ensure_requested(&mut self, feed_id: i64) {
         let missing = self
             .feeds
             .get(&feed_id)
-            .is_some_and(|feed| feed.tasks.keys().any(|id| !feed.requested(id)));
+            .is_some_and(|feed| !feed.missing().is_empty());
         if missing {
             self.schedule_open(feed_id);
         }
     }
 
     fn open(&mut self, feed_id: i64) {
+        let max_streams = self.max_streams();
         let Some(feed) = self.feeds.get_mut(&feed_id) else {
             return;
         };
         feed.open_at = None;
-        if feed.tasks.is_empty() || feed.pending.is_some() {
+        if feed.pending.is_some() {
             return;
         }
         let now = Instant::now();
@@ -442,10 +511,23 @@ impl Hub {
             }
             None => {}
         }
+        let missing = feed.missing();
+        if missing.is_empty() {
+            return;
+        }
         let Some(link) = self.links.get(feed.server_id) else {
             return; // the server was removed: the engine unwatches its tasks
         };
-        let mut ids: Vec<String> = feed.tasks.keys().cloned().collect();
+        let replaces = feed.streams.len() >= max_streams;
+        let mut ids: Vec<String> = if replaces {
+            feed.tasks
+                .keys()
+                .filter(|id| !feed.refused.contains(*id))
+                .cloned()
+                .collect()
+        } else {
+            missing
+        };
         ids.sort_unstable();
         self.next_generation += 1;
         let generation = self.next_generation;
@@ -464,7 +546,9 @@ impl Hub {
             generation,
             requested: ids.into_iter().collect(),
             acked: None,
+            live: 0,
             covered: HashSet::new(),
+            replaces,
             started: now,
             task,
         });
@@ -477,17 +561,15 @@ impl Hub {
         let Some(feed) = self.feeds.get_mut(&msg.feed) else {
             return true;
         };
-        let is_active = feed
-            .active
-            .as_ref()
-            .is_some_and(|s| s.generation == msg.generation);
         let is_pending = feed
             .pending
             .as_ref()
             .is_some_and(|s| s.generation == msg.generation);
-        if !is_active && !is_pending {
-            return true; // a stream already replaced or dropped
+        let is_open = feed.streams.iter().any(|s| s.generation == msg.generation);
+        if !is_pending && !is_open {
+            return true; // a stream already replaced, retired or dropped
         }
+        let server_id = feed.server_id;
         match msg.event {
             StreamEvent::Event(ListenEvent::Acknowledged { task_ids }) => {
                 if is_pending {
@@ -500,82 +582,90 @@ impl Hub {
             }
             StreamEvent::Event(ListenEvent::Closed) => {
                 tracing::info!(
-                    server = feed.server_id,
-                    "the server closed the push stream; reconnecting"
+                    server = server_id,
+                    "the server closed a push stream; reconnecting"
                 );
-                self.ended(msg.feed, is_active, None);
+                self.ended(msg.feed, msg.generation, None);
                 true
             }
             StreamEvent::Failed(error) => {
-                self.ended(msg.feed, is_active, Some(error));
+                self.ended(msg.feed, msg.generation, Some(error));
                 true
             }
             StreamEvent::Ended => {
-                self.ended(
-                    msg.feed,
-                    is_active,
-                    Some(mcp::Error::InvalidResponse {
-                        method: mcp::subscription::LISTEN_METHOD.into(),
-                        reason: "the stream ended without a closing response".into(),
-                    }),
-                );
+                let error = mcp::Error::InvalidResponse {
+                    method: mcp::subscription::LISTEN_METHOD.into(),
+                    reason: "the stream ended without a closing response".into(),
+                };
+                self.ended(msg.feed, msg.generation, Some(error));
                 true
             }
         }
     }
 
-    fn acknowledged(&mut self, feed_id: i64, task_ids: Vec<String>) {
+    fn acknowledged(&mut self, feed_id: i64, task_ids: Option<Vec<String>>) {
         let Some(feed) = self.feeds.get_mut(&feed_id) else {
             return;
         };
         let Some(mut stream) = feed.pending.take() else {
             return;
         };
-        let acked: HashSet<String> = task_ids
-            .into_iter()
-            .filter(|id| stream.requested.contains(id))
-            .collect();
-        if acked.is_empty() && !stream.requested.is_empty() {
-            // The server listens, but not for these tasks (or not for tasks at all).
+        let Some(task_ids) = task_ids else {
+            // The acknowledgement has no `taskIds`: the server does not do task notifications.
             tracing::info!(
                 server = feed.server_id,
-                "the server acknowledged none of the tasks asked for; polling them"
+                "the server does not acknowledge task notifications; polling only"
             );
-            feed.not_before = Instant::now() + self.config.declined_retry;
-            self.declined.insert(feed.server_id, feed.not_before);
+            let until = Instant::now() + self.config.declined_retry;
+            self.declined.insert(feed.server_id, until);
             drop(stream);
             self.stats(|s| s.declined += 1);
             self.ensure_requested(feed_id);
             return;
-        }
-        let not_acked = stream.requested.len() - acked.len();
-        if not_acked > 0 {
+        };
+        let acked: HashSet<String> = task_ids
+            .into_iter()
+            .filter(|id| stream.requested.contains(id))
+            .collect();
+        let refused: Vec<String> = stream
+            .requested
+            .iter()
+            .filter(|id| !acked.contains(*id) && feed.tasks.contains_key(*id))
+            .cloned()
+            .collect();
+        if !refused.is_empty() {
             tracing::debug!(
                 server = feed.server_id,
-                not_acked,
+                refused = refused.len(),
                 "some tasks were not acknowledged; they stay on normal polling"
             );
+            feed.refused.extend(refused);
         }
-        // Make before break: tasks the old stream covered stay covered if this one took them.
+        stream.live = acked
+            .iter()
+            .filter(|id| feed.tasks.contains_key(*id))
+            .count();
         let mut uncovered = Vec::new();
-        let was_open = feed.active.is_some();
-        if let Some(old) = feed.active.take() {
-            let id_of: HashMap<i64, &str> = feed
-                .tasks
-                .iter()
-                .map(|(id, row)| (*row, id.as_str()))
-                .collect();
-            for row in &old.covered {
-                match id_of.get(row) {
-                    Some(id) if acked.contains(*id) => {
-                        stream.covered.insert(*row);
+        let mut closed = 0u64;
+        if stream.replaces {
+            // Make before break: what the old streams covered stays covered if this one took it.
+            for old in std::mem::take(&mut feed.streams) {
+                for row in &old.covered {
+                    match feed.ids.get(row) {
+                        Some(id) if acked.contains(id) => {
+                            stream.covered.insert(*row);
+                        }
+                        _ => uncovered.push(*row),
                     }
-                    _ => uncovered.push(*row),
                 }
+                closed += 1;
             }
         }
         stream.acked = Some(acked);
-        feed.active = Some(stream);
+        let opened = u64::from(stream.live > 0);
+        if stream.live > 0 {
+            feed.streams.push(stream);
+        } // else: nothing of it is still watched (or nothing was acknowledged): close it now
         for row in &uncovered {
             self.poll.cover(*row, false);
         }
@@ -583,9 +673,7 @@ impl Hub {
         self.stats(|s| {
             s.acknowledged += 1;
             s.covered = s.covered.saturating_sub(uncovered);
-            if !was_open {
-                s.open_streams += 1;
-            }
+            s.open_streams = (s.open_streams + opened).saturating_sub(closed);
         });
         self.ensure_requested(feed_id);
     }
@@ -599,19 +687,16 @@ impl Hub {
         };
         let task_id = task.task_id.clone();
         let terminal = task.status().is_terminal();
-        if self
-            .sink
-            .send(Observation {
-                task: row,
-                via: Via::Push,
-                outcome: Ok(task),
-            })
-            .is_err()
-        {
+        let observation = Observation {
+            task: row,
+            via: Via::Push,
+            outcome: Ok(task),
+        };
+        if self.sink.send(observation).is_err() {
             return false;
         }
         let mut newly_covered = false;
-        if let Some(stream) = feed.stream_mut(generation) {
+        if let Some(stream) = feed.streams.iter_mut().find(|s| s.generation == generation) {
             let acked = stream.acked.as_ref().is_some_and(|a| a.contains(&task_id));
             // The observation is on the engine's channel before the poll source slows down.
             if acked && !terminal && stream.covered.insert(row) {
@@ -631,18 +716,19 @@ impl Hub {
     }
 
     /// A stream is over: its tasks go back to normal polling now, and a reconnect is planned.
-    fn ended(&mut self, feed_id: i64, was_active: bool, error: Option<mcp::Error>) {
+    fn ended(&mut self, feed_id: i64, generation: u64, error: Option<mcp::Error>) {
         let Some(feed) = self.feeds.get_mut(&feed_id) else {
             return;
         };
-        let stream = if was_active {
-            feed.active.take()
-        } else {
-            feed.pending.take()
+        let (stream, was_open) = match feed.streams.iter().position(|s| s.generation == generation)
+        {
+            Some(index) => (feed.streams.remove(index), true),
+            None => match feed.pending.take_if(|s| s.generation == generation) {
+                Some(stream) => (stream, false),
+                None => return,
+            },
         };
-        let Some(stream) = stream else { return };
         let now = Instant::now();
-        let lived = now.saturating_duration_since(stream.started);
         let mut declined = false;
         match &error {
             Some(e) if e.class() == ErrorClass::Permanent => {
@@ -655,24 +741,37 @@ impl Hub {
                 } else {
                     tracing::warn!(server = feed.server_id, error = %e, "push refused; polling only");
                 }
-                feed.not_before = now + self.config.declined_retry;
-                self.declined.insert(feed.server_id, feed.not_before);
+                let until = now + self.config.declined_retry;
+                self.declined.insert(feed.server_id, until);
             }
             _ => {
-                feed.failures = if was_active && lived >= STABLE_AFTER {
-                    1
-                } else {
-                    feed.failures.saturating_add(1)
-                };
+                // Streams opened before the last failure break with it (a server restart takes
+                // them all): one incident, one step of backoff.
+                let same_incident = feed.last_failure.is_some_and(|t| stream.started < t);
+                if !same_incident {
+                    let stable =
+                        was_open && now.saturating_duration_since(stream.started) >= STABLE_AFTER;
+                    feed.failures = if stable {
+                        1
+                    } else {
+                        feed.failures.saturating_add(1)
+                    };
+                }
+                feed.last_failure = Some(now);
                 let retry_after = error.as_ref().and_then(mcp::Error::retry_after);
                 let wait = scheduler::backoff(RECONNECT_BASE, feed.failures, retry_after);
                 if let Some(e) = &error {
                     tracing::info!(server = feed.server_id, error = %e, retry_in = ?wait, "push stream broke; polling until it is back");
                 }
-                feed.not_before = now + wait;
+                feed.not_before = feed.not_before.max(now + wait);
             }
         }
-        let rows: Vec<i64> = stream.covered.iter().copied().collect();
+        let rows: Vec<i64> = stream
+            .covered
+            .iter()
+            .copied()
+            .filter(|row| !feed.covered_elsewhere(*row))
+            .collect();
         drop(stream);
         for row in &rows {
             self.poll.cover(*row, false);
@@ -680,7 +779,7 @@ impl Hub {
         let uncovered = rows.len() as u64;
         self.stats(|s| {
             s.covered = s.covered.saturating_sub(uncovered);
-            if was_active {
+            if was_open {
                 s.open_streams = s.open_streams.saturating_sub(1);
             }
             if declined {
