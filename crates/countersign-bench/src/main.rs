@@ -93,7 +93,7 @@ struct RunArgs {
     #[arg(long, value_enum, default_value_t = SourceArg::Poll)]
     source: SourceArg,
     /// How push runs group their listen streams.
-    #[arg(long, value_enum, default_value_t = Scheme::PerServer)]
+    #[arg(long, value_enum, default_value_t = Scheme::Batched)]
     push_scheme: Scheme,
 }
 
@@ -145,7 +145,7 @@ struct SteadyArgs {
     data_dir: PathBuf,
     #[arg(long, value_enum, default_value_t = Source::Poll)]
     source: Source,
-    #[arg(long, value_enum, default_value_t = Scheme::PerServer)]
+    #[arg(long, value_enum, default_value_t = Scheme::Batched)]
     push_scheme: Scheme,
 }
 

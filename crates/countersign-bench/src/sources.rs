@@ -55,9 +55,11 @@ impl SourceArg {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum Scheme {
-    /// One stream per server, re-opened as tasks are added (the engine's default).
+    /// Streams per batch of new tasks, closed when done, merged past a bound (the default).
     #[default]
-    PerServer,
+    Batched,
+    /// One stream per server, re-opened with the whole live set when tasks are added.
+    Single,
     /// One stream per task.
     PerTask,
 }
@@ -66,7 +68,8 @@ impl Scheme {
     /// The engine's setting.
     pub fn stream_scheme(self) -> StreamScheme {
         match self {
-            Self::PerServer => StreamScheme::PerServer,
+            Self::Batched => StreamScheme::Batched,
+            Self::Single => StreamScheme::Single,
             Self::PerTask => StreamScheme::PerTask,
         }
     }
@@ -74,7 +77,8 @@ impl Scheme {
     /// The command-line spelling.
     pub fn arg(self) -> &'static str {
         match self {
-            Self::PerServer => "per-server",
+            Self::Batched => "batched",
+            Self::Single => "single",
             Self::PerTask => "per-task",
         }
     }
@@ -143,7 +147,7 @@ pub fn render(out: &mut String, document: &Document) {
     let _ = writeln!(
         out,
         "Push vs poll (same workload, same window; push: demo server with subscriptions/listen, {} streams)",
-        push.first().map(|s| s.scheme.arg()).unwrap_or("per-server")
+        push.first().map(|s| s.scheme.arg()).unwrap_or("batched")
     );
     let mut columns: Vec<(String, &SteadyResult)> = Vec::new();
     let mut sizes: Vec<usize> = poll.iter().chain(push).map(|s| s.tasks).collect();
