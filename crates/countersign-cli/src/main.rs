@@ -146,6 +146,9 @@ enum Command {
         /// Reply framing: json, sse (every reply, like rmcp) or mixed.
         #[arg(long, default_value = "json")]
         mode: String,
+        /// Answer subscriptions/listen with -32601 (like servers without push), so clients poll.
+        #[arg(long)]
+        no_push: bool,
         /// Require this bearer token (prefer COUNTERSIGN_DEMO_TOKEN: arguments are visible to other users).
         #[arg(long, env = "COUNTERSIGN_DEMO_TOKEN", hide_env_values = true)]
         require_token: Option<String>,
@@ -623,8 +626,9 @@ async fn run(cli: Cli) -> Result<u8, CliError> {
             poll_interval_ms,
             ttl_ms,
             mode,
+            no_push,
             require_token,
-        } => serve_demo(port, speed, poll_interval_ms, ttl_ms, &mode, require_token).await,
+        } => serve_demo(port, speed, poll_interval_ms, ttl_ms, &mode, !no_push, require_token).await,
     }
 }
 
@@ -649,6 +653,7 @@ async fn serve_demo(
     poll_interval_ms: u64,
     ttl_ms: u64,
     mode: &str,
+    push: bool,
     required_token: Option<String>,
 ) -> Result<u8, CliError> {
     if !(speed.is_finite() && speed > 0.0) {
@@ -670,6 +675,7 @@ async fn serve_demo(
         default_ttl_ms: (ttl_ms > 0).then_some(ttl_ms),
         response_mode,
         required_token: required_token.filter(|t| !t.is_empty()),
+        push,
         ..countersign_demo::DemoConfig::default()
     };
     let server = countersign_demo::DemoServer::start(
