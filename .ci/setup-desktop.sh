@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs what building and testing the desktop app needs on a Debian 12 machine:
-# system packages (only the missing ones), tauri-driver (WebDriver for the E2E tests) and the UI's
-# npm dependencies. Idempotent and quiet on success; prints what it installs and why it fails.
+# system packages (only the missing ones), tauri-driver (WebDriver for the E2E tests), the UI's
+# npm dependencies, and the UI build (ui/dist, which the app embeds at compile time: without it
+# `cargo build` of src-tauri fails). Idempotent and quiet on success; prints what it installs and
+# why it fails.
 # Facts behind the package list: shared/spec/desktop-on-linux.md.
 set -euo pipefail
 
@@ -52,5 +54,13 @@ if [[ -f "$ui/package-lock.json" ]]; then
   stamp="$ui/node_modules/.package-lock.json"
   if [[ ! -f "$stamp" || "$ui/package-lock.json" -nt "$stamp" ]]; then
     (cd "$ui" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+  fi
+fi
+
+# The UI build, when missing or older than its sources (cargo embeds ui/dist into the app).
+if [[ -f "$ui/package.json" ]]; then
+  if [[ ! -f "$ui/dist/index.html" ]] || [[ -n "$(find "$ui/src" "$ui/index.html" "$ui/package-lock.json" -newer "$ui/dist/index.html" -print -quit)" ]]; then
+    echo "setup-desktop: building the UI (ui/dist)"
+    (cd "$ui" && npm run build --silent >/dev/null)
   fi
 fi

@@ -4,16 +4,25 @@ use tauri_build::{AppManifest, Attributes};
 /// `capabilities/` grants are callable from the webview.
 const COMMANDS: &[&str] = &[
     "app_info",
+    "ui_painted",
     "notify_dnd_set",
+    "view_set",
     "input_list",
     "input_answer",
     "task_list",
     "task_get",
     "task_cancel",
+    "task_adopt",
     "server_list",
+    "server_add",
+    "server_update",
+    "server_remove",
+    "server_check",
     "tool_list",
     "tool_call",
+    "tool_call_answer",
     "audit_list",
+    "audit_export",
     "url_open",
 ];
 

@@ -1,24 +1,50 @@
 #!/usr/bin/env bash
-# E2E smoke: the built app, driven through tauri-driver/WebKitWebDriver inside a private session
-# (Xvfb, D-Bus, dunst, gnome-keyring). Build first: cargo build -p countersign-desktop.
-# Env: CARGO_TARGET_DIR (where the app was built), E2E_OUT (screenshots; default .ci/artifacts/e2e).
+# The desktop app's tests: UI unit tests, the builds, then the end-to-end tests in a real window
+# (.ci/e2e/e2e.mjs) inside a private session (.ci/with-session.sh: Xvfb, D-Bus, dunst, unlocked
+# gnome-keyring), against the fastmcp peer and a token-protected demo server.
+# Env: CARGO_TARGET_DIR (default: target/), SCREENSHOTS (default: .ci/artifacts/screenshots).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
+target="$(realpath -m "${CARGO_TARGET_DIR:-$root/target}")"
 
 if [[ -z "${COUNTERSIGN_SESSION_BUS:-}" ]]; then
+  bash "$root/.ci/setup-desktop.sh"
+  bash "$root/.ci/setup-peer.sh"
+  echo "e2e: UI unit tests and build"
+  (cd "$root/ui" && npm test --silent && npm run build --silent >/dev/null)
+  echo "e2e: building the app and the CLI (into $target)"
+  (cd "$root" && CARGO_TARGET_DIR="$target" cargo build --locked --quiet -p countersign-desktop -p countersign-cli)
   exec "$root/.ci/with-session.sh" "$0" "$@"
 fi
 
-export COUNTERSIGN_APP="${COUNTERSIGN_APP:-$(realpath "${CARGO_TARGET_DIR:-$root/target}/debug/countersign-desktop")}"
-export COUNTERSIGN_SEED="${COUNTERSIGN_SEED:-$here/seed.json}"
-export E2E_OUT="${E2E_OUT:-$root/.ci/artifacts/e2e}"
-mkdir -p "$E2E_OUT"
+export COUNTERSIGN_APP="$target/debug/countersign-desktop"
+export COUNTERSIGN_CLI="$target/debug/countersign"
+export PEER_PYTHON="$root/.ci/venv/bin/python"
+export SCREENSHOTS="$(realpath -m "${SCREENSHOTS:-$root/.ci/artifacts/screenshots}")"
+export E2E_WORK="$(mktemp -d /tmp/countersign-e2e.XXXXXX)"
+mkdir -p "$SCREENSHOTS" "$E2E_WORK/home"
+logs="$root/.ci/artifacts/e2e"
+mkdir -p "$logs"
 
 driver="${CARGO_HOME:-$HOME/.cargo}/bin/tauri-driver"
 command -v tauri-driver >/dev/null 2>&1 && driver="$(command -v tauri-driver)"
-"$driver" --port 4444 >"$E2E_OUT/tauri-driver.log" 2>&1 &
+# The app inherits this environment: a scratch HOME keeps its Downloads (audit exports) out of
+# the real one; RUST_LOG=info puts its log (never a token) next to the screenshots.
+HOME="$E2E_WORK/home" RUST_LOG=info "$driver" --port 4444 >"$logs/app-and-driver.log" 2>&1 &
 driver_pid=$!
-trap 'kill "$driver_pid" 2>/dev/null || true; wait "$driver_pid" 2>/dev/null || true' EXIT
+cleanup() {
+  kill "$driver_pid" 2>/dev/null || true
+  wait "$driver_pid" 2>/dev/null || true
+  rm -rf "$E2E_WORK"
+}
+trap cleanup EXIT
 
-node "$here/smoke.mjs"
+status=0
+node "$here/e2e.mjs" || status=$?
+# A token must never reach a log either.
+if grep -q "e2e-fastmcp-\|e2e-demo-" "$logs/app-and-driver.log"; then
+  echo "FAIL a bearer token appears in the app's log ($logs/app-and-driver.log)" >&2
+  status=1
+fi
+exit "$status"

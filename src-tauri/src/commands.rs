@@ -1,31 +1,42 @@
-//! The commands the webview may call (each granted in `capabilities/main.json`).
+//! The commands the webview may call (each granted in `capabilities/main.json`, listed in
+//! `build.rs` and declared with its types in [`crate::ipc`]'s contract).
 //!
-//! Every command takes at most one argument, named `request`, so the UI's typed `call` maps
-//! one Rust type to one TypeScript type. They delegate to the [`Console`](crate::console::Console).
+//! Every command takes at most one argument, named `request`, so the UI's typed `call` maps one
+//! Rust type to one TypeScript type. They delegate to the [`Console`](crate::console::Console).
 
 use crate::console::Result;
 use crate::ipc::{
-    AppInfo, AuditEntry, AuditQuery, DndRequest, InputAnswerRequest, InputRequestView, ServerRef,
-    ServerView, ShellState, TaskDetail, TaskRef, TaskView, ToolCallOutcome, ToolCallRequest,
-    ToolView, UrlOpenRequest,
+    AppInfo, AuditEntry, AuditExport, AuditExportRequest, CommandError, DndRequest, ErrorCode,
+    InputAnswerRequest, InputRequestView, ServerAddRequest, ServerRef, ServerUpdateRequest,
+    ServerView, ShellState, TaskAdoptRequest, TaskDetail, TaskListRequest, TaskRef, TaskView,
+    ToolCallAnswerRequest, ToolCallOutcome, ToolCallRequest, ToolView, UrlOpenRequest, ViewRequest,
 };
-use crate::ipc::{CommandError, ErrorCode};
 use crate::Shell;
-use tauri::{AppHandle, State};
+use tauri::{AppHandle, Emitter, Manager, Runtime, State};
 
-/// Version, engine and shell state.
+/// Version, data directory, engine and shell state.
 #[tauri::command]
 pub async fn app_info(shell: State<'_, Shell>) -> Result<AppInfo> {
     Ok(AppInfo {
         version: env!("CARGO_PKG_VERSION").to_owned(),
-        engine: shell.console.engine_name().to_owned(),
+        data_dir: shell.console.data_dir().display().to_string(),
+        user: shell.console.actor().to_owned(),
+        engine: shell.console.engine_state(),
+        demo_url: shell.demo_url.clone(),
         shell: shell.state().await,
     })
 }
 
+/// The UI drew its first frame (startup time, printed once).
+#[tauri::command]
+pub async fn ui_painted(shell: State<'_, Shell>) -> Result<()> {
+    shell.painted();
+    Ok(())
+}
+
 /// Turns do-not-disturb on or off.
 #[tauri::command]
-pub async fn notify_dnd_set<R: tauri::Runtime>(
+pub async fn notify_dnd_set<R: Runtime>(
     app: AppHandle<R>,
     shell: State<'_, Shell>,
     request: DndRequest,
@@ -34,49 +45,121 @@ pub async fn notify_dnd_set<R: tauri::Runtime>(
     Ok(crate::refresh_shell_state(&app, &shell).await)
 }
 
-/// Pending inputs, oldest first.
+/// What the window shows now.
 #[tauri::command]
-pub async fn input_list(shell: State<'_, Shell>) -> Result<Vec<InputRequestView>> {
-    shell.console.input_list().await
+pub async fn view_set(shell: State<'_, Shell>, request: ViewRequest) -> Result<()> {
+    if let Ok(mut viewing) = shell.viewing.lock() {
+        *viewing = request;
+    }
+    Ok(())
 }
 
-/// Answers one input.
+/// Pending questions, oldest first.
+#[tauri::command]
+pub async fn input_list(shell: State<'_, Shell>) -> Result<Vec<InputRequestView>> {
+    shell.console.inbox().await
+}
+
+/// Answers one question.
 #[tauri::command]
 pub async fn input_answer(shell: State<'_, Shell>, request: InputAnswerRequest) -> Result<()> {
     shell
         .console
-        .input_answer(&request.key, request.response)
+        .answer(request.task_row, &request.key, request.response)
         .await
 }
 
 /// Tasks, newest first.
 #[tauri::command]
-pub async fn task_list(shell: State<'_, Shell>) -> Result<Vec<TaskView>> {
-    shell.console.task_list().await
+pub async fn task_list(shell: State<'_, Shell>, request: TaskListRequest) -> Result<Vec<TaskView>> {
+    shell.console.tasks(request.limit).await
 }
 
-/// One task with outcome and timeline.
+/// One task with its timeline, questions and outcome.
 #[tauri::command]
 pub async fn task_get(shell: State<'_, Shell>, request: TaskRef) -> Result<TaskDetail> {
-    shell.console.task_get(&request.task_id).await
+    shell.console.task_detail(request.row).await
 }
 
 /// Requests cancellation of a task.
 #[tauri::command]
 pub async fn task_cancel(shell: State<'_, Shell>, request: TaskRef) -> Result<()> {
-    shell.console.task_cancel(&request.task_id).await
+    shell.console.cancel(request.row).await
 }
 
-/// Configured servers.
+/// Starts tracking a task created elsewhere, by its id.
+#[tauri::command]
+pub async fn task_adopt(shell: State<'_, Shell>, request: TaskAdoptRequest) -> Result<TaskView> {
+    shell
+        .console
+        .adopt(request.server_id, &request.task_id)
+        .await
+}
+
+/// Registered servers.
 #[tauri::command]
 pub async fn server_list(shell: State<'_, Shell>) -> Result<Vec<ServerView>> {
-    shell.console.server_list().await
+    shell.console.servers().await
+}
+
+async fn servers_changed<R: Runtime>(app: &AppHandle<R>, shell: &Shell) {
+    if let Ok(list) = shell.console.servers().await {
+        let _ = app.emit(crate::ipc::event::SERVERS_CHANGED, list);
+    }
+}
+
+/// Registers a server (its token goes to the OS keyring only).
+#[tauri::command]
+pub async fn server_add<R: Runtime>(
+    app: AppHandle<R>,
+    shell: State<'_, Shell>,
+    request: ServerAddRequest,
+) -> Result<ServerView> {
+    let view = shell.console.server_add(request).await?;
+    servers_changed(&app, &shell).await;
+    Ok(view)
+}
+
+/// Changes a server's URL, poll floor or token.
+#[tauri::command]
+pub async fn server_update<R: Runtime>(
+    app: AppHandle<R>,
+    shell: State<'_, Shell>,
+    request: ServerUpdateRequest,
+) -> Result<ServerView> {
+    let view = shell.console.server_update(request).await?;
+    servers_changed(&app, &shell).await;
+    Ok(view)
+}
+
+/// Removes a server, its tasks and its token.
+#[tauri::command]
+pub async fn server_remove<R: Runtime>(
+    app: AppHandle<R>,
+    shell: State<'_, Shell>,
+    request: ServerRef,
+) -> Result<()> {
+    shell.console.server_remove(request.server_id).await?;
+    servers_changed(&app, &shell).await;
+    Ok(())
+}
+
+/// Asks a server to describe itself again.
+#[tauri::command]
+pub async fn server_check<R: Runtime>(
+    app: AppHandle<R>,
+    shell: State<'_, Shell>,
+    request: ServerRef,
+) -> Result<ServerView> {
+    let view = shell.console.server_check(request.server_id).await?;
+    servers_changed(&app, &shell).await;
+    Ok(view)
 }
 
 /// Tools of one server.
 #[tauri::command]
 pub async fn tool_list(shell: State<'_, Shell>, request: ServerRef) -> Result<Vec<ToolView>> {
-    shell.console.tool_list(&request.server_id).await
+    shell.console.tools(request.server_id).await
 }
 
 /// Calls a tool.
@@ -85,13 +168,43 @@ pub async fn tool_call(
     shell: State<'_, Shell>,
     request: ToolCallRequest,
 ) -> Result<ToolCallOutcome> {
-    shell.console.tool_call(request).await
+    shell
+        .console
+        .call(request.server_id, &request.name, request.arguments)
+        .await
 }
 
-/// Audit entries after a cursor.
+/// Answers the questions a server asked before running a tool, and calls it again.
 #[tauri::command]
-pub async fn audit_list(shell: State<'_, Shell>, request: AuditQuery) -> Result<Vec<AuditEntry>> {
-    shell.console.audit_list(request).await
+pub async fn tool_call_answer(
+    shell: State<'_, Shell>,
+    request: ToolCallAnswerRequest,
+) -> Result<ToolCallOutcome> {
+    shell
+        .console
+        .call_answer(request.call_id, request.answers)
+        .await
+}
+
+/// The audit log, oldest first.
+#[tauri::command]
+pub async fn audit_list(shell: State<'_, Shell>) -> Result<Vec<AuditEntry>> {
+    shell.console.audit().await
+}
+
+/// Writes the audit log as JSON or CSV to the Downloads folder (else the data directory).
+#[tauri::command]
+pub async fn audit_export<R: Runtime>(
+    app: AppHandle<R>,
+    shell: State<'_, Shell>,
+    request: AuditExportRequest,
+) -> Result<AuditExport> {
+    let dir = app
+        .path()
+        .download_dir()
+        .ok()
+        .filter(|d| std::fs::create_dir_all(d).is_ok());
+    shell.console.audit_export(request.format, dir).await
 }
 
 /// Opens an http(s) URL in the user's browser. The UI asks consent first (showing the host); this

@@ -1,26 +1,37 @@
-//! Countersign's desktop shell: a thin Tauri 2 layer over the headless core.
+//! Countersign's desktop shell: a thin Tauri 2 layer over the headless core, whose engine runs
+//! inside the app process (resuming every unfinished task at launch).
 //!
-//! - [`console`]: the seam to the engine ([`console::Console`]) and the standalone stand-in;
+//! - [`console`]: the app's handle on the core (ledger, engine, tokens), one method per action;
 //! - [`commands`]: the commands the webview may call (granted in `capabilities/main.json`);
-//! - [`ipc`]: every type that crosses IPC (ts-rs generates `ui/src/bindings/` from it);
-//! - [`notify`]: one desktop notification per input key, with Approve/Decline when possible;
-//! - [`tray`]: the tray icon and the pending count in its tooltip and the window title.
-//!
-//! The shell owns no business state beyond do-not-disturb: it forwards [`console::ConsoleEvent`]s
-//! to the webview, to notifications and to the tray.
+//! - [`ipc`]: the contract and every type that crosses IPC (ts-rs generates `ui/src/bindings/`);
+//! - [`views`]: ledger records as the IPC shows them;
+//! - [`feed`]: follows the ledger's events and fans them out to the webview, notifications, tray;
+//! - [`notify`]: one desktop notification per question, with Approve/Decline when possible;
+//! - [`tokens`]: bearer tokens in the OS keyring, cached for the engine;
+//! - [`tray`]: the tray icon, and the pending count in its tooltip and the window title;
+//! - [`demo`]: `--demo`, the built-in demo server in-process;
+//! - [`options`]: the command line (`--data-dir`, `--demo`) and the launch time.
 
 pub mod commands;
 pub mod console;
+pub mod demo;
+pub mod feed;
 pub mod ipc;
 pub mod notify;
+pub mod options;
+pub mod tokens;
 pub mod tray;
+pub mod views;
 
-use console::{Console, ConsoleEvent, Standalone};
-use ipc::{event, CommandError, InputFocusRequested, InputResponse, ShellState};
-use notify::{Notifier, QuickAnswer};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use console::Console;
+use countersign_core::secrets::Secrets;
+use ipc::{event, ShellState, ViewRequest};
+use notify::Notifier;
+pub use options::{Launch, Options};
 use tauri::{AppHandle, Emitter, Manager, Runtime};
-use tokio::sync::broadcast::error::RecvError;
 
 /// Why the app could not start.
 #[derive(Debug, thiserror::Error)]
@@ -28,17 +39,31 @@ pub enum Error {
     /// Tauri failed (no display, bad config, …).
     #[error(transparent)]
     Tauri(#[from] tauri::Error),
-    /// The `COUNTERSIGN_SEED` file could not be used.
-    #[error("seed: {0}")]
-    Seed(CommandError),
+    /// The ledger or engine failed to open.
+    #[error(transparent)]
+    Console(#[from] console::OpenError),
+    /// The command line was wrong.
+    #[error("{0}")]
+    Usage(String),
+    /// `--demo` could not start its server.
+    #[error("{0}")]
+    Demo(String),
 }
 
-/// Managed state: the engine and the notifier.
+/// Managed state.
 pub struct Shell {
-    /// The engine (standalone until the core engine is wired).
-    pub console: Arc<dyn Console>,
+    /// The core.
+    pub console: Arc<Console>,
     /// Desktop notifications and do-not-disturb.
     pub notifier: Arc<Notifier>,
+    /// What the window shows (no notification for a question already on screen).
+    pub viewing: Mutex<ViewRequest>,
+    /// Process start.
+    pub launch: Launch,
+    /// Milliseconds from launch to the UI's first paint, once reported.
+    pub painted_ms: Mutex<Option<u64>>,
+    /// The demo server's URL, with `--demo`.
+    pub demo_url: Option<String>,
 }
 
 impl Shell {
@@ -46,7 +71,7 @@ impl Shell {
     pub async fn state(&self) -> ShellState {
         let pending = self
             .console
-            .input_list()
+            .inbox()
             .await
             .map(|l| l.len() as u32)
             .unwrap_or(0);
@@ -56,58 +81,87 @@ impl Shell {
             notification_actions: self.notifier.actions_supported(),
         }
     }
+
+    /// Records the UI's first paint (once) and says how long the launch took.
+    pub fn painted(&self) {
+        let Ok(mut painted) = self.painted_ms.lock() else {
+            return;
+        };
+        if painted.is_none() {
+            let ms = self.launch.at.elapsed().as_millis() as u64;
+            let wall = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_millis())
+                .unwrap_or(0);
+            *painted = Some(ms);
+            // One line for people and for .ci/e2e/measure.sh.
+            eprintln!("countersign: first paint {ms} ms after launch (unix_ms={wall})");
+        }
+    }
 }
 
-fn now_rfc3339() -> String {
-    time::OffsetDateTime::now_utc()
-        .format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_default()
-}
-
-/// Starts the app with the standalone console (seeded from `COUNTERSIGN_SEED` if set).
-pub fn run() -> Result<(), Error> {
-    let standalone = Arc::new(Standalone::new(now_rfc3339));
-    let seed = match std::env::var_os("COUNTERSIGN_SEED") {
-        Some(path) => Some(Standalone::read_seed(path.as_ref()).map_err(Error::Seed)?),
+/// Starts the app: opens the ledger, starts the engine (and the demo server), shows the window.
+pub fn run(options: Options, launch: Launch) -> Result<(), Error> {
+    let console =
+        tauri::async_runtime::block_on(Console::open(&options.data_dir, Secrets::default()))?;
+    let console = Arc::new(console);
+    let demo = match options.demo {
+        Some(speed) => Some(
+            tauri::async_runtime::block_on(demo::start(&console, speed)).map_err(Error::Demo)?,
+        ),
         None => None,
     };
-    let seeder = Arc::clone(&standalone);
-    let app = builder(tauri::Builder::default(), standalone)
+    let shell = Shell {
+        console: Arc::clone(&console),
+        notifier: Arc::new(Notifier::default()),
+        viewing: Mutex::default(),
+        launch,
+        painted_ms: Mutex::default(),
+        demo_url: demo.as_ref().map(demo::Demo::url),
+    };
+    let first_calls = demo.as_ref().is_some_and(|d| d.first_launch);
+    let app = builder(tauri::Builder::default(), shell)
         .build(tauri::generate_context!("../tauri.conf.json"))?;
-    // Seed after the forwarder subscribed, so seeded inputs notify like real ones.
-    if let Some(seed) = seed {
-        seeder.seed(seed).map_err(Error::Seed)?;
+    if first_calls {
+        tauri::async_runtime::spawn(async move { demo::first_calls(&console).await });
     }
-    app.run(|_, _| {});
+    app.run(move |app, event| {
+        let _keep_serving = &demo;
+        if let tauri::RunEvent::Exit = event {
+            app.state::<Shell>().notifier.withdraw_all();
+        }
+    });
     Ok(())
 }
 
-/// Wires state, commands and event forwarding onto a builder (also used by the IPC tests).
-pub fn builder<R: Runtime>(
-    builder: tauri::Builder<R>,
-    console: Arc<dyn Console>,
-) -> tauri::Builder<R> {
-    let events = console.subscribe();
+/// Wires state, commands and the feed onto a builder (also used by the IPC tests).
+pub fn builder<R: Runtime>(builder: tauri::Builder<R>, shell: Shell) -> tauri::Builder<R> {
     builder
-        .manage(Shell {
-            console,
-            notifier: Arc::new(Notifier::default()),
-        })
+        .manage(shell)
         .invoke_handler(tauri::generate_handler![
             commands::app_info,
+            commands::ui_painted,
             commands::notify_dnd_set,
+            commands::view_set,
             commands::input_list,
             commands::input_answer,
             commands::task_list,
             commands::task_get,
             commands::task_cancel,
+            commands::task_adopt,
             commands::server_list,
+            commands::server_add,
+            commands::server_update,
+            commands::server_remove,
+            commands::server_check,
             commands::tool_list,
             commands::tool_call,
+            commands::tool_call_answer,
             commands::audit_list,
+            commands::audit_export,
             commands::url_open,
         ])
-        .setup(move |app| {
+        .setup(|app| {
             let handle = app.handle().clone();
             if let Err(e) = tray::install(&handle) {
                 tracing::warn!("no tray icon: {e}");
@@ -115,79 +169,9 @@ pub fn builder<R: Runtime>(
             // Ask the notification daemon for its capabilities off the main thread, once.
             let notifier = Arc::clone(&handle.state::<Shell>().notifier);
             std::thread::spawn(move || notifier.actions_supported());
-            tauri::async_runtime::spawn(forward(handle, events));
+            tauri::async_runtime::spawn(feed::follow(handle));
             Ok(())
         })
-}
-
-/// Fans console events out to the webview, notifications and the tray.
-async fn forward<R: Runtime>(
-    app: AppHandle<R>,
-    mut events: tokio::sync::broadcast::Receiver<ConsoleEvent>,
-) {
-    loop {
-        let event = match events.recv().await {
-            Ok(event) => event,
-            Err(RecvError::Lagged(missed)) => {
-                tracing::warn!("webview missed {missed} console events; asking it to reload");
-                let _ = app.emit(event::EVENTS_DROPPED, missed);
-                continue;
-            }
-            Err(RecvError::Closed) => return,
-        };
-        let shell = app.state::<Shell>();
-        let sent = match &event {
-            ConsoleEvent::InputRequested(input) => {
-                let (on_answer, on_open) = (app.clone(), app.clone());
-                let (key, key2) = (input.key.clone(), input.key.clone());
-                shell.notifier.input_requested(
-                    input,
-                    move |quick| answer_from_notification(&on_answer, key, quick),
-                    move || {
-                        show_main_window(&on_open);
-                        let _ = on_open.emit(
-                            event::INPUT_FOCUS_REQUESTED,
-                            InputFocusRequested { key: key2 },
-                        );
-                    },
-                );
-                app.emit(event::INPUT_REQUESTED, input)
-            }
-            ConsoleEvent::InputAnswered(answered) => {
-                shell.notifier.input_answered(answered);
-                app.emit(event::INPUT_ANSWERED, answered)
-            }
-            ConsoleEvent::TaskUpdated(task) => app.emit(event::TASK_UPDATED, task),
-            ConsoleEvent::AuditAppended(entry) => app.emit(event::AUDIT_APPENDED, entry),
-        };
-        if let Err(e) = sent {
-            tracing::warn!("emit failed: {e}");
-        }
-        if matches!(
-            event,
-            ConsoleEvent::InputRequested(_) | ConsoleEvent::InputAnswered(_)
-        ) {
-            refresh_shell_state(&app, &shell).await;
-        }
-    }
-}
-
-/// Runs on the notification thread: the user pressed Approve or Decline.
-fn answer_from_notification<R: Runtime>(app: &AppHandle<R>, key: String, quick: QuickAnswer) {
-    let response = match quick {
-        QuickAnswer::Approve(field) => InputResponse::Accept {
-            content: Some(serde_json::Map::from_iter([(
-                field,
-                serde_json::Value::Bool(true),
-            )])),
-        },
-        QuickAnswer::Decline => InputResponse::Decline,
-    };
-    let console = Arc::clone(&app.state::<Shell>().console);
-    if let Err(e) = tauri::async_runtime::block_on(console.input_answer(&key, response)) {
-        // Typically already answered in the window; the inbox is the source of truth.
-        tracing::info!("notification answer for {key} not applied: {e}");
-    }
 }
 
 /// Recomputes the shell state, shows it in tray and title, and tells the webview.

@@ -1,12 +1,13 @@
 //! Desktop notifications for new inbox entries.
 //!
-//! One notification per input key, ever (the inbox deduplicates keys, and so do we). Title:
+//! One notification per question, ever: the ledger's `inputs.notified_at` survives restarts (the
+//! feed marks it before posting) and this notifier also refuses a second one in-process. Title:
 //! server · tool; body: the question, truncated, markup-escaped (it is server text). When the
 //! daemon advertises `actions` and the form is a single boolean confirmation, the notification
 //! carries Approve/Decline; a click on the body opens the app on that question. Do-not-disturb
 //! suppresses new notifications only; the inbox and tray still count.
 
-use crate::ipc::{InputAnswered, InputKind, InputRequestView};
+use crate::ipc::{InputKind, InputRequestView};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -19,7 +20,7 @@ const BODY_MAX_CHARS: usize = 180;
 #[derive(Default)]
 pub struct Notifier {
     dnd: AtomicBool,
-    /// key → (daemon id, 0 while being posted; summary).
+    /// "task row/key" → (daemon id, 0 while being posted; summary).
     shown: Mutex<HashMap<String, (u32, String)>>,
     caps: OnceLock<Vec<String>>,
 }
@@ -91,7 +92,7 @@ impl Notifier {
         on_answer: impl FnOnce(QuickAnswer) + Send + 'static,
         on_open: impl FnOnce() + Send + 'static,
     ) {
-        if !self.claim(&input.key) {
+        if !self.claim(&id_of(input)) {
             return;
         }
         let (me, input) = (Arc::clone(self), input.clone());
@@ -123,9 +124,11 @@ impl Notifier {
             .then(|| single_confirmation(&input.request))
             .flatten();
         let body = body_text(&input.request, markup);
+        // The summary is plain text by the notification spec (dunst shows entities literally).
+        let title = summary(input);
         let mut n = notify_rust::Notification::new();
         n.appname("Countersign")
-            .summary(&summary(input))
+            .summary(&title)
             .body(&body)
             .hint(notify_rust::Hint::Category("im.received".into()))
             .timeout(notify_rust::Timeout::Never)
@@ -136,11 +139,11 @@ impl Notifier {
         let handle = match n.show() {
             Ok(h) => h,
             Err(e) => {
-                tracing::warn!("notification for {} not shown: {e}", input.key);
+                tracing::warn!("notification for {} not shown: {e}", id_of(input));
                 return;
             }
         };
-        self.remember(&input.key, handle.id(), summary(input));
+        self.remember(&id_of(input), handle.id(), title);
         handle.wait_for_action(|action| match (action, quick) {
             ("approve", Some(field)) => on_answer(QuickAnswer::Approve(field)),
             ("decline", Some(_)) => on_answer(QuickAnswer::Decline),
@@ -158,37 +161,34 @@ impl Notifier {
     ) {
     }
 
-    /// Replaces the notification of an input that left the inbox by a short-lived note, so no
-    /// stale Approve button stays on screen.
-    pub fn input_answered(&self, answered: &InputAnswered) {
-        let Some((id, title)) = self
-            .shown
-            .lock()
-            .ok()
-            .and_then(|s| s.get(&answered.key).cloned())
+    /// Replaces the notification of a question that left the inbox (`outcome`: accept, decline,
+    /// cancel, or anything else for "no longer needed") by a short-lived note, so no stale
+    /// Approve button stays on screen.
+    pub fn input_closed(&self, id: &str, outcome: &str) {
+        let Some((daemon_id, title)) = self.shown.lock().ok().and_then(|s| s.get(id).cloned())
         else {
             return;
         };
-        if id == 0 {
+        if daemon_id == 0 {
             return;
         }
         #[cfg(target_os = "linux")]
         {
-            let body = match answered.outcome.as_str() {
+            let body = match outcome {
                 "accept" => "Approved",
                 "decline" => "Declined",
                 "cancel" => "Dismissed",
                 _ => "No longer needed",
             };
             let result = notify_rust::Notification::new()
-                .id(id)
+                .id(daemon_id)
                 .appname("Countersign")
                 .summary(&title)
                 .body(body)
                 .timeout(notify_rust::Timeout::Milliseconds(4000))
                 .show();
             if let Err(e) = result {
-                tracing::debug!("could not replace notification {id}: {e}");
+                tracing::debug!("could not replace notification {daemon_id}: {e}");
             }
         }
         #[cfg(not(target_os = "linux"))]
@@ -196,9 +196,39 @@ impl Notifier {
     }
 }
 
-/// "server · tool".
+/// The notifier's identity of a question: keys are unique within a task only.
+pub fn id_of(input: &InputRequestView) -> String {
+    format!("{}/{}", input.task_row, input.key)
+}
+
+impl Notifier {
+    /// At exit: the notifications still on screen would offer buttons nobody listens to any
+    /// more; replace each with a short note (the question stays in the inbox).
+    pub fn withdraw_all(&self) {
+        let shown: Vec<(u32, String)> = self
+            .shown
+            .lock()
+            .map(|s| s.values().filter(|(id, _)| *id != 0).cloned().collect())
+            .unwrap_or_default();
+        #[cfg(target_os = "linux")]
+        for (id, title) in shown {
+            let _ = notify_rust::Notification::new()
+                .id(id)
+                .appname("Countersign")
+                .summary(&title)
+                .body("Countersign was closed: the question waits in its inbox.")
+                .timeout(notify_rust::Timeout::Milliseconds(3000))
+                .show();
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = shown;
+    }
+}
+
+/// "server · tool" (adopted tasks have no known tool).
 pub fn summary(input: &InputRequestView) -> String {
-    format!("{} · {}", input.server_name, input.tool_name)
+    let tool = input.tool_name.as_deref().unwrap_or("adopted task");
+    format!("{} · {}", input.server_name, tool)
 }
 
 /// The question, truncated on a character boundary, escaped when the daemon renders markup.
@@ -213,12 +243,16 @@ pub fn body_text(kind: &InputKind, markup: bool) -> String {
         text.push('…');
     }
     if markup {
-        text = text
-            .replace('&', "&amp;")
-            .replace('<', "&lt;")
-            .replace('>', "&gt;");
+        text = escape(&text);
     }
     text
+}
+
+/// Server text for a daemon that renders markup: tags become visible characters.
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
 }
 
 fn host_of(url: &str) -> &str {

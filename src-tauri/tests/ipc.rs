@@ -1,38 +1,94 @@
-//! The IPC surface, in process (no display): the real config and capabilities, our commands,
-//! and the error shape the UI branches on.
+//! The IPC surface, in process (no display): the real config and capabilities, our commands over
+//! the real console (a ledger in a temp dir, the engine running) against the built-in demo
+//! server on 127.0.0.1, and the error shape the UI branches on.
 
-use countersign_desktop::console::{Console, Seed, Standalone};
-use countersign_desktop::ipc::{InputKind, InputRequestView};
+use countersign_core::secrets::Secrets;
+use countersign_demo::{DemoConfig, DemoServer};
+use countersign_desktop::console::Console;
+use countersign_desktop::{ipc, Launch, Shell};
 use serde_json::{json, Value};
-use std::sync::Arc;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tauri::async_runtime::block_on;
 use tauri::ipc::{CallbackFn, InvokeBody};
 use tauri::test::{get_ipc_response, mock_builder, MockRuntime, INVOKE_KEY};
 use tauri::webview::InvokeRequest;
 use tauri::{App, WebviewWindow, WebviewWindowBuilder};
 
-fn input(key: &str) -> InputRequestView {
-    InputRequestView {
-        key: key.into(),
-        task_id: Some("t1".into()),
-        server_id: "fastmcp".into(),
-        server_name: "peer-fastmcp-tasks".into(),
-        tool_name: "deploy".into(),
-        received_at: "2026-12-02T09:36:04Z".into(),
-        request: InputKind::Form {
-            message: "Approve deployment of 'billing-api'?".into(),
-            requested_schema: json!({"type":"object","properties":{"approve":{"type":"boolean"}},"required":["approve"]}),
-        },
+struct Fixture {
+    _app: App<MockRuntime>,
+    window: WebviewWindow<MockRuntime>,
+    dir: PathBuf,
+    demo: Option<DemoServer>,
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        if let Some(demo) = self.demo.take() {
+            block_on(demo.shutdown());
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
-fn app(console: Arc<Standalone>) -> (App<MockRuntime>, WebviewWindow<MockRuntime>) {
-    let app = countersign_desktop::builder(mock_builder(), console)
+fn scratch_dir(name: &str) -> PathBuf {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    std::env::temp_dir().join(format!(
+        "countersign-ipc-{name}-{}-{nanos}",
+        std::process::id()
+    ))
+}
+
+/// A keyring service no real entry uses (these tests never store a token).
+fn secrets() -> Secrets {
+    Secrets::new(format!("dev.countersign.test.ipc.{}", std::process::id()))
+}
+
+fn app_on(dir: PathBuf, demo: Option<DemoServer>) -> Fixture {
+    let console = block_on(Console::open(&dir, secrets())).expect("console opens a fresh ledger");
+    let shell = Shell {
+        console: Arc::new(console),
+        notifier: Arc::default(),
+        viewing: Mutex::default(),
+        launch: Launch::now(),
+        painted_ms: Mutex::default(),
+        demo_url: None,
+    };
+    let app = countersign_desktop::builder(mock_builder(), shell)
         .build(tauri::generate_context!("../tauri.conf.json", test = true))
         .expect("app builds with the real config and capabilities");
     let window = WebviewWindowBuilder::new(&app, "main", Default::default())
         .build()
         .expect("main window");
-    (app, window)
+    Fixture {
+        _app: app,
+        window,
+        dir,
+        demo,
+    }
+}
+
+fn app(name: &str) -> Fixture {
+    app_on(scratch_dir(name), None)
+}
+
+/// With the demo server running 100x faster than real time.
+fn app_with_demo(name: &str) -> (Fixture, String) {
+    let demo = block_on(DemoServer::start(
+        ([127, 0, 0, 1], 0).into(),
+        DemoConfig {
+            time_scale: 0.01,
+            poll_interval_ms: 50,
+            ..DemoConfig::default()
+        },
+    ))
+    .expect("demo server on 127.0.0.1");
+    let url = demo.url();
+    (app_on(scratch_dir(name), Some(demo)), url)
 }
 
 fn invoke(window: &WebviewWindow<MockRuntime>, cmd: &str, body: Value) -> Result<Value, Value> {
@@ -51,73 +107,169 @@ fn invoke(window: &WebviewWindow<MockRuntime>, cmd: &str, body: Value) -> Result
     .map(|b| b.deserialize::<Value>().expect("json response"))
 }
 
-fn seeded() -> Arc<Standalone> {
-    let console = Arc::new(Standalone::new(|| "2026-12-02T10:00:00Z".to_owned()));
-    console
-        .seed(Seed {
-            inputs: vec![input("k1"), input("k2")],
-            ..Seed::default()
-        })
-        .expect("seed");
-    console
+fn until(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<Value>) -> Value {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 #[test]
-fn lists_and_answers_inputs_over_ipc() {
-    let (_app, w) = app(seeded());
-    let list = invoke(&w, "input_list", json!({})).expect("input_list");
-    assert_eq!(list.as_array().map(Vec::len), Some(2));
+fn a_question_from_a_real_server_is_answered_once_and_the_task_completes() {
+    let (fx, url) = app_with_demo("answer");
+    let w = &fx.window;
+    let server = invoke(
+        w,
+        "server_add",
+        json!({"request": {"name": "demo", "url": url, "discover": true}}),
+    )
+    .expect("server_add");
     assert_eq!(
-        list[0]["request"]["mode"], "form",
-        "camelCase wire shape with a mode tag"
+        server["identity"]
+            .as_str()
+            .map(|s| s.starts_with("countersign")),
+        Some(true)
     );
-    assert_eq!(list[0]["serverName"], "peer-fastmcp-tasks");
+    assert_eq!(server["supportsTasks"], true);
+    assert_eq!(server["health"]["state"], "reachable");
+    let id = server["id"].clone();
 
-    let ok = invoke(
-        &w,
-        "input_answer",
-        json!({"request": {"key": "k1", "response": {"action": "accept", "content": {"approve": true}}}}),
+    let tools = invoke(w, "tool_list", json!({"request": {"serverId": id}})).expect("tool_list");
+    assert!(tools
+        .as_array()
+        .is_some_and(|t| t.iter().any(|t| t["name"] == "deploy_service")));
+
+    let outcome = invoke(
+        w,
+        "tool_call",
+        json!({"request": {"serverId": id, "name": "deploy_service",
+            "arguments": {"service": "billing-api", "environment": "staging"}}}),
+    )
+    .expect("tool_call");
+    assert_eq!(outcome["kind"], "task", "deploy_service runs as a task");
+    let row = outcome["task"]["row"].clone();
+
+    let inbox = until("the approval question", Duration::from_secs(20), || {
+        let list = invoke(w, "input_list", json!({})).ok()?;
+        (list.as_array()?.len() == 1).then_some(list)
+    });
+    let q = &inbox[0];
+    assert_eq!(q["taskRow"], row);
+    assert_eq!(q["serverName"], "demo");
+    assert_eq!(q["toolName"], "deploy_service");
+    assert_eq!(q["request"]["mode"], "form");
+    assert!(
+        q["expiresAtMs"].as_i64().is_some(),
+        "the demo's tasks have a TTL"
     );
-    assert_eq!(ok, Ok(Value::Null));
-    let again = invoke(
-        &w,
-        "input_answer",
-        json!({"request": {"key": "k1", "response": {"action": "decline"}}}),
-    );
+
+    let answer = json!({"request": {"taskRow": row, "key": q["key"],
+        "response": {"action": "accept", "content": {"approve": true, "reason": "ipc test"}}}});
+    assert_eq!(invoke(w, "input_answer", answer.clone()), Ok(Value::Null));
     assert_eq!(
-        again.expect_err("second answer")["code"],
+        invoke(w, "input_answer", answer).expect_err("second answer")["code"],
         "already_answered",
-        "errors cross as {{code, message}}"
+        "errors cross as {{code, message}} and a question is answered once"
     );
+
+    let detail = until("the task to complete", Duration::from_secs(30), || {
+        let d = invoke(w, "task_get", json!({"request": {"row": row}})).ok()?;
+        (d["task"]["status"] == "completed").then_some(d)
+    });
+    let kinds: Vec<&str> = detail["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter_map(|e| e["fact"]["kind"].as_str())
+        .collect();
+    for step in [
+        "task_created",
+        "task_updated",
+        "input_requested",
+        "input_answered",
+        "update_acknowledged",
+        "task_finished",
+    ] {
+        assert!(kinds.contains(&step), "timeline lacks {step}: {kinds:?}");
+    }
+    assert_eq!(detail["inputs"][0]["state"], "delivered");
+    assert!(
+        detail["result"]["content"].is_array(),
+        "the result is shown verbatim"
+    );
+    assert_eq!(detail["arguments"]["service"], "billing-api");
+
+    let audit = invoke(w, "audit_list", json!({})).expect("audit_list");
+    let answered = audit
+        .as_array()
+        .and_then(|a| a.iter().find(|e| e["action"] == "answer_accept"))
+        .expect("the answer is audited");
+    assert_eq!(answered["answer"]["content"]["reason"], "ipc test");
+    assert!(answered["question"]
+        .as_str()
+        .is_some_and(|q| q.contains("billing-api")));
+    assert!(answered["waitedMs"].as_i64().is_some());
+}
+
+#[test]
+fn errors_cross_as_code_and_message() {
+    let fx = app("errors");
+    let missing =
+        invoke(&fx.window, "task_get", json!({"request": {"row": 999}})).expect_err("no such task");
+    assert_eq!(missing["code"], "not_found");
+    assert!(missing["message"].is_string());
+    let bad = invoke(
+        &fx.window,
+        "server_add",
+        json!({"request": {"name": "x", "url": "file:///etc/passwd", "discover": false}}),
+    )
+    .expect_err("not an http URL");
+    assert_eq!(bad["code"], "invalid_input");
+    let down = invoke(
+        &fx.window,
+        "server_add",
+        json!({"request": {"name": "x", "url": "http://127.0.0.1:9/mcp", "discover": true}}),
+    )
+    .expect_err("nothing listens on port 9");
     assert_eq!(
-        invoke(&w, "input_list", json!({})).expect("list")[0]["key"],
-        "k2"
+        down["code"], "unavailable",
+        "the UI offers to add it anyway"
     );
 }
 
 #[test]
-fn app_info_reports_engine_and_pending_count() {
-    let (_app, w) = app(seeded());
-    let info = invoke(&w, "app_info", json!({})).expect("app_info");
-    assert_eq!(info["engine"], "standalone");
-    assert_eq!(info["shell"]["pending"], 2);
-    let dnd = invoke(&w, "notify_dnd_set", json!({"request": {"enabled": true}})).expect("dnd");
+fn app_info_reports_the_engine_and_a_second_app_defers_to_it() {
+    let fx = app("engine");
+    let info = invoke(&fx.window, "app_info", json!({})).expect("app_info");
+    assert_eq!(info["engine"]["state"], "running");
+    assert_eq!(info["shell"]["pending"], 0);
+    let dnd = invoke(
+        &fx.window,
+        "notify_dnd_set",
+        json!({"request": {"enabled": true}}),
+    )
+    .expect("dnd");
     assert_eq!(dnd["dnd"], true);
-}
 
-#[test]
-fn calls_that_need_a_server_say_unavailable_until_the_engine_is_wired() {
-    let (_app, w) = app(seeded());
-    let err = invoke(&w, "tool_list", json!({"request": {"serverId": "fastmcp"}}))
-        .expect_err("no engine");
-    assert_eq!(err["code"], "unavailable");
+    let second = block_on(Console::open(&fx.dir, secrets())).expect("opens the same ledger");
+    assert_eq!(
+        second.engine_state(),
+        ipc::EngineState::Elsewhere {
+            pid: Some(std::process::id())
+        },
+        "one engine per ledger: the second shows the ledger without polling"
+    );
 }
 
 #[test]
 fn url_open_refuses_non_http_schemes() {
-    let (_app, w) = app(seeded());
+    let fx = app("url");
     let err = invoke(
-        &w,
+        &fx.window,
         "url_open",
         json!({"request": {"url": "file:///etc/passwd"}}),
     )
@@ -126,15 +278,42 @@ fn url_open_refuses_non_http_schemes() {
 }
 
 #[test]
+fn every_command_is_registered_granted_and_built() {
+    let fx = app("contract");
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let caps = std::fs::read_to_string(root.join("capabilities/main.json")).expect("capabilities");
+    let build = std::fs::read_to_string(root.join("build.rs")).expect("build.rs");
+    for cmd in ipc::COMMANDS {
+        let grant = format!("\"allow-{}\"", cmd.replace('_', "-"));
+        assert!(
+            caps.contains(&grant),
+            "capabilities/main.json must grant {grant}"
+        );
+        assert!(
+            build.contains(&format!("\"{cmd}\"")),
+            "build.rs must list {cmd}"
+        );
+        // A malformed request must fail on its arguments, not on an unknown command.
+        if let Err(e) = invoke(&fx.window, cmd, json!({"request": "not an object"})) {
+            let text = e.to_string();
+            assert!(
+                !text.contains("not found") && !text.contains("not allowed"),
+                "{cmd} is not wired: {text}"
+            );
+        }
+    }
+}
+
+#[test]
 fn the_webview_cannot_reach_core_apis_outside_its_capability() {
-    let (_app, w) = app(seeded());
+    let fx = app("acl");
     for cmd in [
         "plugin:window|close",
         "plugin:webview|create_webview_window",
         "plugin:path|resolve_directory",
         "plugin:event|emit",
     ] {
-        let denied = invoke(&w, cmd, json!({}));
+        let denied = invoke(&fx.window, cmd, json!({}));
         let message = denied.expect_err("denied").to_string();
         assert!(
             message.contains("not allowed"),
@@ -143,26 +322,11 @@ fn the_webview_cannot_reach_core_apis_outside_its_capability() {
     }
     assert!(
         invoke(
-            &w,
+            &fx.window,
             "plugin:event|listen",
-            json!({"event": "input_requested", "target": {"kind": "Any"}, "handler": 3})
+            json!({"event": "inbox_changed", "target": {"kind": "Any"}, "handler": 3})
         )
         .is_ok(),
         "listening is granted"
     );
-}
-
-#[test]
-fn seed_files_use_the_ipc_shapes() {
-    let seed = Standalone::read_seed(
-        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../.ci/e2e/seed.json"),
-    )
-    .expect("seed parses");
-    assert!(seed.inputs.len() >= 3 && !seed.tasks.is_empty() && !seed.servers.is_empty());
-    let console = Standalone::new(String::new);
-    console.seed(seed).expect("seeded");
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .expect("rt");
-    assert!(rt.block_on(console.input_list()).expect("list").len() >= 3);
 }

@@ -364,7 +364,8 @@ pub async fn add_server(
     actor: &str,
 ) -> Result<ServerRecord> {
     let (name, url, actor) = (name.to_owned(), url.to_owned(), actor.to_owned());
-    let discovery = discovery.map(|d| (Value::Object(d.capabilities.clone()), d.server_info.clone()));
+    let discovery =
+        discovery.map(|d| (Value::Object(d.capabilities.clone()), d.server_info.clone()));
     Ok(ledger
         .write(move |ctx| {
             let record = servers::add(ctx.conn, &name, &url, has_token)?;
@@ -427,7 +428,11 @@ pub async fn update_server(
 }
 
 /// Records what `server/discover` said about a registered server.
-pub async fn record_discovery(ledger: &Ledger, id: i64, discovery: &Discovery) -> Result<ServerRecord> {
+pub async fn record_discovery(
+    ledger: &Ledger,
+    id: i64,
+    discovery: &Discovery,
+) -> Result<ServerRecord> {
     let capabilities = Value::Object(discovery.capabilities.clone());
     let info = discovery.server_info.clone();
     Ok(ledger

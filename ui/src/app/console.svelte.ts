@@ -1,79 +1,118 @@
-// The UI's view of the engine: lists fetched once, then kept current by events.
+// The UI's view of the ledger: lists fetched once, then kept current by the shell's events.
 import type { AppInfo } from "../bindings/AppInfo";
-import type { AuditEntry } from "../bindings/AuditEntry";
+import type { EventView } from "../bindings/EventView";
+import type { InputFocusRequested } from "../bindings/InputFocusRequested";
 import type { InputRequestView } from "../bindings/InputRequestView";
 import type { InputResponse } from "../bindings/InputResponse";
 import type { ServerView } from "../bindings/ServerView";
 import type { ShellState } from "../bindings/ShellState";
 import type { TaskView } from "../bindings/TaskView";
+import type { ViewRequest } from "../bindings/ViewRequest";
 import { call, listen, type CommandError } from "../ipc";
+
+/** The identity of a question: keys are unique within a task only. */
+export function inputId(i: { taskRow: number; key: string }): string {
+  return `${i.taskRow}/${i.key}`;
+}
 
 export class ConsoleStore {
   info: AppInfo | undefined = $state();
   shell: ShellState = $state({ pending: 0, dnd: false, notificationActions: false });
   inputs: InputRequestView[] = $state([]);
+  /** Newest first. Replaced wholesale on reload; rows are replaced in place on updates. */
   tasks: TaskView[] = $state([]);
   servers: ServerView[] = $state([]);
-  audit: AuditEntry[] = $state([]);
-  /** Set when the engine cannot be reached (e.g. running outside the app). */
+  /** Set when the shell cannot be reached (e.g. running outside the app). */
   offline: CommandError | undefined = $state();
-  /** Key the user asked to see from a notification. */
-  focusKey: string | undefined = $state();
+  /** The question the user asked to see from a notification. */
+  focus: InputFocusRequested | undefined = $state();
 
   private stops: (() => void)[] = [];
+  private rowIndex = new Map<number, number>();
+  private eventListeners = new Set<(e: EventView) => void>();
 
   async start(): Promise<void> {
     this.stops.push(
-      listen("input_requested", (i) => {
-        if (!this.inputs.some((x) => x.key === i.key)) this.inputs.push(i);
-      }),
-      listen("input_answered", (a) => {
-        this.inputs = this.inputs.filter((x) => x.key !== a.key);
-      }),
-      listen("task_updated", (t) => {
-        const at = this.tasks.findIndex((x) => x.taskId === t.taskId);
-        if (at >= 0) this.tasks[at] = t;
-        else this.tasks.unshift(t);
-      }),
-      listen("audit_appended", (e) => {
-        if (!this.audit.some((x) => x.seq === e.seq)) this.audit.push(e);
-      }),
+      listen("inbox_changed", (list) => (this.inputs = list)),
+      listen("task_updated", (t) => this.upsert(t)),
+      listen("servers_changed", (list) => (this.servers = list)),
       listen("shell_state_changed", (s) => (this.shell = s)),
-      listen("input_focus_requested", (f) => (this.focusKey = f.key)),
-      listen("events_dropped", () => void this.reload()),
+      listen("input_focus_requested", (f) => (this.focus = f)),
+      listen("event_recorded", (e) => {
+        for (const cb of this.eventListeners) cb(e);
+        if (e.fact.kind === "server_removed") void this.reloadTasks();
+      }),
     );
     await this.reload();
   }
 
+  /** Calls `cb` with every ledger event from now on; returns the unsubscribe. */
+  onEvent(cb: (e: EventView) => void): () => void {
+    this.eventListeners.add(cb);
+    return () => this.eventListeners.delete(cb);
+  }
+
+  private upsert(t: TaskView) {
+    const at = this.rowIndex.get(t.row);
+    if (at !== undefined && this.tasks[at]?.row === t.row) {
+      this.tasks[at] = t;
+    } else {
+      this.tasks.unshift(t);
+      this.reindex();
+    }
+  }
+
+  private reindex() {
+    this.rowIndex = new Map(this.tasks.map((t, i) => [t.row, i]));
+  }
+
+  task(row: number): TaskView | undefined {
+    const at = this.rowIndex.get(row);
+    return at === undefined ? undefined : this.tasks[at];
+  }
+
+  async reloadTasks(): Promise<void> {
+    this.tasks = await call("task_list", {});
+    this.reindex();
+  }
+
   async reload(): Promise<void> {
     try {
-      const [info, inputs, tasks, servers, audit] = await Promise.all([
+      const [info, inputs, tasks, servers] = await Promise.all([
         call("app_info"),
         call("input_list"),
-        call("task_list"),
+        call("task_list", {}),
         call("server_list"),
-        call("audit_list", { limit: 5000 }),
       ]);
       this.info = info;
       this.shell = info.shell;
       this.inputs = inputs;
       this.tasks = tasks;
+      this.reindex();
       this.servers = servers;
-      this.audit = audit;
       this.offline = undefined;
     } catch (e) {
       this.offline = e as CommandError;
     }
   }
 
-  async answer(key: string, response: InputResponse): Promise<void> {
-    await call("input_answer", { key, response });
-    // The event removes it too; doing it now keeps the inbox snappy.
-    this.inputs = this.inputs.filter((x) => x.key !== key);
+  async answer(input: InputRequestView, response: InputResponse): Promise<void> {
+    await call("input_answer", { taskRow: input.taskRow, key: input.key, response });
+    // The inbox event removes it too; doing it now keeps the inbox snappy.
+    this.inputs = this.inputs.filter((x) => inputId(x) !== inputId(input));
+  }
+
+  async cancel(row: number): Promise<void> {
+    await call("task_cancel", { row });
   }
 
   async setDnd(enabled: boolean): Promise<void> {
     this.shell = await call("notify_dnd_set", { enabled });
+  }
+
+  /** Tells the shell what is on screen (no notification for a question already shown). */
+  viewing(view: ViewRequest): void {
+    void call("view_set", view).catch(() => {});
   }
 
   stop() {

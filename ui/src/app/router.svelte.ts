@@ -1,41 +1,47 @@
-// Hash routes: #/inbox[/key], #/tasks[/id], #/servers, #/call, #/audit.
+// Hash routes: #/inbox[/row/key], #/tasks, #/tasks/ROW, #/adopt, #/servers, #/call, #/audit.
 
 export type Route =
-  | { page: "inbox"; key?: string }
+  | { page: "inbox"; row?: number; key?: string }
   | { page: "tasks" }
-  | { page: "task"; id: string }
+  | { page: "task"; row: number }
+  | { page: "adopt" }
   | { page: "servers" }
   | { page: "call" }
   | { page: "audit" };
 
 export function parseRoute(hash: string): Route {
-  const parts = hash.replace(/^#\/?/, "").split("/").map((p) => {
-    try {
-      return decodeURIComponent(p);
-    } catch {
-      return p;
-    }
-  });
+  const parts = hash
+    .replace(/^#\/?/, "")
+    .split("/")
+    .map((p) => {
+      try {
+        return decodeURIComponent(p);
+      } catch {
+        return p;
+      }
+    });
+  const row = Number(parts[1]);
   switch (parts[0]) {
     case "tasks":
-      return parts[1] ? { page: "task", id: parts[1] } : { page: "tasks" };
+      return parts[1] && Number.isInteger(row) ? { page: "task", row } : { page: "tasks" };
+    case "adopt":
     case "servers":
-      return { page: "servers" };
     case "call":
-      return { page: "call" };
     case "audit":
-      return { page: "audit" };
+      return { page: parts[0] };
     default:
-      return parts[0] === "inbox" && parts[1] ? { page: "inbox", key: parts[1] } : { page: "inbox" };
+      return parts[0] === "inbox" && Number.isInteger(row) && parts[2] !== undefined
+        ? { page: "inbox", row, key: parts.slice(2).join("/") }
+        : { page: "inbox" };
   }
 }
 
 export function href(route: Route): string {
   switch (route.page) {
     case "inbox":
-      return route.key ? `#/inbox/${encodeURIComponent(route.key)}` : "#/inbox";
+      return route.row !== undefined && route.key !== undefined ? `#/inbox/${route.row}/${encodeURIComponent(route.key)}` : "#/inbox";
     case "task":
-      return `#/tasks/${encodeURIComponent(route.id)}`;
+      return `#/tasks/${route.row}`;
     default:
       return `#/${route.page}`;
   }

@@ -6,7 +6,11 @@ import type { InputResponse } from "./InputResponse";
  */
 export type InputAnswerRequest = { 
 /**
- * The input's key.
+ * The task's row.
+ */
+taskRow: number, 
+/**
+ * The question's key.
  */
 key: string, 
 /**

@@ -9,7 +9,7 @@ export type InputKind = { "mode": "form",
  */
 message: string, 
 /**
- * The flat JSON schema, passed through verbatim; the UI validates it defensively.
+ * The flat JSON schema, verbatim; the UI validates it defensively.
  */
 requestedSchema: unknown, } | { "mode": "url", 
 /**

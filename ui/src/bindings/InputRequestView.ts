@@ -2,33 +2,37 @@
 import type { InputKind } from "./InputKind";
 
 /**
- * One pending input request (an MCP `inputRequests` entry, or an MRTR request before a task).
+ * One pending question, with what the inbox shows next to it.
  */
 export type InputRequestView = { 
 /**
- * Opaque key, unique over the task's life: the inbox's identity for this request.
+ * The task's ledger row: with `key`, the question's identity.
+ */
+taskRow: number, 
+/**
+ * The server's key, unique within the task.
  */
 key: string, 
 /**
- * The task that asks, if any (MRTR requests before a task have none).
+ * The server's task id.
  */
-taskId?: string, 
+taskId: string, 
 /**
- * Our id of the server that asks.
- */
-serverId: string, 
-/**
- * Display name of the server (server-provided: text only).
+ * Server name (as registered).
  */
 serverName: string, 
 /**
- * The tool whose call led to this request.
+ * The tool whose call started the task (absent for adopted tasks).
  */
-toolName: string, 
+toolName?: string, 
 /**
- * When the request reached us (RFC 3339).
+ * When the question first reached us.
  */
-receivedAt: string, 
+requestedAtMs: number, 
+/**
+ * When the task's TTL runs out (absent = unlimited).
+ */
+expiresAtMs?: number, 
 /**
  * What is asked.
  */

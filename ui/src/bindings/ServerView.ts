@@ -2,15 +2,15 @@
 import type { ServerHealth } from "./ServerHealth";
 
 /**
- * One configured server.
+ * One registered server.
  */
 export type ServerView = { 
 /**
- * Our id.
+ * Row id.
  */
-id: string, 
+id: number, 
 /**
- * Display name.
+ * Unique display name.
  */
 name: string, 
 /**
@@ -18,14 +18,38 @@ name: string,
  */
 url: string, 
 /**
- * Last seen health.
- */
-health: ServerHealth, 
-/**
  * Whether a bearer token is stored in the OS keyring (never the token itself).
  */
 hasToken: boolean, 
 /**
- * Last error, if `health` is `error`.
+ * The user's minimum poll interval for this server (0 = the server's own pace).
  */
-lastError?: string, };
+pollFloorMs: number, 
+/**
+ * When it was added.
+ */
+createdAtMs: number, 
+/**
+ * When `server/discover` last succeeded.
+ */
+discoveredAtMs?: number, 
+/**
+ * "name version" from the server's identity (server-provided: text only).
+ */
+identity?: string, 
+/**
+ * `serverInfo`, verbatim.
+ */
+serverInfo?: unknown, 
+/**
+ * Capabilities from `server/discover`, verbatim.
+ */
+capabilities?: unknown, 
+/**
+ * Whether it declares the Tasks extension.
+ */
+supportsTasks: boolean, 
+/**
+ * Reachability.
+ */
+health: ServerHealth, };

@@ -5,7 +5,7 @@
  */
 export type ShellState = { 
 /**
- * Inputs waiting for the user.
+ * Questions waiting for the user.
  */
 pending: number, 
 /**

@@ -6,21 +6,25 @@ import type { TaskStatus } from "./TaskStatus";
  */
 export type TaskView = { 
 /**
+ * Ledger row id: the task's identity in the UI (servers may reuse task ids).
+ */
+row: number, 
+/**
  * Server-assigned task id.
  */
 taskId: string, 
 /**
- * Our id of the server.
- */
-serverId: string, 
-/**
- * Display name of the server.
+ * Server name.
  */
 serverName: string, 
 /**
- * The tool that started the task.
+ * The tool that started the task (absent when adopted by id).
  */
-toolName: string, 
+toolName?: string, 
+/**
+ * `call` or `adopted`.
+ */
+origin: string, 
 /**
  * Current status.
  */
@@ -30,18 +34,26 @@ status: TaskStatus,
  */
 statusMessage?: string, 
 /**
- * RFC 3339.
+ * When we first recorded it.
  */
-createdAt: string, 
+createdAtMs: number, 
 /**
- * RFC 3339.
+ * When it last changed.
  */
-lastUpdatedAt: string, 
+updatedAtMs: number, 
 /**
- * Time to live from `createdAt`; absent = unlimited.
+ * When it ended.
+ */
+finishedAtMs?: number, 
+/**
+ * Time to live; absent = unlimited.
  */
 ttlMs?: number, 
 /**
- * Inputs of this task waiting in the inbox.
+ * Questions of this task waiting in the inbox.
  */
-pendingInputs: number, };
+pendingInputs: number, 
+/**
+ * Polling is failing with this message (the engine retries with backoff).
+ */
+pollError?: string, };

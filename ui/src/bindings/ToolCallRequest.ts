@@ -5,9 +5,9 @@
  */
 export type ToolCallRequest = { 
 /**
- * Server id.
+ * Server row id.
  */
-serverId: string, 
+serverId: number, 
 /**
  * Tool name.
  */

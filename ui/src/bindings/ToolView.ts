@@ -9,10 +9,18 @@ export type ToolView = {
  */
 name: string, 
 /**
+ * Human title (server-provided: text only).
+ */
+title?: string, 
+/**
  * Description (server-provided: text only).
  */
 description?: string, 
 /**
  * JSON schema of the arguments, verbatim.
  */
-inputSchema: unknown, };
+inputSchema: unknown, 
+/**
+ * `execution.taskSupport`: required, optional or forbidden.
+ */
+taskSupport?: string, };

@@ -1,12 +1,17 @@
-// The only module that imports @tauri-apps/*. Everything else calls `call` and `listen`.
+// The only module that imports @tauri-apps/*. Everything else calls `call` and `listen`, typed by
+// the contract generated from src-tauri/src/ipc.rs (bindings/Contract.ts).
 import { invoke } from "@tauri-apps/api/core";
 import { listen as tauriListen, type UnlistenFn } from "@tauri-apps/api/event";
 import type { CommandError } from "../bindings/CommandError";
+import type { Commands, Events } from "../bindings/Contract";
 import type { ErrorCode } from "../bindings/ErrorCode";
-import type { CommandName, EventName, Events, Req, Res } from "./contract";
 
-export type { CommandName, EventName, Events, Req, Res } from "./contract";
 export type { CommandError, ErrorCode };
+export type CommandName = keyof Commands;
+export type Req<K extends CommandName> = Commands[K]["req"];
+export type Res<K extends CommandName> = Commands[K]["res"];
+export type EventName = keyof Events;
+export type { Events };
 
 /** True inside the Tauri webview; false in a plain browser (vite dev, tests). */
 export function inTauri(): boolean {
@@ -19,6 +24,7 @@ const ERROR_CODES: readonly ErrorCode[] = [
   "invalid_input",
   "unavailable",
   "server",
+  "keyring",
   "internal",
 ];
 
@@ -33,8 +39,13 @@ export function toCommandError(e: unknown): CommandError {
   return { code: "internal", message: e instanceof Error ? e.message : String(e) };
 }
 
-/** Calls a Rust command; rejects with a `CommandError`. */
-export async function call<K extends CommandName>(cmd: K, ...req: Req<K> extends void ? [] : [Req<K>]): Promise<Res<K>> {
+/** The message of anything a failed call rejected with. */
+export function messageOf(e: unknown): string {
+  return toCommandError(e).message;
+}
+
+/** Calls a Rust command; rejects with a `CommandError`. Commands whose `req` is `null` take none. */
+export async function call<K extends CommandName>(cmd: K, ...req: Req<K> extends null ? [] : [Req<K>]): Promise<Res<K>> {
   if (!inTauri()) {
     throw { code: "unavailable", message: "Not running inside the Countersign app." } satisfies CommandError;
   }

@@ -406,16 +406,93 @@ fn summary_from_row(row: &Row<'_>) -> rusqlite::Result<TaskSummary> {
 /// Task summaries, newest first (`limit` None = all). One query, so 10,000 rows stay cheap.
 pub fn summaries(conn: &Connection, limit: Option<usize>) -> Result<Vec<TaskSummary>> {
     let mut stmt = conn.prepare_cached(&format!("{SUMMARY} ORDER BY t.id DESC LIMIT ?1"))?;
-    let rows = stmt.query_map(
-        [limit.map(|l| l as i64).unwrap_or(-1)],
-        summary_from_row,
-    )?;
+    let rows = stmt.query_map([limit.map(|l| l as i64).unwrap_or(-1)], summary_from_row)?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
 /// One task's summary by row id.
 pub fn summary(conn: &Connection, id: i64) -> Result<TaskSummary> {
-    conn.query_row(&format!("{SUMMARY} WHERE t.id = ?1"), [id], summary_from_row)
-        .optional()?
-        .ok_or_else(|| Error::NotFound(format!("task #{id}")))
+    conn.query_row(
+        &format!("{SUMMARY} WHERE t.id = ?1"),
+        [id],
+        summary_from_row,
+    )
+    .optional()?
+    .ok_or_else(|| Error::NotFound(format!("task #{id}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ledger::events::{self, EventKind, NewEvent, Via};
+    use crate::ledger::{inputs, servers, Ledger};
+    use serde_json::json;
+
+    fn scratch() -> std::path::PathBuf {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        std::env::temp_dir().join(format!("countersign-tasks-{}-{nanos}", std::process::id()))
+    }
+
+    #[test]
+    fn summaries_count_pending_questions_and_reachability_takes_the_latest_verdict() {
+        let dir = scratch();
+        let ledger = Ledger::open(&dir).expect("ledger");
+        let (a, b) = ledger
+            .write_blocking(|ctx| {
+                let s = servers::add(ctx.conn, "demo", "http://127.0.0.1:1/mcp", false)?;
+                let task = |id: &str| {
+                    mcp::Task::parse_handle(&json!({"taskId": id, "status": "working"}))
+                        .expect("handle")
+                };
+                let a = insert(ctx.conn, s.id, &task("a"), Some("deploy"), None, "call")?;
+                let b = insert(ctx.conn, s.id, &task("b"), None, None, "adopted")?;
+                let ask = json!({"method": "elicitation/create", "params": {"message": "Go?"}});
+                inputs::record(ctx.conn, a.id, "k1", &ask)?;
+                inputs::record(ctx.conn, a.id, "k2", &ask)?;
+                inputs::answer(ctx.conn, a.id, "k2", &json!({"action": "decline"}), "ada")?;
+                for kind in [
+                    EventKind::ServerUnreachable {
+                        message: "refused".into(),
+                    },
+                    EventKind::ServerRecovered,
+                ] {
+                    ctx.append(NewEvent {
+                        task: None,
+                        server_id: Some(s.id),
+                        via: Via::Engine,
+                        kind,
+                    })?;
+                }
+                Ok((a.id, b.id))
+            })
+            .expect("write");
+        let (list, one, seen) = ledger
+            .read(|c| {
+                Ok((
+                    summaries(c, None)?,
+                    summary(c, a)?,
+                    events::reachability(c)?,
+                ))
+            })
+            .expect("read");
+        assert_eq!(
+            list.iter().map(|t| t.id).collect::<Vec<_>>(),
+            vec![b, a],
+            "newest first"
+        );
+        assert_eq!(one.pending_inputs, 1, "only the unanswered question waits");
+        assert_eq!(one.tool.as_deref(), Some("deploy"));
+        assert_eq!(list[0].pending_inputs, 0);
+        assert_eq!(seen.len(), 1);
+        assert!(seen[0].reachable, "recovered after being unreachable");
+        assert!(matches!(
+            ledger.read(|c| summary(c, 999)),
+            Err(Error::NotFound(_))
+        ));
+        ledger.close();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

@@ -5,14 +5,19 @@ import type { InputResponse } from "../../bindings/InputResponse";
 import { render, settle } from "../../test/mount";
 import Inbox from "./Inbox.svelte";
 
-const confirm = (key: string, server: string): InputRequestView => ({
-  key,
-  taskId: `t-${key}`,
-  serverId: server,
+const confirm = (row: number, server: string): InputRequestView => ({
+  taskRow: row,
+  key: "approval",
+  taskId: `t-${row}`,
   serverName: server,
   toolName: "deploy",
-  receivedAt: "2026-12-02T09:00:00Z",
-  request: { mode: "form", message: `Deploy ${key}?`, requestedSchema: { type: "object", properties: { ok: { type: "boolean" } }, required: ["ok"] } },
+  requestedAtMs: Date.now() - 90_000,
+  expiresAtMs: Date.now() + 600_000,
+  request: {
+    mode: "form",
+    message: `Deploy ${row}?`,
+    requestedSchema: { type: "object", properties: { ok: { type: "boolean" }, why: { type: "string" } }, required: ["ok"] },
+  },
 });
 
 function press(key: string) {
@@ -20,35 +25,46 @@ function press(key: string) {
   flushSync();
 }
 
+type Props = {
+  inputs: InputRequestView[];
+  selectedRow: number | undefined;
+  selectedKey: string | undefined;
+  onselect: (i: InputRequestView | undefined) => void;
+  onanswer: (i: InputRequestView, r: InputResponse) => Promise<void>;
+  oncancel: (row: number) => Promise<void>;
+};
+
+function setup(inputs: InputRequestView[]) {
+  const sent: [number, InputResponse][] = [];
+  const cancelled: number[] = [];
+  const props: Props = $state({
+    inputs,
+    selectedRow: inputs[0]?.taskRow,
+    selectedKey: inputs[0]?.key,
+    onselect: (i) => {
+      props.selectedRow = i?.taskRow;
+      props.selectedKey = i?.key;
+    },
+    onanswer: async (i, r) => {
+      sent.push([i.taskRow, r]);
+      props.inputs = props.inputs.filter((x) => x.taskRow !== i.taskRow);
+    },
+    oncancel: async (row) => {
+      cancelled.push(row);
+    },
+  });
+  const r = render(Inbox, props);
+  const server = () => r.target.querySelector('[data-testid="requesting-server"]')?.textContent;
+  return { r, props, sent, cancelled, server };
+}
+
 describe("Inbox keyboard", () => {
   let destroy: (() => void) | undefined;
   afterEach(() => destroy?.());
 
-  it("moves with j/k, reviews with a, sends with a again, declines with d", async () => {
-    const inputs = [confirm("k1", "alpha"), confirm("k2", "beta"), confirm("k3", "gamma")];
-    const sent: [string, InputResponse][] = [];
-    let selected: string | undefined = "k1";
-    const first: string | undefined = "k1";
-    const props: {
-      inputs: InputRequestView[];
-      selectedKey: string | undefined;
-      onselect: (key: string | undefined) => void;
-      onanswer: (key: string, r: InputResponse) => Promise<void>;
-    } = $state({
-      inputs,
-      selectedKey: first,
-      onselect: (key: string | undefined) => {
-        selected = key;
-        props.selectedKey = key;
-      },
-      onanswer: async (key: string, r: InputResponse) => {
-        sent.push([key, r]);
-        props.inputs = props.inputs.filter((i) => i.key !== key);
-      },
-    });
-    const r = render(Inbox, props);
+  it("moves with j/k, approves with a (review, then send), declines with d", async () => {
+    const { r, props, sent, server } = setup([confirm(1, "alpha"), confirm(2, "beta"), confirm(3, "gamma")]);
     destroy = r.destroy;
-    const server = () => r.target.querySelector('[data-testid="requesting-server"]')?.textContent;
     expect(server()).toBe("alpha");
     press("j");
     expect(server()).toBe("beta");
@@ -60,16 +76,48 @@ describe("Inbox keyboard", () => {
     expect(sent).toEqual([]);
     press("a");
     await settle();
-    expect(sent).toEqual([["k1", { action: "accept", content: { ok: false } }]]);
-    expect(selected, "the next request is selected after answering").toBe("k2");
+    expect(sent).toEqual([[1, { action: "accept", content: { ok: true } }]]);
+    expect(props.selectedRow, "the next request is selected after answering").toBe(2);
 
     press("d");
     await settle();
-    expect(sent[1]).toEqual(["k2", { action: "decline" }]);
+    expect(sent[1]).toEqual([2, { action: "decline" }]);
 
     press("?");
     expect(r.target.querySelector('[role="dialog"]')).not.toBeNull();
     press("Escape");
     expect(r.target.querySelector('[role="dialog"]')).toBeNull();
+  });
+
+  it("shows how long a question waited and the TTL left", () => {
+    const { r } = setup([confirm(1, "alpha")]);
+    destroy = r.destroy;
+    expect(r.target.querySelector('[data-testid="waited"]')?.textContent).toBe("waiting 1 min");
+    expect(r.target.querySelector('[data-testid="ttl"]')?.textContent?.trim()).toMatch(/^TTL (9|10) min left$/);
+  });
+
+  it("cancels the task on a second Esc, and only then", async () => {
+    const { r, cancelled } = setup([confirm(7, "alpha")]);
+    destroy = r.destroy;
+    press("a");
+    press("Escape");
+    expect(r.target.querySelector(".review"), "Esc first steps back from the review").toBeNull();
+    expect(r.target.querySelector('[data-testid="confirm-cancel"]')).toBeNull();
+    press("Escape");
+    expect(r.target.querySelector('[data-testid="confirm-cancel"]')?.textContent).toContain("t-7");
+    expect(cancelled).toEqual([]);
+    press("Escape");
+    await settle();
+    expect(cancelled).toEqual([7]);
+  });
+
+  it("keeps the task when another key follows the first Esc", async () => {
+    const { r, cancelled } = setup([confirm(7, "alpha")]);
+    destroy = r.destroy;
+    press("Escape");
+    press("j");
+    press("Escape");
+    await settle();
+    expect(cancelled).toEqual([]);
   });
 });

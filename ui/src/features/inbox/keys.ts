@@ -1,6 +1,6 @@
-// Keyboard-first inbox: j/k move, Enter opens the form, a accepts (review, then send),
-// d declines, Esc steps back, ? toggles help. Keys typed into a text field are left alone,
-// except Esc.
+// Keyboard-first inbox: j/k move, Enter opens the form, a approves (review, then send),
+// d declines, Esc steps back and, with nothing left to step back from, cancels the task (after
+// a second Esc), ? toggles help. Keys typed into a text field are left alone, except Esc.
 
 export type InboxAction = "next" | "prev" | "open" | "accept" | "decline" | "back" | "help";
 
@@ -32,8 +32,8 @@ export const INBOX_KEYS: readonly [string, string][] = [
   ["j / ↓", "next request"],
   ["k / ↑", "previous request"],
   ["Enter", "open the form (focus first field)"],
-  ["a", "review the answer; press again to send"],
+  ["a", "approve: review the answer (a yes/no is set to yes); press again to send"],
   ["d", "decline"],
-  ["Esc", "back: leave the field, the review, or this help"],
+  ["Esc", "back: leave the field, the review, or this help; otherwise cancel the task (Esc again confirms)"],
   ["?", "show or hide this help"],
 ];

@@ -6,8 +6,10 @@ export const STATUS_LABEL: Record<TaskStatus, string> = {
   completed: "Completed",
   failed: "Failed",
   cancelled: "Cancelled",
+  expired: "Expired",
+  lost: "Lost",
 };
 
 export function isTerminal(s: TaskStatus): boolean {
-  return s === "completed" || s === "failed" || s === "cancelled";
+  return s !== "working" && s !== "input_required";
 }

@@ -2,21 +2,22 @@ import { flushSync } from "svelte";
 import { afterEach, describe, expect, it } from "vitest";
 import type { TaskView } from "../../bindings/TaskView";
 import { render } from "../../test/mount";
-import { filterTasks } from "./filter";
+import { NO_FILTER, filterTasks, toolNames } from "./filter";
 import TaskList from "./TaskList.svelte";
 import { scrollToReveal, visibleRange } from "./virtual";
 
 function tasks(n: number): TaskView[] {
   const statuses = ["working", "input_required", "completed", "failed", "cancelled"] as const;
   return Array.from({ length: n }, (_, i) => ({
+    row: i + 1,
     taskId: `task-${String(i).padStart(5, "0")}`,
-    serverId: "s",
     serverName: i % 2 ? "peer-rmcp" : "peer-fastmcp-tasks",
     toolName: `tool_${i % 7}`,
+    origin: "call",
     status: statuses[i % 5] ?? "working",
     statusMessage: `step ${i}`,
-    createdAt: "2026-12-02T09:00:00Z",
-    lastUpdatedAt: "2026-12-02T09:00:00Z",
+    createdAtMs: Date.UTC(2026, 11, 2, 9),
+    updatedAtMs: Date.UTC(2026, 11, 2, 9),
     pendingInputs: 0,
   }));
 }
@@ -57,7 +58,7 @@ describe("TaskList with 10,000 rows", () => {
   it("keeps the DOM small and shows the rows under the scroll position", () => {
     const all = tasks(10_000);
     const t0 = performance.now();
-    const r = render(TaskList, { tasks: all, onopen: () => {}, height: 440 });
+    const r = render(TaskList, { tasks: all, servers: [], onopen: () => {}, onadopt: () => {}, height: 440 });
     const mounted = performance.now() - t0;
     destroy = r.destroy;
     const rows = () => [...r.target.querySelectorAll<HTMLElement>(".vlist-row")];
@@ -80,12 +81,17 @@ describe("TaskList with 10,000 rows", () => {
     console.log(`10k rows: mount ${mounted.toFixed(1)} ms, scroll to 7000 ${scrolled.toFixed(1)} ms, ${rows().length} rows in DOM`);
   });
 
-  it("filters 10,000 rows by status and text", () => {
+  it("filters 10,000 rows by status, server, tool and text", () => {
     const all = tasks(10_000);
-    expect(filterTasks(all, "input_required", "")).toHaveLength(2_000);
-    expect(filterTasks(all, "active", "")).toHaveLength(4_000);
-    expect(filterTasks(all, "ended", "")).toHaveLength(6_000);
-    expect(filterTasks(all, "all", "step 9999").map((t) => t.taskId)).toEqual(["task-09999"]);
-    expect(filterTasks(all, "all", "PEER-RMCP")).toHaveLength(5_000);
+    const f = (over: Partial<typeof NO_FILTER>) => filterTasks(all, { ...NO_FILTER, ...over });
+    expect(f({ status: "input_required" })).toHaveLength(2_000);
+    expect(f({ status: "active" })).toHaveLength(4_000);
+    expect(f({ status: "ended" })).toHaveLength(6_000);
+    expect(f({ status: "failed" })).toHaveLength(2_000);
+    expect(f({ text: "step 9999" }).map((t) => t.taskId)).toEqual(["task-09999"]);
+    expect(f({ text: "PEER-RMCP" })).toHaveLength(5_000);
+    expect(f({ server: "peer-rmcp", tool: "tool_3" }).every((t) => t.serverName === "peer-rmcp" && t.toolName === "tool_3")).toBe(true);
+    expect(f({ server: "peer-rmcp", tool: "tool_3" }).length).toBeGreaterThan(600);
+    expect(toolNames(all)).toEqual(["tool_0", "tool_1", "tool_2", "tool_3", "tool_4", "tool_5", "tool_6"]);
   });
 });

@@ -161,6 +161,17 @@ export function parseSchema(schema: unknown): ParsedForm {
   return { fields, blocking };
 }
 
+/**
+ * The field of a yes/no confirmation: exactly one required field, a boolean (other fields are
+ * optional). "Approve" sets it to yes; the desktop notification offers Approve/Decline for the
+ * same forms (src-tauri/src/notify.rs `single_confirmation`).
+ */
+export function confirmationField(form: ParsedForm): string | undefined {
+  const required = form.fields.filter((f) => f.required);
+  const [only] = required;
+  return required.length === 1 && only?.kind === "boolean" ? only.name : undefined;
+}
+
 /** Whether any field looks like it asks for a secret. */
 export function asksForSecrets(form: ParsedForm): boolean {
   return form.fields.some((f) => f.secret);

@@ -1,0 +1,336 @@
+// End-to-end tests of the built app in a real window, against real servers: the independent
+// fastmcp peer (Python) and our demo server behind a bearer token, driven through tauri-driver
+// and WebKitWebDriver inside a private session (Xvfb, D-Bus, dunst, unlocked gnome-keyring).
+// Run by .ci/e2e/run.sh. Fails loudly on the first broken expectation (later steps build on
+// earlier ones), after a screenshot of the moment it broke.
+//
+// Env: COUNTERSIGN_APP, COUNTERSIGN_CLI, PEER_PYTHON (absolute paths), E2E_WORK (scratch dir),
+// SCREENSHOTS (where the views are saved).
+import assert from "node:assert/strict";
+import { execFileSync, spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { existsSync, mkdirSync, readFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { App, NotificationLog, screenshot, sleep, startServer, until, windowTitled } from "./wd.mjs";
+
+const root = resolve(import.meta.dirname, "../..");
+const app = process.env.COUNTERSIGN_APP;
+const cli = process.env.COUNTERSIGN_CLI;
+const python = process.env.PEER_PYTHON;
+const work = process.env.E2E_WORK;
+const shots = process.env.SCREENSHOTS ?? join(root, ".ci/artifacts/screenshots");
+for (const [k, v] of Object.entries({ COUNTERSIGN_APP: app, COUNTERSIGN_CLI: cli, PEER_PYTHON: python, E2E_WORK: work })) {
+  assert.ok(v, `${k} must be set (run .ci/e2e/run.sh)`);
+}
+mkdirSync(shots, { recursive: true });
+const dataDir = join(work, "ledger");
+const KEYRING_SERVICE = "dev.countersign.app";
+const peerToken = `e2e-fastmcp-${randomBytes(12).toString("hex")}`;
+const demoToken = `e2e-demo-${randomBytes(12).toString("hex")}`;
+// Script and markup in every kind of server string the app shows.
+const XSS = `<img src=x onerror="window.__xss='img'"><script>window.__xss='script'</script><b>bold</b>`;
+const XSS_SERVER = `peer <svg onload="window.__xss='svg'"></svg>`;
+
+const started = Date.now();
+const passed = [];
+async function step(name, fn) {
+  const t0 = Date.now();
+  try {
+    await fn();
+  } catch (e) {
+    console.log(`FAIL ${name}: ${e.stack ?? e.message}`);
+    try {
+      screenshot(join(shots, "failure.png"));
+      console.log(`     screenshot of the failure: ${join(shots, "failure.png")}`);
+    } catch {}
+    throw e;
+  }
+  passed.push(name);
+  console.log(`ok   ${name} (${((Date.now() - t0) / 1000).toFixed(1)} s)`);
+}
+
+const cleanups = [];
+process.on("exit", () => cleanups.reverse().forEach((f) => f()));
+
+const notifications = new NotificationLog();
+cleanups.push(() => notifications.stop());
+
+const peer = await startServer(python, [join(root, "tests/peers/fastmcp_server.py"), "--port", "0"], {
+  PEER_STEP_SECONDS: "0.2",
+  PEER_POLL_INTERVAL_MS: "200",
+});
+cleanups.push(() => peer.proc.kill());
+const demo = await startServer(cli, ["demo-server", "--port", "0", "--speed", "10", "--poll-interval-ms", "200"], {
+  COUNTERSIGN_DEMO_TOKEN: demoToken,
+});
+cleanups.push(() => demo.proc.kill());
+console.log(`fastmcp peer at ${peer.url}; token-protected demo server at ${demo.url}`);
+
+let ui = await App.launch(app, ["--data-dir", dataDir]);
+cleanups.push(() => void ui.quit());
+
+const keyringLookup = (serverId) => {
+  try {
+    return execFileSync("secret-tool", ["lookup", "service", KEYRING_SERVICE, "username", `${serverId}@${dataDir}`]).toString();
+  } catch {
+    return "";
+  }
+};
+const ledgerBytes = () =>
+  ["ledger.sqlite3", "ledger.sqlite3-wal", "ledger.sqlite3-shm"]
+    .map((f) => join(dataDir, f))
+    .filter(existsSync)
+    .map((f) => readFileSync(f));
+
+async function addServer(name, url, token) {
+  await ui.go("#/servers");
+  await ui.type('[data-testid="server-add"] input[name="name"]', name);
+  await ui.type('[data-testid="server-add"] input[name="url"]', url);
+  if (token) await ui.type('[data-testid="server-add"] input[name="token"]', token);
+  await ui.click('[data-testid="server-add"] button[type="submit"]');
+  // The form clears when server_add returned (the token is then in the keyring).
+  await until(`server_add of ${name} to return`, async () => {
+    const state = await ui.js(`return { name: document.querySelector('[data-testid="server-add"] input[name="name"]').value,
+      error: document.querySelector('[data-testid="server-add"] .banner.error')?.innerText ?? null };`);
+    if (state.error) throw new Error(`adding ${name} failed: ${state.error}`);
+    return state.name === "";
+  }, 20000);
+  const card = await until(`server ${name} listed`, () =>
+    ui.js(`const c = [...document.querySelectorAll("article.server")].find((a) => a.dataset.server === arguments[0]);
+           return c ? { id: Number(c.dataset.serverId), token: c.querySelector('[data-testid="token"]').textContent, health: c.querySelector('[data-testid="health"]').textContent } : null;`, name),
+  );
+  return card;
+}
+
+/** Calls a tool through the Call view's generated form; returns the new task's id. */
+async function callTool(server, tool, fields) {
+  await ui.go("#/call");
+  await until("the call view", () => ui.exists('[data-testid="call-server"]'));
+  await ui.choose('[data-testid="call-server"]', server);
+  await until(`tools of ${server}`, () => ui.js(`return document.querySelector('[data-testid="call-tool"]').options.length > 1;`));
+  await ui.choose('[data-testid="call-tool"]', tool);
+  await until("the argument form", () => ui.exists('[data-testid="args-form"]'));
+  for (const [name, value] of Object.entries(fields)) {
+    // Text fields are typed into; a few choices are radio buttons, clicked as a person would.
+    const radio = `[data-field="${name}"] input[type="radio"][value="${CSS_escape(value)}"]`;
+    if (await ui.exists(`[data-field="${name}"] input[type="radio"]`)) await ui.click(radio);
+    else await ui.type(`#f-${name}`, value);
+  }
+  await ui.click('[data-testid="args-form"] button[type="submit"]');
+  const link = await until("the task handle", () => ui.text('[data-testid="call-task-link"]'), 20000);
+  return link.replace(/^task /, "");
+}
+
+/** A string as a CSS attribute value inside double quotes. */
+const CSS_escape = (v) => v.replace(/["\\]/g, "\\$&");
+
+/** Clears the screen of notifications before a screenshot of a view (the log keeps them). */
+const closeNotifications = () => execFileSync("dunstctl", ["close-all"]);
+
+const inboxCount = async () => Number(await ui.text('[data-testid="inbox-count"]'));
+
+let peerServer, demoServer, deployTask;
+
+await step("adds the fastmcp peer with a token: the token is in the OS keyring, not in the ledger", async () => {
+  peerServer = await addServer("fastmcp", peer.url, peerToken);
+  assert.equal(peerServer.token, "stored in the OS keyring");
+  assert.match(peerServer.health, /^reachable/, "discovered on add");
+  assert.equal(keyringLookup(peerServer.id), peerToken, "secret-tool must find the token in the Secret Service");
+  const bytes = ledgerBytes();
+  assert.ok(bytes.length >= 1, "the ledger exists");
+  for (const b of bytes) assert.equal(b.indexOf(peerToken), -1, "the token must never be written to the SQLite files");
+});
+
+await step("adds the token-protected demo server (its token, too, only in the keyring)", async () => {
+  demoServer = await addServer("secure-demo", demo.url, demoToken);
+  assert.equal(demoServer.token, "stored in the OS keyring");
+  assert.equal(keyringLookup(demoServer.id), demoToken);
+  for (const b of ledgerBytes()) assert.equal(b.indexOf(demoToken), -1);
+});
+
+await step("calls approve_deploy: the question reaches the inbox and exactly one notification", async () => {
+  deployTask = await callTool("fastmcp", "approve_deploy", { service: "web-frontend" });
+  await ui.shot(join(shots, "call.png"));
+  await ui.go("#/inbox");
+  await until("1 question in the inbox", async () => (await inboxCount()) === 1, 20000);
+  assert.equal(await ui.text('[data-testid="requesting-server"]'), "fastmcp");
+  assert.equal(await ui.text(".question"), "Approve deployment of 'web-frontend'?");
+  assert.match(await ui.text(".inbox-item .item-top"), /fastmcp · approve_deploy/);
+  assert.match(await ui.text('[data-testid="ttl"]'), /TTL .* left/);
+  await until("the window title with the count", () => windowTitled("Countersign — 1 waiting"), 10000);
+  await until("the notification", () => notifications.fresh("fastmcp · approve_deploy").length >= 1, 10000);
+  await sleep(1500); // several polls later: still one
+  const fresh = notifications.fresh("fastmcp · approve_deploy");
+  assert.equal(fresh.length, 1, `exactly one notification per question, got ${JSON.stringify(fresh)}`);
+  assert.equal(fresh[0].app, "Countersign");
+  assert.equal(fresh[0].body, "Approve deployment of 'web-frontend'?");
+  await ui.shot(join(shots, "inbox.png"));
+});
+
+await step("restarted mid-question: still pending, not notified again, tokens read back from the keyring", async () => {
+  await ui.quit();
+  ui = await App.launch(app, ["--data-dir", dataDir]);
+  await ui.go("#/inbox");
+  await until("the question after the restart", async () => (await inboxCount()) === 1, 15000);
+  assert.equal(await ui.text(".question"), "Approve deployment of 'web-frontend'?");
+  await sleep(2500); // the resumed engine has polled the task several times by now
+  assert.equal(notifications.fresh("fastmcp · approve_deploy").length, 1, "a restart must not notify again");
+  // The demo server answers 401 without its token: a task that completes proves the engine's
+  // polls carried the token read from the keyring at launch.
+  const id = await callTool("secure-demo", "run_ci_pipeline", { repo: "acme/web" });
+  await ui.go("#/tasks");
+  await ui.click(`.task-row[data-task-id="${id}"]`);
+  await until("the pipeline to complete with the keyring's token", async () => (await ui.text('[data-testid="task-status"]')) === "Completed", 30000);
+});
+
+await step("answers through the form: the task completes and the timeline shows every step", async () => {
+  await ui.go("#/inbox");
+  await until("the question", async () => (await inboxCount()) === 1);
+  await ui.type("#f-reason", "e2e approval");
+  await ui.keys("a"); // typed on the page, not in the field: the shortcut
+
+  await until("the review", async () => (await ui.text(".review-lead")).includes("fastmcp"));
+  assert.match(await ui.text(".review dl"), /Approve\s+Yes/, "a approves a yes/no confirmation");
+  await ui.keys("a");
+  await until("an empty inbox", async () => (await inboxCount()) === 0);
+  await until("the title without a count", () => windowTitled("Countersign"), 10000);
+  closeNotifications();
+  await ui.go("#/tasks");
+  await ui.click(`.task-row[data-task-id="${deployTask}"]`);
+  await until("the task to complete", async () => (await ui.text('[data-testid="task-status"]')) === "Completed", 20000);
+  const kinds = await until("the full timeline", async () => {
+    const k = await ui.js(`return [...document.querySelectorAll('[data-testid="event-list"] li')].map((li) => li.dataset.kind);`);
+    return k.includes("task_finished") && k.includes("update_acknowledged") ? k : null;
+  });
+  for (const kind of ["task_created", "task_updated", "input_requested", "input_answered", "update_acknowledged", "task_finished"]) {
+    assert.ok(kinds.includes(kind), `the timeline must show ${kind}: ${kinds.join(", ")}`);
+  }
+  const bands = await ui.js(`return [...document.querySelectorAll('[data-testid="timeline-axis"] .tl-band')].map((b) => b.dataset.status);`);
+  assert.ok(bands.includes("input_required") && bands.at(-1) === "completed", `status bands: ${bands}`);
+  assert.match(await ui.text('[data-testid="result"]'), /approved, DEPLOYED \(reason='e2e approval'\)/);
+  assert.match(await ui.text('[data-testid="event-list"]'), /answered: accept/);
+  await ui.shot(join(shots, "task-detail.png"));
+});
+
+await step("the audit log records the decision and exports it as CSV and JSON", async () => {
+  closeNotifications();
+  await ui.go("#/audit");
+  const row = await until("the answer in the audit log", () =>
+    ui.js(`const r = document.querySelector('tr[data-action="answer_accept"]'); return r ? r.innerText : null;`),
+  );
+  assert.match(row, /Approve deployment of 'web-frontend'\?/);
+  assert.match(row, /"reason":"e2e approval"/);
+  for (const [button, ext] of [["export-csv", "csv"], ["export-json", "json"]]) {
+    await ui.click(`[data-testid="${button}"]`);
+    const done = await until("the export", () => ui.text('[data-testid="export-done"]'));
+    const path = /written to (.+)$/.exec(done)?.[1];
+    assert.ok(path?.endsWith(`.${ext}`) && existsSync(path), `exported file: ${done}`);
+    assert.match(readFileSync(path, "utf8"), /answer_accept/);
+  }
+  await ui.shot(join(shots, "audit.png"));
+});
+
+await step("server strings are shown as text: nothing in them executes", async () => {
+  const xssServer = await addServer(XSS_SERVER, peer.url);
+  assert.ok(xssServer.id > 0);
+  // status messages, an elicitation message and tool output from the demo server …
+  const demoTask = await callTool("secure-demo", "deploy_service", { service: XSS, environment: "staging" });
+  // … and from the peer, under a server name full of markup (titles: inbox, notification).
+  await callTool(XSS_SERVER, "approve_deploy", { service: XSS });
+  await ui.go("#/inbox");
+  await until("both hostile questions", async () => (await inboxCount()) === 2, 30000);
+  const pageText = await ui.bodyText();
+  assert.ok(pageText.includes(`<img src=x onerror="window.__xss='img'">`), "the payload is visible as text in the inbox");
+  assert.ok(pageText.includes(XSS_SERVER), "the server name is visible as text");
+  const views = ["#/inbox", "#/tasks", "#/servers", "#/audit"];
+  const check = async (where) => {
+    const r = await ui.js(`return {
+      xss: window.__xss ?? null,
+      imgs: document.querySelectorAll('img[src="x"]').length,
+      svgs: document.querySelectorAll("svg").length,
+      inline: [...document.scripts].filter((s) => !s.src).length,
+      bold: document.querySelectorAll("b").length,
+    };`);
+    assert.deepEqual(r, { xss: null, imgs: 0, svgs: 0, inline: 0, bold: 0 }, `markup from a server became DOM in ${where}`);
+  };
+  for (const v of views) {
+    await ui.go(v);
+    await sleep(300);
+    await check(v);
+  }
+  // Decline both so the tool output (with the payload) is rendered too.
+  await ui.go("#/inbox");
+  for (let left = 2; left > 0; left--) {
+    await ui.keys("d");
+    await until(`${left - 1} question(s) left`, async () => (await inboxCount()) === left - 1);
+  }
+  await ui.go("#/tasks");
+  await ui.click(`.task-row[data-task-id="${demoTask}"]`);
+  await until("the declined deployment to finish", async () => (await ui.text('[data-testid="task-status"]')) === "Completed", 20000);
+  await until("the result", () => ui.exists('[data-testid="is-error"]'), 10000);
+  assert.ok((await ui.text('[data-testid="result"]')).includes("<img src=x"), "tool output with markup is shown as text");
+  assert.ok((await ui.text('[data-testid="event-list"]')).includes("<script>window.__xss"), "status messages too");
+  await check("the task detail");
+  // The notification: the title is plain text by the spec (sent verbatim, shown as text); the
+  // body is markup for dunst, so the server's tags arrive escaped.
+  const hostile = notifications.calls.filter((c) => c.replacesId === 0 && c.summary.includes("svg"));
+  assert.equal(hostile.length, 1, "one notification for the hostile question");
+  assert.equal(hostile[0].summary.replaceAll('\\"', '"'), `${XSS_SERVER} · approve_deploy`, "the title, verbatim");
+  assert.ok(hostile[0].body.includes("&lt;img src=x") && !hostile[0].body.includes("<img"), `escaped body: ${hostile[0].body}`);
+});
+
+await step("screenshots of the main views", async () => {
+  closeNotifications();
+  await ui.go("#/tasks");
+  await ui.shot(join(shots, "tasks.png"));
+  await ui.go("#/servers");
+  await ui.shot(join(shots, "servers.png"));
+});
+
+await step("removing a server removes its token from the keyring", async () => {
+  await ui.go("#/servers");
+  await ui.js(
+    `[...document.querySelectorAll("article.server")].find((a) => a.dataset.server === "fastmcp").querySelector("button.danger").click(); return true;`,
+  );
+  await ui.click('[data-testid="remove-confirm"]');
+  await until("the server gone", () => ui.js(`return ![...document.querySelectorAll("article.server")].some((a) => a.dataset.server === "fastmcp");`));
+  assert.equal(keyringLookup(peerServer.id), "", "the keyring entry must be deleted with the server");
+  assert.equal(keyringLookup(demoServer.id), demoToken, "other servers keep theirs");
+});
+
+await step("with `countersign watch` holding the ledger: a banner, no notifications, answers still delivered", async () => {
+  await ui.quit();
+  // The closed app releases the lock when its process is gone: retry until `watch` gets it.
+  let watch;
+  await until(
+    "the CLI engine to take the lock",
+    async () => {
+      watch = spawn(cli, ["--data-dir", dataDir, "watch"], { stdio: "ignore" });
+      const exited = await Promise.race([new Promise((r) => watch.once("exit", () => r(true))), sleep(1500).then(() => false)]);
+      return !exited && readFileSync(join(dataDir, "engine.lock"), "utf8").trim() === String(watch.pid);
+    },
+    20000,
+    100,
+  );
+  cleanups.push(() => watch.kill());
+  ui = await App.launch(app, ["--data-dir", dataDir]);
+  assert.match(await until("the banner", () => ui.text('[data-testid="engine-elsewhere"]')), new RegExp(`pid ${watch.pid}`));
+  const before = notifications.calls.length;
+  const id = await callTool(XSS_SERVER, "approve_deploy", { service: "via-watch" });
+  await ui.go("#/inbox");
+  await until("the question, polled by the CLI's engine", async () => (await inboxCount()) === 1, 20000);
+  await ui.keys("a");
+  await until("the review", () => ui.exists(".review"));
+  await ui.keys("a");
+  await until("the answer recorded", async () => (await inboxCount()) === 0);
+  await ui.go("#/tasks");
+  await ui.click(`.task-row[data-task-id="${id}"]`);
+  await until("the CLI's engine to deliver the answer and the task to complete", async () => (await ui.text('[data-testid="task-status"]')) === "Completed", 20000);
+  assert.match(await ui.text('[data-testid="result"]'), /approved, DEPLOYED/);
+  assert.equal(notifications.calls.length, before, "only the engine's own app notifies");
+  watch.kill();
+});
+
+await ui.quit();
+console.log(`e2e: ${passed.length} passed in ${((Date.now() - started) / 1000).toFixed(0)} s; screenshots in ${shots}`);
+process.exit(0);

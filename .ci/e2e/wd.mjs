@@ -1,0 +1,220 @@
+// A small W3C WebDriver client for tauri-driver (no client library), plus what the E2E and the
+// measurements share: waiting, screenshots of the X screen, and the notification log.
+import { execFileSync, spawn } from "node:child_process";
+import { createInterface } from "node:readline";
+
+const DRIVER = process.env.TAURI_DRIVER_URL ?? "http://127.0.0.1:4444";
+const ELEMENT = "element-6066-11e4-a52e-4f735466cecf";
+
+export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+async function wd(method, path, body) {
+  const res = await fetch(`${DRIVER}${path}`, {
+    method,
+    headers: { "content-type": "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const json = await res.json();
+  if (!res.ok) throw new Error(`${method} ${path}: ${res.status} ${JSON.stringify(json.value).slice(0, 400)}`);
+  return json.value;
+}
+
+/** Polls `fn` until it returns something truthy; throws with the last error on timeout. */
+export async function until(what, fn, timeoutMs = 15000, everyMs = 150) {
+  const deadline = Date.now() + timeoutMs;
+  let last;
+  while (Date.now() < deadline) {
+    try {
+      const v = await fn();
+      if (v) return v;
+    } catch (e) {
+      last = e;
+    }
+    await sleep(everyMs);
+  }
+  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${last.message}` : ""}`);
+}
+
+/** One app window driven through WebDriver: launching a session launches the app. */
+export class App {
+  static async launch(application, args = []) {
+    const session = await until(
+      "a WebDriver session (the app starting)",
+      () => wd("POST", "/session", { capabilities: { alwaysMatch: { "tauri:options": { application, args } } } }),
+      30000,
+      500,
+    );
+    const app = new App(session.sessionId);
+    await until("the UI to render", () => app.exists(".frame"), 20000);
+    return app;
+  }
+
+  constructor(sid) {
+    this.sid = sid;
+  }
+
+  path(p) {
+    return `/session/${this.sid}${p}`;
+  }
+
+  async quit() {
+    await wd("DELETE", this.path("")).catch(() => {});
+  }
+
+  async find(css) {
+    const v = await wd("POST", this.path("/element"), { using: "css selector", value: css });
+    const id = v?.[ELEMENT] ?? v?.ELEMENT;
+    if (!id) throw new Error(`no element for ${css}`);
+    return id;
+  }
+
+  async exists(css) {
+    const v = await wd("POST", this.path("/elements"), { using: "css selector", value: css });
+    return Array.isArray(v) && v.length > 0;
+  }
+
+  async text(css) {
+    return wd("GET", this.path(`/element/${await this.find(css)}/text`));
+  }
+
+  async click(css) {
+    await wd("POST", this.path(`/element/${await this.find(css)}/click`), {});
+  }
+
+  /** Types into an element (focusing it first). */
+  async type(css, value) {
+    await wd("POST", this.path(`/element/${await this.find(css)}/value`), { text: value });
+  }
+
+  /** Presses keys as the user would on the page (the app's shortcuts listen on the window). */
+  async keys(value) {
+    await wd("POST", this.path(`/element/${await this.find("body")}/value`), { text: value });
+  }
+
+  /** Runs a script in the page; `args` are passed as `arguments`. */
+  async js(script, ...args) {
+    return wd("POST", this.path("/execute/sync"), { script, args });
+  }
+
+  /** Picks the <option> whose text contains `label` in the <select> at `css`. */
+  async choose(css, label) {
+    const ok = await this.js(
+      `const s = document.querySelector(arguments[0]);
+       if (!s) return false;
+       const o = [...s.options].find((o) => o.textContent.includes(arguments[1]));
+       if (!o) return false;
+       s.value = o.value; s.selectedIndex = o.index;
+       s.dispatchEvent(new Event("change", { bubbles: true }));
+       s.dispatchEvent(new Event("input", { bubbles: true }));
+       return true;`,
+      css,
+      label,
+    );
+    if (!ok) throw new Error(`no option "${label}" in ${css}`);
+  }
+
+  /** A screenshot once the page has painted its current state. */
+  async shot(file) {
+    await this.js(`return new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(() => r(true))));`);
+    await sleep(400);
+    screenshot(file);
+  }
+
+  async go(hash) {
+    await this.js(`location.hash = arguments[0]; return true;`, hash);
+  }
+
+  async bodyText() {
+    return this.js(`return document.body.innerText;`);
+  }
+}
+
+/** Saves what the X server shows (the window and any notification), as a person would see it. */
+export function screenshot(file) {
+  execFileSync("import", ["-window", "root", file]);
+}
+
+/** True when an X window has exactly this title. */
+export function windowTitled(title) {
+  try {
+    const ids = execFileSync("xdotool", ["search", "--name", `^${title}$`]).toString().trim();
+    return ids.length > 0;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Every `org.freedesktop.Notifications.Notify` call on the session bus, as the daemon received
+ * it: `{ app, replacesId, summary, body }`. A notification replacing an earlier one has a
+ * non-zero `replacesId`.
+ */
+export class NotificationLog {
+  constructor() {
+    this.done = [];
+    this.proc = spawn("dbus-monitor", ["--session", "type='method_call',interface='org.freedesktop.Notifications',member='Notify'"], {
+      stdio: ["ignore", "pipe", "ignore"],
+    });
+    // The last message has no line after it yet: `calls` parses it as it stands.
+    this.block = undefined;
+    const flush = () => {
+      if (this.block) this.done.push(parseNotify(this.block));
+      this.block = undefined;
+    };
+    createInterface({ input: this.proc.stdout }).on("line", (line) => {
+      if (line.startsWith("method call") && line.includes("member=Notify")) {
+        flush();
+        this.block = [];
+      } else if (/^\S/.test(line)) {
+        flush();
+      } else if (this.block) {
+        this.block.push(line);
+      }
+    });
+    this.proc.stdout.on("end", flush);
+  }
+
+  get calls() {
+    return this.block ? [...this.done, parseNotify(this.block)] : this.done;
+  }
+
+  /** New notifications (not replacements) whose summary includes `summary`. */
+  fresh(summary) {
+    return this.calls.filter((c) => c.replacesId === 0 && c.summary.includes(summary));
+  }
+
+  stop() {
+    this.proc.kill();
+  }
+}
+
+function parseNotify(lines) {
+  // Args in order: app_name, replaces_id, app_icon, summary, body, actions[], hints{}, timeout.
+  const args = [];
+  let current;
+  for (const line of lines) {
+    if (/^\s*array \[/.test(line)) break;
+    const m = /^\s*(string|uint32|int32) (.*)$/.exec(line);
+    if (m) {
+      current = { type: m[1], raw: m[2] };
+      args.push(current);
+    } else if (current) {
+      current.raw += `\n${line}`;
+    }
+  }
+  const str = (a) => (a ? a.raw.replace(/^"/, "").replace(/"$/, "") : "");
+  return { app: str(args[0]), replacesId: Number(args[1]?.raw ?? -1), summary: str(args[3]), body: str(args[4]) };
+}
+
+/** Starts a process that prints its URL on the first stdout line; resolves { url, proc }. */
+export function startServer(cmd, args, env = {}) {
+  return new Promise((resolve, reject) => {
+    const proc = spawn(cmd, args, { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "inherit"] });
+    const timer = setTimeout(() => reject(new Error(`${cmd} printed no URL in 60 s`)), 60000);
+    createInterface({ input: proc.stdout }).once("line", (line) => {
+      clearTimeout(timer);
+      resolve({ url: line.trim(), proc });
+    });
+    proc.once("exit", (code) => reject(new Error(`${cmd} exited with ${code} before printing its URL`)));
+  });
+}

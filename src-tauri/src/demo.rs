@@ -1,0 +1,103 @@
+//! `--demo`: the built-in demo MCP server in this process, registered as server `demo`, and on
+//! its first launch two calls so something is happening within seconds: a CI pipeline that
+//! progresses through its stages, and a deployment that stops to ask for approval.
+
+use std::net::SocketAddr;
+
+use countersign_demo::{DemoConfig, DemoServer};
+use serde_json::{json, Map, Value};
+
+use crate::console::Console;
+use crate::ipc::{ServerAddRequest, ServerUpdateRequest, TokenChange};
+
+/// The server name the demo registers.
+pub const NAME: &str = "demo";
+/// Preferred port (the README's CLI session uses it too); any free port if taken.
+const PORT: u16 = 8765;
+
+/// The running demo server (stopped when dropped with the app).
+pub struct Demo {
+    server: DemoServer,
+    /// Whether this launch registered the server (then it also made the first calls).
+    pub first_launch: bool,
+}
+
+impl Demo {
+    /// Its endpoint.
+    pub fn url(&self) -> String {
+        self.server.url()
+    }
+}
+
+/// Starts the demo server (`speed` > 1 runs faster) and registers or re-points server `demo`.
+pub async fn start(console: &Console, speed: f64) -> Result<Demo, String> {
+    let config = DemoConfig {
+        time_scale: 1.0 / speed.max(0.01),
+        ..DemoConfig::default()
+    };
+    let server =
+        match DemoServer::start(SocketAddr::from(([127, 0, 0, 1], PORT)), config.clone()).await {
+            Ok(server) => server,
+            Err(_) => DemoServer::start(SocketAddr::from(([127, 0, 0, 1], 0)), config)
+                .await
+                .map_err(|e| format!("cannot start the demo server: {e}"))?,
+        };
+    let url = server.url();
+    let existing = console.server_named(NAME).await.map_err(|e| e.message)?;
+    let first_launch = match existing {
+        None => {
+            console
+                .server_add(ServerAddRequest {
+                    name: NAME.into(),
+                    url: url.clone(),
+                    token: None,
+                    discover: true,
+                })
+                .await
+                .map_err(|e| e.message)?;
+            true
+        }
+        Some(record) => {
+            // The demo server keeps its tasks in memory: a new launch is a new server.
+            if record.url != url {
+                console
+                    .server_update(ServerUpdateRequest {
+                        id: record.id,
+                        url: url.clone(),
+                        poll_floor_ms: record.poll_floor_ms,
+                        token: TokenChange::Keep,
+                    })
+                    .await
+                    .map_err(|e| e.message)?;
+            }
+            false
+        }
+    };
+    Ok(Demo {
+        server,
+        first_launch,
+    })
+}
+
+/// The first launch's calls: a pipeline and a deployment that asks for approval.
+pub async fn first_calls(console: &Console) {
+    let Ok(Some(server)) = console.server_named(NAME).await else {
+        return;
+    };
+    let calls: [(&str, Value); 2] = [
+        (
+            "run_ci_pipeline",
+            json!({"repo": "acme/web", "branch": "main"}),
+        ),
+        (
+            "deploy_service",
+            json!({"service": "billing-api", "environment": "staging"}),
+        ),
+    ];
+    for (tool, args) in calls {
+        let args: Map<String, Value> = args.as_object().cloned().unwrap_or_default();
+        if let Err(e) = console.call(server.id, tool, args).await {
+            tracing::warn!("demo call {tool} failed: {}", e.message);
+        }
+    }
+}

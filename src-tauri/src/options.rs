@@ -1,0 +1,90 @@
+//! The command line and environment: where the ledger is, whether to run the demo.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use crate::Error;
+
+/// What the command line and environment ask for.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// `--data-dir DIR` / `COUNTERSIGN_DATA_DIR`; default: the platform data directory.
+    pub data_dir: PathBuf,
+    /// `--demo` / `COUNTERSIGN_DEMO=1`; `COUNTERSIGN_DEMO_SPEED` speeds the demo up.
+    pub demo: Option<f64>,
+}
+
+impl Options {
+    /// Parses `args` (without the program name) over the environment.
+    pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Self, Error> {
+        let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        let mut data_dir = env("COUNTERSIGN_DATA_DIR").map(PathBuf::from);
+        let mut demo = env("COUNTERSIGN_DEMO").is_some_and(|v| v != "0");
+        let mut args = args.into_iter();
+        while let Some(arg) = args.next() {
+            match arg.as_str() {
+                "--demo" => demo = true,
+                "--data-dir" => {
+                    data_dir = Some(
+                        args.next()
+                            .map(PathBuf::from)
+                            .ok_or_else(|| Error::Usage("--data-dir needs a directory".into()))?,
+                    )
+                }
+                other if other.starts_with("--data-dir=") => {
+                    data_dir = Some(PathBuf::from(&other["--data-dir=".len()..]))
+                }
+                "-h" | "--help" => {
+                    return Err(Error::Usage(
+                        "usage: countersign-desktop [--data-dir DIR] [--demo]".into(),
+                    ))
+                }
+                other => return Err(Error::Usage(format!("unknown argument {other:?}"))),
+            }
+        }
+        let speed = env("COUNTERSIGN_DEMO_SPEED")
+            .and_then(|s| s.parse::<f64>().ok())
+            .filter(|s| s.is_finite() && *s > 0.0)
+            .unwrap_or(1.0);
+        Ok(Self {
+            data_dir: data_dir.unwrap_or_else(countersign_core::ledger::default_data_dir),
+            demo: demo.then_some(speed),
+        })
+    }
+}
+
+/// When the process started, to report the time to first paint.
+#[derive(Debug, Clone, Copy)]
+pub struct Launch {
+    /// Monotonic start.
+    pub at: Instant,
+}
+
+impl Launch {
+    /// Now.
+    pub fn now() -> Self {
+        Self { at: Instant::now() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Options, Error> {
+        Options::parse(args.iter().map(|s| s.to_string()))
+    }
+
+    #[test]
+    fn data_dir_and_demo_come_from_the_command_line() {
+        let o = parse(&["--data-dir", "/tmp/x", "--demo"]).expect("valid");
+        assert_eq!(o.data_dir, PathBuf::from("/tmp/x"));
+        assert!(o.demo.is_some());
+        assert_eq!(
+            parse(&["--data-dir=/tmp/y"]).expect("valid").data_dir,
+            PathBuf::from("/tmp/y")
+        );
+        assert!(matches!(parse(&["--data-dir"]), Err(Error::Usage(_))));
+        assert!(matches!(parse(&["--bogus"]), Err(Error::Usage(_))));
+    }
+}

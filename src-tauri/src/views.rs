@@ -1,0 +1,385 @@
+//! Ledger records as the IPC shows them: pure conversions, no I/O.
+
+use countersign_core::ledger::audit::AuditRecord;
+use countersign_core::ledger::events::{EventKind, ServerReachability, StoredEvent, Via};
+use countersign_core::ledger::inputs::{InboxItem, InputRecord, InputState as LedgerInputState};
+use countersign_core::ledger::servers::ServerRecord;
+use countersign_core::ledger::tasks::{LedgerStatus, TaskSummary};
+use countersign_core::mcp::{self, Elicitation};
+use serde_json::Value;
+
+use crate::ipc::{
+    AuditEntry, EventVia, EventView, Fact, InputKind, InputRequestView, InputState, InputView,
+    Reachability, ServerHealth, ServerView, TaskStatus, TaskView, ToolView,
+};
+
+/// The ledger's status as the UI's.
+pub fn status(s: LedgerStatus) -> TaskStatus {
+    match s {
+        LedgerStatus::Working => TaskStatus::Working,
+        LedgerStatus::InputRequired => TaskStatus::InputRequired,
+        LedgerStatus::Completed => TaskStatus::Completed,
+        LedgerStatus::Failed => TaskStatus::Failed,
+        LedgerStatus::Cancelled => TaskStatus::Cancelled,
+        LedgerStatus::Expired => TaskStatus::Expired,
+        LedgerStatus::Lost => TaskStatus::Lost,
+    }
+}
+
+/// A status as events spell it (unknown spellings read as `working`).
+fn status_str(s: &str) -> TaskStatus {
+    status(LedgerStatus::parse(s).unwrap_or(LedgerStatus::Working))
+}
+
+/// A list row.
+pub fn task(t: &TaskSummary) -> TaskView {
+    TaskView {
+        row: t.id,
+        task_id: t.task_id.clone(),
+        server_name: t.server.clone(),
+        tool_name: t.tool.clone(),
+        origin: t.origin.clone(),
+        status: status(t.status),
+        status_message: t.status_message.clone(),
+        created_at_ms: t.created_at,
+        updated_at_ms: t.updated_at,
+        finished_at_ms: t.finished_at,
+        ttl_ms: t.ttl_ms,
+        pending_inputs: t.pending_inputs,
+        poll_error: t.poll_error.clone(),
+    }
+}
+
+/// A stored `{method, params}` request as what the UI renders.
+pub fn input_kind(request: &Value) -> InputKind {
+    let parsed: Option<mcp::InputRequest> = serde_json::from_value(request.clone()).ok();
+    match parsed.as_ref().map(|r| (r, r.elicitation())) {
+        Some((
+            _,
+            Some(Elicitation::Form {
+                message,
+                requested_schema,
+            }),
+        )) => InputKind::Form {
+            message,
+            requested_schema,
+        },
+        Some((
+            _,
+            Some(Elicitation::Url {
+                message,
+                url,
+                elicitation_id,
+            }),
+        )) => InputKind::Url {
+            message,
+            url,
+            elicitation_id,
+        },
+        Some((r, None)) => InputKind::Unsupported {
+            method: match r.params.get("mode").and_then(Value::as_str) {
+                Some(mode) if r.method == "elicitation/create" => {
+                    format!("{} (mode {mode})", r.method)
+                }
+                _ => r.method.clone(),
+            },
+        },
+        None => InputKind::Unsupported {
+            method: "(malformed request)".into(),
+        },
+    }
+}
+
+/// The question's text, for audit rows and notifications.
+pub fn question_text(request: &Value) -> Option<String> {
+    request
+        .get("params")
+        .and_then(|p| p.get("message"))
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+}
+
+/// An inbox row. `expires_at_ms` counts the TTL from when we first recorded the task.
+pub fn inbox_item(item: &InboxItem) -> InputRequestView {
+    InputRequestView {
+        task_row: item.input.task,
+        key: item.input.key.clone(),
+        task_id: item.task_id.clone(),
+        server_name: item.server.clone(),
+        tool_name: item.tool.clone(),
+        requested_at_ms: item.input.requested_at,
+        expires_at_ms: item
+            .ttl_ms
+            .map(|ttl| item.task_created_at.saturating_add(ttl as i64)),
+        request: input_kind(&item.input.request),
+    }
+}
+
+/// One question of a task with its answer.
+pub fn input(i: &InputRecord) -> InputView {
+    InputView {
+        key: i.key.clone(),
+        state: match i.state {
+            LedgerInputState::Pending => InputState::Pending,
+            LedgerInputState::Answered => InputState::Answered,
+            LedgerInputState::Delivered => InputState::Delivered,
+            LedgerInputState::Superseded => InputState::Superseded,
+        },
+        requested_at_ms: i.requested_at,
+        request: input_kind(&i.request),
+        answer: i.answer.clone(),
+        answered_at_ms: i.answered_at,
+        answered_by: i.answered_by.clone(),
+        delivered_at_ms: i.delivered_at,
+    }
+}
+
+/// A ledger event.
+pub fn event(e: &StoredEvent) -> EventView {
+    EventView {
+        id: e.id,
+        at_ms: e.at,
+        task_row: e.task,
+        task_id: e.task_id.clone(),
+        server_id: e.server_id,
+        server_name: e.server.clone(),
+        via: match e.via {
+            Via::Poll => EventVia::Poll,
+            Via::Push => EventVia::Push,
+            Via::Call => EventVia::Call,
+            Via::User => EventVia::User,
+            Via::Engine => EventVia::Engine,
+        },
+        fact: fact(&e.kind),
+    }
+}
+
+/// Exhaustive on purpose: a new core event kind must be mirrored in [`Fact`].
+pub fn fact(kind: &EventKind) -> Fact {
+    match kind.clone() {
+        EventKind::ServerAdded { name, url } => Fact::ServerAdded { name, url },
+        EventKind::ServerRemoved { name } => Fact::ServerRemoved { name },
+        EventKind::CallStarted { intent, tool } => Fact::CallStarted { intent, tool },
+        EventKind::CallOutcomeUnknown { intent, tool } => Fact::CallOutcomeUnknown { intent, tool },
+        EventKind::CallFinished {
+            intent,
+            tool,
+            outcome,
+        } => Fact::CallFinished {
+            intent,
+            tool,
+            outcome,
+        },
+        EventKind::TaskCreated {
+            task_id,
+            status,
+            tool,
+            origin,
+        } => Fact::TaskCreated {
+            task_id,
+            status: status_str(&status),
+            tool,
+            origin,
+        },
+        EventKind::TaskUpdated {
+            status,
+            previous_status,
+            status_message,
+        } => Fact::TaskUpdated {
+            status: status_str(&status),
+            previous_status: status_str(&previous_status),
+            status_message,
+        },
+        EventKind::InputRequested { key, request } => Fact::InputRequested {
+            key,
+            request: input_kind(&request),
+        },
+        EventKind::InputAnswered {
+            key,
+            action,
+            response,
+            by,
+        } => Fact::InputAnswered {
+            key,
+            action,
+            response,
+            by,
+        },
+        EventKind::InputSuperseded { key } => Fact::InputSuperseded { key },
+        EventKind::UpdateAcknowledged { keys } => Fact::UpdateAcknowledged { keys },
+        EventKind::UpdateFailed { keys, message } => Fact::UpdateFailed { keys, message },
+        EventKind::CancelRequested { by } => Fact::CancelRequested { by },
+        EventKind::CancelAcknowledged => Fact::CancelAcknowledged,
+        EventKind::CancelFailed { message } => Fact::CancelFailed { message },
+        EventKind::PollFailed {
+            code,
+            message,
+            retry_in_ms,
+        } => Fact::PollFailed {
+            code,
+            message,
+            retry_in_ms,
+        },
+        EventKind::PollRecovered { failures } => Fact::PollRecovered { failures },
+        EventKind::TaskFinished {
+            status,
+            result,
+            error,
+        } => Fact::TaskFinished {
+            status: status_str(&status),
+            result,
+            error,
+        },
+        EventKind::TaskExpired { ttl_ms } => Fact::TaskExpired { ttl_ms },
+        EventKind::TaskLost { message } => Fact::TaskLost { message },
+        EventKind::ServerUnreachable { message } => Fact::ServerUnreachable { message },
+        EventKind::ServerRecovered => Fact::ServerRecovered,
+        EventKind::EngineStarted { resumed } => Fact::EngineStarted {
+            resumed: resumed.min(u32::MAX as usize) as u32,
+        },
+    }
+}
+
+/// A registered server with what the engine last concluded about reaching it.
+pub fn server(s: &ServerRecord, seen: Option<&ServerReachability>) -> ServerView {
+    let discovered = s.discovered_at;
+    // The newest verdict wins: a discovery after a failure means reachable again.
+    let health = match seen {
+        Some(r) if discovered.is_none_or(|d| r.at > d) => ServerHealth {
+            state: if r.reachable {
+                Reachability::Reachable
+            } else {
+                Reachability::Unreachable
+            },
+            at_ms: Some(r.at),
+            message: r.message.clone(),
+        },
+        _ => match discovered {
+            Some(at) => ServerHealth {
+                state: Reachability::Reachable,
+                at_ms: Some(at),
+                message: None,
+            },
+            None => ServerHealth {
+                state: Reachability::Unknown,
+                at_ms: None,
+                message: None,
+            },
+        },
+    };
+    let identity = s.server_info.as_ref().and_then(|info| {
+        let name = info
+            .get("title")
+            .or_else(|| info.get("name"))
+            .and_then(Value::as_str)?;
+        Some(match info.get("version").and_then(Value::as_str) {
+            Some(v) => format!("{name} {v}"),
+            None => name.to_owned(),
+        })
+    });
+    ServerView {
+        id: s.id,
+        name: s.name.clone(),
+        url: s.url.clone(),
+        has_token: s.has_token,
+        poll_floor_ms: s.poll_floor_ms,
+        created_at_ms: s.created_at,
+        discovered_at_ms: s.discovered_at,
+        identity,
+        server_info: s.server_info.clone(),
+        supports_tasks: s
+            .capabilities
+            .as_ref()
+            .and_then(|c| c.get("extensions"))
+            .and_then(Value::as_object)
+            .is_some_and(|e| e.contains_key(mcp::TASKS_EXTENSION)),
+        capabilities: s.capabilities.clone(),
+        health,
+    }
+}
+
+/// A tool definition.
+pub fn tool(t: &mcp::Tool) -> ToolView {
+    ToolView {
+        name: t.name.clone(),
+        title: t.title().map(str::to_owned),
+        description: t.description().map(str::to_owned),
+        input_schema: t
+            .input_schema()
+            .cloned()
+            .unwrap_or_else(|| serde_json::json!({"type": "object"})),
+        task_support: t.task_support().map(str::to_owned),
+    }
+}
+
+/// An audit record, with the fields of an answer pulled out of its detail.
+pub fn audit(r: &AuditRecord) -> AuditEntry {
+    let d = &r.detail;
+    AuditEntry {
+        id: r.id,
+        at_ms: r.at,
+        actor: r.actor.clone(),
+        action: r.action.clone(),
+        server: r.server.clone(),
+        task_id: r.task_id.clone(),
+        input_key: r.input_key.clone(),
+        question: d.get("question").and_then(question_text),
+        answer: d
+            .get("response")
+            .cloned()
+            .or_else(|| d.get("inputResponses").cloned()),
+        waited_ms: d.get("waited_ms").and_then(Value::as_i64),
+        detail: d.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn stored_requests_become_forms_urls_or_unsupported() {
+        let form = json!({"method":"elicitation/create","params":{"message":"Go?","requestedSchema":{"type":"object"}}});
+        assert!(
+            matches!(input_kind(&form), InputKind::Form { ref message, .. } if message == "Go?")
+        );
+        let url = json!({"method":"elicitation/create","params":{"mode":"url","message":"Sign in","url":"https://h/x","elicitationId":"e1"}});
+        assert!(
+            matches!(input_kind(&url), InputKind::Url { ref url, ref elicitation_id, .. } if url == "https://h/x" && elicitation_id.as_deref() == Some("e1"))
+        );
+        let sampling = json!({"method":"sampling/createMessage","params":{}});
+        assert_eq!(
+            input_kind(&sampling),
+            InputKind::Unsupported {
+                method: "sampling/createMessage".into()
+            }
+        );
+        assert!(matches!(
+            input_kind(&json!("nonsense")),
+            InputKind::Unsupported { .. }
+        ));
+    }
+
+    #[test]
+    fn audit_answers_expose_question_answer_and_wait() {
+        let r = AuditRecord {
+            id: 1,
+            at: 10,
+            actor: "ada".into(),
+            action: "answer_accept".into(),
+            server: Some("demo".into()),
+            task_id: Some("t1".into()),
+            input_key: Some("approval".into()),
+            detail: json!({"question":{"method":"elicitation/create","params":{"message":"Deploy?"}},
+                "response":{"action":"accept","content":{"approve":true}},"waited_ms":4200,"tool":"deploy"}),
+        };
+        let e = audit(&r);
+        assert_eq!(e.question.as_deref(), Some("Deploy?"));
+        assert_eq!(
+            e.answer,
+            Some(json!({"action":"accept","content":{"approve":true}}))
+        );
+        assert_eq!(e.waited_ms, Some(4200));
+    }
+}

@@ -1,0 +1,62 @@
+// Generated from src-tauri/src/ipc.rs (contract!). Do not edit: run
+// `COUNTERSIGN_BLESS=1 cargo test -p countersign-desktop bindings`.
+import type { AppInfo } from "./AppInfo";
+import type { AuditEntry } from "./AuditEntry";
+import type { AuditExport } from "./AuditExport";
+import type { AuditExportRequest } from "./AuditExportRequest";
+import type { DndRequest } from "./DndRequest";
+import type { EventView } from "./EventView";
+import type { InputAnswerRequest } from "./InputAnswerRequest";
+import type { InputFocusRequested } from "./InputFocusRequested";
+import type { InputRequestView } from "./InputRequestView";
+import type { ServerAddRequest } from "./ServerAddRequest";
+import type { ServerRef } from "./ServerRef";
+import type { ServerUpdateRequest } from "./ServerUpdateRequest";
+import type { ServerView } from "./ServerView";
+import type { ShellState } from "./ShellState";
+import type { TaskAdoptRequest } from "./TaskAdoptRequest";
+import type { TaskDetail } from "./TaskDetail";
+import type { TaskListRequest } from "./TaskListRequest";
+import type { TaskRef } from "./TaskRef";
+import type { TaskView } from "./TaskView";
+import type { ToolCallAnswerRequest } from "./ToolCallAnswerRequest";
+import type { ToolCallOutcome } from "./ToolCallOutcome";
+import type { ToolCallRequest } from "./ToolCallRequest";
+import type { ToolView } from "./ToolView";
+import type { UrlOpenRequest } from "./UrlOpenRequest";
+import type { ViewRequest } from "./ViewRequest";
+
+/** Every command: `req` is `null` when it takes no argument. */
+export interface Commands {
+  app_info: { req: null; res: AppInfo };
+  ui_painted: { req: null; res: null };
+  notify_dnd_set: { req: DndRequest; res: ShellState };
+  view_set: { req: ViewRequest; res: null };
+  input_list: { req: null; res: Array<InputRequestView> };
+  input_answer: { req: InputAnswerRequest; res: null };
+  task_list: { req: TaskListRequest; res: Array<TaskView> };
+  task_get: { req: TaskRef; res: TaskDetail };
+  task_cancel: { req: TaskRef; res: null };
+  task_adopt: { req: TaskAdoptRequest; res: TaskView };
+  server_list: { req: null; res: Array<ServerView> };
+  server_add: { req: ServerAddRequest; res: ServerView };
+  server_update: { req: ServerUpdateRequest; res: ServerView };
+  server_remove: { req: ServerRef; res: null };
+  server_check: { req: ServerRef; res: ServerView };
+  tool_list: { req: ServerRef; res: Array<ToolView> };
+  tool_call: { req: ToolCallRequest; res: ToolCallOutcome };
+  tool_call_answer: { req: ToolCallAnswerRequest; res: ToolCallOutcome };
+  audit_list: { req: null; res: Array<AuditEntry> };
+  audit_export: { req: AuditExportRequest; res: AuditExport };
+  url_open: { req: UrlOpenRequest; res: null };
+}
+
+/** Every event and its payload. */
+export interface Events {
+  event_recorded: EventView;
+  task_updated: TaskView;
+  inbox_changed: Array<InputRequestView>;
+  servers_changed: Array<ServerView>;
+  shell_state_changed: ShellState;
+  input_focus_requested: InputFocusRequested;
+}

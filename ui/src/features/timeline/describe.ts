@@ -1,0 +1,98 @@
+// One line per ledger event for the event list: a label, plain text (server text included
+// verbatim: it is rendered as text), and a tone.
+import type { Fact } from "../../bindings/Fact";
+import { STATUS_LABEL } from "../tasks/status";
+
+export type Tone = "info" | "ok" | "warn" | "bad" | "user";
+
+export interface Line {
+  label: string;
+  text: string;
+  tone: Tone;
+}
+
+function compact(v: unknown): string {
+  try {
+    return JSON.stringify(v);
+  } catch {
+    return String(v);
+  }
+}
+
+function firstText(result: unknown): string {
+  if (typeof result !== "object" || result === null) return "";
+  const content = (result as { content?: unknown }).content;
+  if (!Array.isArray(content)) return "";
+  for (const b of content) {
+    if (typeof b === "object" && b !== null && (b as { type?: unknown }).type === "text") {
+      const t = (b as { text?: unknown }).text;
+      if (typeof t === "string") return t;
+    }
+  }
+  return "";
+}
+
+export function describe(f: Fact): Line {
+  switch (f.kind) {
+    case "server_added":
+      return { label: "server added", text: `${f.name} → ${f.url}`, tone: "user" };
+    case "server_removed":
+      return { label: "server removed", text: f.name, tone: "user" };
+    case "call_started":
+      return { label: "call sent", text: `tools/call ${f.tool}`, tone: "user" };
+    case "call_outcome_unknown":
+      return { label: "call outcome unknown", text: `${f.tool}: the app stopped while the call was in flight`, tone: "warn" };
+    case "call_finished":
+      return { label: "call finished", text: `${f.tool}: ${f.outcome}`, tone: f.outcome === "failed" ? "bad" : "info" };
+    case "task_created":
+      return { label: "task created", text: `${STATUS_LABEL[f.status]}${f.tool ? ` · ${f.tool}` : ""}${f.origin === "adopted" ? " (adopted by id)" : ""}`, tone: "info" };
+    case "task_updated":
+      return {
+        label: f.status === f.previousStatus ? "status message" : `${STATUS_LABEL[f.previousStatus]} → ${STATUS_LABEL[f.status]}`,
+        text: f.statusMessage ?? "",
+        tone: f.status === "input_required" ? "warn" : "info",
+      };
+    case "input_requested":
+      return {
+        label: "question",
+        text: f.request.mode === "unsupported" ? `unsupported request ${f.request.method}` : f.request.message,
+        tone: "warn",
+      };
+    case "input_answered": {
+      const content = (f.response as { content?: unknown } | null)?.content;
+      return { label: `answered: ${f.action}`, text: `by ${f.by}${content !== undefined ? ` · ${compact(content)}` : ""}`, tone: "user" };
+    }
+    case "input_superseded":
+      return { label: "question withdrawn", text: `the server no longer asks ${f.key}`, tone: "info" };
+    case "update_acknowledged":
+      return { label: "answer delivered", text: `tasks/update acknowledged (${f.keys.join(", ")})`, tone: "ok" };
+    case "update_failed":
+      return { label: "answer refused", text: f.message, tone: "bad" };
+    case "cancel_requested":
+      return { label: "cancel requested", text: `by ${f.by}`, tone: "user" };
+    case "cancel_acknowledged":
+      return { label: "cancel delivered", text: "tasks/cancel acknowledged", tone: "ok" };
+    case "cancel_failed":
+      return { label: "cancel refused", text: f.message, tone: "bad" };
+    case "poll_failed":
+      return { label: `poll failed (${f.code})`, text: `${f.message} · retrying in ${(f.retryInMs / 1000).toFixed(1)} s`, tone: "bad" };
+    case "poll_recovered":
+      return { label: "polling recovered", text: `after ${f.failures} failed poll(s)`, tone: "ok" };
+    case "task_finished": {
+      const error = f.error as { code?: unknown; message?: unknown } | undefined;
+      const text = f.status === "failed" && error ? `${String(error.code ?? "")} ${String(error.message ?? "")}`.trim() : firstText(f.result);
+      const isError = (f.result as { isError?: unknown } | undefined)?.isError === true;
+      return { label: `finished: ${STATUS_LABEL[f.status]}${isError ? " (isError)" : ""}`, text, tone: f.status === "completed" && !isError ? "ok" : "bad" };
+    }
+    case "task_expired":
+      return { label: "expired", text: `outlived its TTL of ${Math.round(f.ttlMs / 1000)} s`, tone: "bad" };
+    case "task_lost":
+      return { label: "lost", text: f.message, tone: "bad" };
+    case "server_unreachable":
+      return { label: "server unreachable", text: f.message, tone: "bad" };
+    case "server_recovered":
+      return { label: "server reachable again", text: "", tone: "ok" };
+    case "engine_started":
+      return { label: "engine started", text: `resumed ${f.resumed} task(s)`, tone: "info" };
+  }
+}
