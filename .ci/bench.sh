@@ -30,8 +30,8 @@ else
 fi
 
 case "$profile" in
-  release) cargo build --release --locked -p countersign-bench; bin=target/release/countersign-bench ;;
-  debug) cargo build --locked -p countersign-bench; bin=target/debug/countersign-bench ;;
+  release) cargo build --release --locked -p countersign-bench; bin="${CARGO_TARGET_DIR:-target}/release/countersign-bench" ;;
+  debug) cargo build --locked -p countersign-bench; bin="${CARGO_TARGET_DIR:-target}/debug/countersign-bench" ;;
   *) echo "bench.sh: BENCH_PROFILE must be release or debug, not $profile" >&2; exit 64 ;;
 esac
 
