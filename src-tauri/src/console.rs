@@ -461,12 +461,9 @@ impl Console {
                     .store(before.id, token.0)
                     .await
                     .map_err(keyring_error)?;
-                if before.has_token && self.engine.is_some() {
-                    // The engine rebuilds a server's link only when its URL, floor or token flag
-                    // changes; flip the flag so the replaced token is picked up.
-                    self.set_token_flag(before.id, false).await?;
-                    self.nudge();
-                    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+                if let Some(engine) = &self.engine {
+                    // The ledger cannot see a replaced token: have the engine rebuild its clients.
+                    engine.reload_links();
                 }
                 true
             }

@@ -108,6 +108,7 @@ pub struct Engine {
     config: EngineConfig,
     loop_handle: Option<JoinHandle<()>>,
     resumed: usize,
+    reload_links: Arc<std::sync::atomic::AtomicBool>,
     _lock: EngineLock,
 }
 
@@ -142,6 +143,7 @@ impl Engine {
         let nudge = Arc::new(Notify::new());
         let stop = Arc::new(Notify::new());
 
+        let reload_links = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let mut state = State {
             ledger: ledger.clone(),
             links: links.clone(),
@@ -153,6 +155,7 @@ impl Engine {
             delivering: HashSet::new(),
             unreachable: HashSet::new(),
             servers_seen: Vec::new(),
+            reload_links: reload_links.clone(),
         };
         let resumed = state.resume().await?;
         let loop_handle = tokio::spawn(state.run(obs_rx, nudge.clone(), stop.clone()));
@@ -166,6 +169,7 @@ impl Engine {
             config,
             loop_handle: Some(loop_handle),
             resumed,
+            reload_links,
             _lock: lock,
         })
     }
@@ -178,6 +182,14 @@ impl Engine {
     /// Events as they are committed.
     pub fn subscribe(&self) -> broadcast::Receiver<StoredEvent> {
         self.ledger.subscribe()
+    }
+
+    /// Rebuilds every server's client on the next scan (e.g. a token was replaced in the
+    /// keyring, which the ledger does not see), and scans now.
+    pub fn reload_links(&self) {
+        self.reload_links
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        self.nudge.notify_one();
     }
 
     /// Tells the engine this process wrote something it should act on now.
@@ -294,6 +306,8 @@ struct State {
     delivering: HashSet<i64>,
     unreachable: HashSet<i64>,
     servers_seen: Vec<(i64, String, u64, bool)>,
+    /// Set by [`Engine::reload_links`]: rebuild every client on the next scan.
+    reload_links: Arc<std::sync::atomic::AtomicBool>,
 }
 
 fn expires_at(record: &TaskRecord) -> Option<i64> {
@@ -314,8 +328,16 @@ impl State {
         self.conclude_orphaned_calls().await?;
         self.refresh_links().await?;
         // An outage still open when the last engine died stays open until a server answers.
-        let reachability = self.ledger.read_async(crate::ledger::events::reachability).await?;
-        self.unreachable.extend(reachability.into_iter().filter(|r| !r.reachable).map(|r| r.server_id));
+        let reachability = self
+            .ledger
+            .read_async(crate::ledger::events::reachability)
+            .await?;
+        self.unreachable.extend(
+            reachability
+                .into_iter()
+                .filter(|r| !r.reachable)
+                .map(|r| r.server_id),
+        );
         let unfinished = self.ledger.read_async(tasks::unfinished).await?;
         let resumed = unfinished.len();
         for record in unfinished {
@@ -385,7 +407,10 @@ impl State {
             .iter()
             .map(|s| (s.id, s.url.clone(), s.poll_floor_ms, s.has_token))
             .collect();
-        if seen == self.servers_seen {
+        let forced = self
+            .reload_links
+            .swap(false, std::sync::atomic::Ordering::SeqCst);
+        if seen == self.servers_seen && !forced {
             return Ok(());
         }
         self.servers_seen = seen;

@@ -43,7 +43,9 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<IntentRecord> {
         state: row.get(4)?,
         task: row.get(5)?,
         outcome: json(6)?,
-        owner_pid: row.get::<_, Option<i64>>(8)?.and_then(|p| u32::try_from(p).ok()),
+        owner_pid: row
+            .get::<_, Option<i64>>(8)?
+            .and_then(|p| u32::try_from(p).ok()),
         created_at: row.get(7)?,
     })
 }
@@ -91,7 +93,9 @@ pub fn conclude_unknown(conn: &Connection, id: i64) -> Result<bool> {
 /// Without a way to tell (no pid, or no `/proc`), the intent counts as orphaned only when it
 /// has no owner.
 pub fn owner_alive(intent: &IntentRecord) -> bool {
-    let Some(pid) = intent.owner_pid else { return false };
+    let Some(pid) = intent.owner_pid else {
+        return false;
+    };
     if pid == std::process::id() {
         return true;
     }

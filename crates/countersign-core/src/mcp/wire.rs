@@ -695,9 +695,15 @@ mod tests {
 
     #[test]
     fn a_terminal_handle_keeps_the_status_the_server_reported() {
-        let handle = Task::parse_handle(&json!({"taskId": "t", "status": "completed", "resultType": "task"}))
-            .expect("valid handle");
-        assert_eq!(handle.status(), TaskStatus::Working, "no result yet: the first poll fetches it");
+        let handle = Task::parse_handle(
+            &json!({"taskId": "t", "status": "completed", "resultType": "task"}),
+        )
+        .expect("valid handle");
+        assert_eq!(
+            handle.status(),
+            TaskStatus::Working,
+            "no result yet: the first poll fetches it"
+        );
         assert_eq!(handle.reported_status(), TaskStatus::Completed);
         assert_eq!(handle.to_json()["status"], json!("completed"));
         let live = Task::parse_handle(&json!({"taskId": "t", "status": "working"})).expect("valid");
