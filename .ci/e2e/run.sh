@@ -15,6 +15,8 @@ if [[ -z "${COUNTERSIGN_SESSION_BUS:-}" ]]; then
   (cd "$root/ui" && npm test --silent && npm run build --silent >/dev/null)
   echo "e2e: building the app and the CLI (into $target)"
   (cd "$root" && CARGO_TARGET_DIR="$target" cargo build --locked --quiet -p countersign-desktop -p countersign-cli)
+  echo "e2e: the shell's tests (IPC contract, ts-rs bindings drift, capabilities)"
+  (cd "$root" && CARGO_TARGET_DIR="$target" cargo test --locked -p countersign-desktop)
   exec "$root/.ci/with-session.sh" "$0" "$@"
 fi
 
@@ -39,6 +41,9 @@ cleanup() {
   rm -rf "$E2E_WORK"
 }
 trap cleanup EXIT
+
+echo "e2e: keyring round trip against the session's real Secret Service"
+(cd "$root" && CARGO_TARGET_DIR="$target" cargo test --locked -p countersign-core --lib secrets -- --ignored)
 
 status=0
 node "$here/e2e.mjs" || status=$?
