@@ -122,6 +122,26 @@ type Finish = Box<dyn FnOnce(Option<&Error>) + Send>;
 /// A job runs inside the batch and says whether its writes stand, and how to reply after commit.
 type Job = Box<dyn for<'c> FnOnce(&mut WriteCtx<'c>) -> (bool, Finish) + Send>;
 
+/// Wraps a write closure as a batch job: it runs inside the batch, says whether its writes stand,
+/// and hands its outcome to `reply` once the commit is known (a failed commit fails it too).
+fn job<T, F>(f: F, reply: impl FnOnce(Result<T>) + Send + 'static) -> Job
+where
+    T: Send + 'static,
+    F: for<'c> FnOnce(&mut WriteCtx<'c>) -> Result<T> + Send + 'static,
+{
+    Box::new(move |ctx| {
+        let outcome = f(ctx);
+        let ok = outcome.is_ok();
+        let finish: Finish = Box::new(move |commit_error: Option<&Error>| {
+            reply(match (outcome, commit_error) {
+                (Ok(_), Some(e)) => Err(Error::Conflict(format!("commit failed: {e}"))),
+                (other, _) => other,
+            });
+        });
+        (ok, finish)
+    })
+}
+
 /// The ledger: a writer thread, a reader connection and an event feed.
 pub struct Ledger {
     path: PathBuf,
@@ -216,21 +236,9 @@ impl Ledger {
         F: for<'c> FnOnce(&mut WriteCtx<'c>) -> Result<T> + Send + 'static,
     {
         let (reply, done) = oneshot::channel::<Result<T>>();
-        let job: Job = Box::new(move |ctx| {
-            let outcome = f(ctx);
-            let ok = outcome.is_ok();
-            (
-                ok,
-                Box::new(move |commit_error: Option<&Error>| {
-                    let outcome = match (outcome, commit_error) {
-                        (Ok(_), Some(e)) => Err(Error::Conflict(format!("commit failed: {e}"))),
-                        (other, _) => other,
-                    };
-                    let _ = reply.send(outcome);
-                }) as Finish,
-            )
-        });
-        let submitted = self.submit(job);
+        let submitted = self.submit(job(f, move |outcome| {
+            let _ = reply.send(outcome);
+        }));
         async move {
             submitted?;
             done.await.map_err(|_| Error::WriterGone)?
@@ -244,21 +252,9 @@ impl Ledger {
         F: for<'c> FnOnce(&mut WriteCtx<'c>) -> Result<T> + Send + 'static,
     {
         let (reply, done) = std_mpsc::channel::<Result<T>>();
-        let job: Job = Box::new(move |ctx| {
-            let outcome = f(ctx);
-            let ok = outcome.is_ok();
-            (
-                ok,
-                Box::new(move |commit_error: Option<&Error>| {
-                    let outcome = match (outcome, commit_error) {
-                        (Ok(_), Some(e)) => Err(Error::Conflict(format!("commit failed: {e}"))),
-                        (other, _) => other,
-                    };
-                    let _ = reply.send(outcome);
-                }) as Finish,
-            )
-        });
-        self.submit(job)?;
+        self.submit(job(f, move |outcome| {
+            let _ = reply.send(outcome);
+        }))?;
         done.recv().map_err(|_| Error::WriterGone)?
     }
 

@@ -506,25 +506,16 @@ impl Client {
         if !(200..300).contains(&status) {
             // JSON-RPC errors come with 200, 400 or 404 depending on the peer: read them first.
             let body = self.read_body_text(response).await;
-            if let Some(error) = framing
-                .or(Some(Framing::Json))
-                .and_then(|f| decode_rpc_error(f, &Value::from(id), body.as_bytes()))
-            {
-                return Err(rpc_error(method, task_id, error));
-            }
-            if status == 401 || status == 403 {
-                return Err(Error::Unauthorized {
-                    status,
-                    method: method.into(),
-                    www_authenticate,
-                });
-            }
-            return Err(Error::Http {
+            return Err(failure(FailedAnswer {
+                method,
+                task_id,
+                id,
                 status,
-                method: method.into(),
-                body: snippet(&body),
+                framing,
+                body: &body,
+                www_authenticate,
                 retry_after,
-            });
+            }));
         }
 
         let Some(framing) = framing else {
@@ -691,25 +682,16 @@ impl Client {
         }
         if !(200..300).contains(&status) {
             let text = read_all(response).await;
-            if let Some(error) = framing
-                .or(Some(Framing::Json))
-                .and_then(|f| decode_rpc_error(f, &Value::from(id), text.as_bytes()))
-            {
-                return Err(rpc_error(method, None, error));
-            }
-            if status == 401 || status == 403 {
-                return Err(Error::Unauthorized {
-                    status,
-                    method: method.into(),
-                    www_authenticate,
-                });
-            }
-            return Err(Error::Http {
+            return Err(failure(FailedAnswer {
+                method,
+                task_id: None,
+                id,
                 status,
-                method: method.into(),
-                body: snippet(&text),
+                framing,
+                body: &text,
+                www_authenticate,
                 retry_after,
-            });
+            }));
         }
 
         let mut listening = Listening {
@@ -866,6 +848,52 @@ fn insert_header(headers: &mut HeaderMap, name: &str, value: &str) -> Result<()>
         .map_err(|_| Error::InvalidRequest(format!("invalid value for header {name}")))?;
     headers.insert(name, value);
     Ok(())
+}
+
+/// A non-2xx answer, as read off the wire.
+struct FailedAnswer<'a> {
+    method: &'a str,
+    task_id: Option<&'a str>,
+    id: u64,
+    status: u16,
+    framing: Option<Framing>,
+    body: &'a str,
+    www_authenticate: Option<String>,
+    retry_after: Option<Duration>,
+}
+
+/// The typed error of a non-2xx answer: a JSON-RPC error whatever the status (peers send them
+/// with 200, 400, 404 or 500), else 401/403 as `Unauthorized`, else a plain HTTP error.
+fn failure(answer: FailedAnswer<'_>) -> Error {
+    let FailedAnswer {
+        method,
+        task_id,
+        id,
+        status,
+        framing,
+        body,
+        www_authenticate,
+        retry_after,
+    } = answer;
+    if let Some(error) = framing
+        .or(Some(Framing::Json))
+        .and_then(|f| decode_rpc_error(f, &Value::from(id), body.as_bytes()))
+    {
+        return rpc_error(method, task_id, error);
+    }
+    if status == 401 || status == 403 {
+        return Error::Unauthorized {
+            status,
+            method: method.into(),
+            www_authenticate,
+        };
+    }
+    Error::Http {
+        status,
+        method: method.into(),
+        body: snippet(body),
+        retry_after,
+    }
 }
 
 fn decode_rpc_error(framing: Framing, id: &Value, body: &[u8]) -> Option<super::wire::RpcError> {
