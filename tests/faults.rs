@@ -639,8 +639,18 @@ async fn answers_and_cancels_are_retried_through_server_errors_until_acknowledge
         timeline.of("update_failed").is_empty(),
         "a transient refusal is retried, not given up"
     );
+    assert_eq!(
+        timeline.of("delivery_retrying").len(),
+        1,
+        "the stuck answer is visible on the timeline, once per delivery"
+    );
     let timeline = assert_sound_timeline(&desk.view, &cancelled);
     assert_eq!(timeline.of("cancel_acknowledged").len(), 1);
+    assert_eq!(
+        timeline.of("delivery_retrying").len(),
+        1,
+        "the cancel's hang-up is on the timeline"
+    );
     desk.stop().await;
 }
 

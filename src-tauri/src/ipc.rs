@@ -680,6 +680,18 @@ pub enum Fact {
         /// Why.
         message: String,
     },
+    /// Delivering an answer or a cancel failed for a passing reason; it is being retried.
+    #[serde(rename_all = "camelCase")]
+    DeliveryRetrying {
+        /// `update` or `cancel`.
+        delivery: String,
+        /// A stable error code.
+        code: String,
+        /// The message.
+        message: String,
+        /// When the next attempt is due.
+        retry_in_ms: u64,
+    },
     /// A poll failed; polling backs off.
     #[serde(rename_all = "camelCase")]
     PollFailed {

@@ -211,6 +211,17 @@ pub fn fact(kind: &EventKind) -> Fact {
         EventKind::CancelRequested { by } => Fact::CancelRequested { by },
         EventKind::CancelAcknowledged => Fact::CancelAcknowledged,
         EventKind::CancelFailed { message } => Fact::CancelFailed { message },
+        EventKind::DeliveryRetrying {
+            delivery,
+            code,
+            message,
+            retry_in_ms,
+        } => Fact::DeliveryRetrying {
+            delivery,
+            code,
+            message,
+            retry_in_ms,
+        },
         EventKind::PollFailed {
             code,
             message,

@@ -341,12 +341,13 @@ pub async fn wait_for<T>(what: &str, timeout: Duration, mut probe: impl FnMut() 
 
 /// Kinds that end a task's life in the ledger.
 pub const TERMINAL_KINDS: [&str; 3] = ["task_finished", "task_expired", "task_lost"];
-/// Kinds that may follow the terminal event: late acknowledgements of deliveries made before.
-const AFTER_END: [&str; 4] = [
+/// Kinds that may follow the terminal event: late outcomes of deliveries made before.
+const AFTER_END: [&str; 5] = [
     "update_acknowledged",
     "cancel_acknowledged",
     "update_failed",
     "cancel_failed",
+    "delivery_retrying",
 ];
 
 /// What [`assert_sound_timeline`] found, for further assertions.

@@ -2,7 +2,7 @@
 
 pub mod cli;
 pub mod drive;
-pub mod peer;
 pub mod ledger_view;
+pub mod peer;
 pub mod procs;
 pub mod proxy;

@@ -599,9 +599,32 @@ impl State {
                             failures,
                             e.retry_after(),
                         );
-                        let (id, message) = (item.id, e.to_string());
+                        let (id, task, message, code) =
+                            (item.id, item.task, e.to_string(), e.code());
+                        let delivery = match item.delivery {
+                            Delivery::Update { .. } => "update",
+                            Delivery::Cancel => "cancel",
+                        };
+                        let first = failures == 1;
                         let _ = ledger
-                            .write(move |ctx| outbox::failed_attempt(ctx.conn, id, &message))
+                            .write(move |ctx| {
+                                outbox::failed_attempt(ctx.conn, id, &message)?;
+                                // On the timeline once per delivery: the outbox row keeps count.
+                                if first {
+                                    ctx.append(NewEvent {
+                                        task: Some(task),
+                                        server_id: None,
+                                        via: Via::Engine,
+                                        kind: EventKind::DeliveryRetrying {
+                                            delivery: delivery.into(),
+                                            code: code.into(),
+                                            message,
+                                            retry_in_ms: wait.as_millis() as u64,
+                                        },
+                                    })?;
+                                }
+                                Ok(())
+                            })
                             .await;
                         tokio::time::sleep(wait).await;
                     }

@@ -123,7 +123,23 @@ by: string, } | { "kind": "cancel_acknowledged" } | { "kind": "cancel_failed",
 /**
  * Why.
  */
-message: string, } | { "kind": "poll_failed", 
+message: string, } | { "kind": "delivery_retrying", 
+/**
+ * `update` or `cancel`.
+ */
+delivery: string, 
+/**
+ * A stable error code.
+ */
+code: string, 
+/**
+ * The message.
+ */
+message: string, 
+/**
+ * When the next attempt is due.
+ */
+retryInMs: number, } | { "kind": "poll_failed", 
 /**
  * A stable error code (`connect`, `http`, …).
  */

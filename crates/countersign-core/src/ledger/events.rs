@@ -150,6 +150,18 @@ pub enum EventKind {
         /// Why.
         message: String,
     },
+    /// Delivering an answer or a cancel failed for a passing reason; it is retried with backoff
+    /// until the server acknowledges (recorded on the first failure of each delivery).
+    DeliveryRetrying {
+        /// `update` or `cancel`.
+        delivery: String,
+        /// A stable error code (`connect`, `http`, …).
+        code: String,
+        /// The message.
+        message: String,
+        /// When the next attempt is due.
+        retry_in_ms: u64,
+    },
     /// A poll failed; polling backs off.
     PollFailed {
         /// A stable error code (`connect`, `http`, `invalid_response`, …).
@@ -216,6 +228,7 @@ impl EventKind {
             Self::CancelRequested { .. } => "cancel_requested",
             Self::CancelAcknowledged => "cancel_acknowledged",
             Self::CancelFailed { .. } => "cancel_failed",
+            Self::DeliveryRetrying { .. } => "delivery_retrying",
             Self::PollFailed { .. } => "poll_failed",
             Self::PollRecovered { .. } => "poll_recovered",
             Self::TaskFinished { .. } => "task_finished",

@@ -89,6 +89,9 @@ export function axis(events: readonly EventView[], createdAtMs: number, status: 
       case "poll_failed":
         markers.push({ at: e.atMs, kind: "error", label: `poll failed: ${f.message}` });
         break;
+      case "delivery_retrying":
+        markers.push({ at: e.atMs, kind: "error", label: `${f.delivery === "cancel" ? "cancel" : "answer"} retrying: ${f.message}` });
+        break;
       case "update_failed":
       case "cancel_failed":
         markers.push({ at: e.atMs, kind: "error", label: f.message });

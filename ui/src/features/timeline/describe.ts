@@ -74,6 +74,12 @@ export function describe(f: Fact): Line {
       return { label: "cancel delivered", text: "tasks/cancel acknowledged", tone: "ok" };
     case "cancel_failed":
       return { label: "cancel refused", text: f.message, tone: "bad" };
+    case "delivery_retrying":
+      return {
+        label: f.delivery === "cancel" ? "cancel retrying" : "answer retrying",
+        text: `${f.message} · retrying in ${(f.retryInMs / 1000).toFixed(1)} s`,
+        tone: "bad",
+      };
     case "poll_failed":
       return { label: `poll failed (${f.code})`, text: `${f.message} · retrying in ${(f.retryInMs / 1000).toFixed(1)} s`, tone: "bad" };
     case "poll_recovered":
