@@ -129,27 +129,7 @@ pub(crate) async fn call(
     let mut call = ToolCall::new(tool, arguments);
     for _ in 0..MAX_MRTR_ROUNDS {
         match client.call_tool(&call).await? {
-            CallOutcome::Complete(result) => {
-                let code = if result.is_error() {
-                    EXIT_TOOL_ERROR
-                } else {
-                    EXIT_COMPLETED
-                };
-                let outcome = if result.is_error() {
-                    "tool_error"
-                } else {
-                    "completed"
-                };
-                if json_out {
-                    println!(
-                        "{}",
-                        json!({"outcome": outcome, "taskId": null, "result": result})
-                    );
-                } else {
-                    print_result(&result);
-                }
-                return Ok(code);
-            }
+            CallOutcome::Complete(result) => return Ok(report_complete(&result, json_out)),
             CallOutcome::InputRequired(question) => {
                 if !json_out {
                     println!(
@@ -323,6 +303,25 @@ fn outcome_json(task: &Task) -> Value {
         TaskState::Cancelled => json!({"outcome": "cancelled", "taskId": task.task_id}),
         _ => json!({"outcome": "unknown", "taskId": task.task_id}),
     }
+}
+
+/// Reports a synchronous tool result (text, or the `--json` outcome object) and returns its
+/// exit code.
+pub(crate) fn report_complete(result: &countersign_core::mcp::ToolResult, json_out: bool) -> u8 {
+    let (outcome, code) = if result.is_error() {
+        ("tool_error", EXIT_TOOL_ERROR)
+    } else {
+        ("completed", EXIT_COMPLETED)
+    };
+    if json_out {
+        println!(
+            "{}",
+            json!({"outcome": outcome, "taskId": null, "result": result})
+        );
+    } else {
+        print_result(result);
+    }
+    code
 }
 
 pub(crate) fn print_task_line(task: &Task) {

@@ -628,7 +628,18 @@ async fn run(cli: Cli) -> Result<u8, CliError> {
             mode,
             no_push,
             require_token,
-        } => serve_demo(port, speed, poll_interval_ms, ttl_ms, &mode, !no_push, require_token).await,
+        } => {
+            serve_demo(
+                port,
+                speed,
+                poll_interval_ms,
+                ttl_ms,
+                &mode,
+                !no_push,
+                require_token,
+            )
+            .await
+        }
     }
 }
 

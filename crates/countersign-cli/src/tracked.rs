@@ -682,24 +682,7 @@ pub(crate) async fn call(
     let record = loop {
         match actions::call(&desk.ledger, &client, &server, &call, &actor).await? {
             Called::Complete(result) => {
-                let outcome = if result.is_error() {
-                    "tool_error"
-                } else {
-                    "completed"
-                };
-                if json_out {
-                    println!(
-                        "{}",
-                        json!({"outcome": outcome, "taskId": null, "result": result})
-                    );
-                } else {
-                    println!("{}", result.text());
-                }
-                return Ok(if result.is_error() {
-                    EXIT_TOOL_ERROR
-                } else {
-                    EXIT_COMPLETED
-                });
+                return Ok(crate::follow::report_complete(&result, json_out))
             }
             Called::InputRequired(question) => {
                 let mut responses = Map::new();
