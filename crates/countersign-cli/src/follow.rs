@@ -7,6 +7,7 @@ use std::collections::HashSet;
 use std::io::IsTerminal as _;
 use std::time::Duration;
 
+use countersign_core::scheduler;
 use countersign_core::mcp::{
     CallOutcome, Client, Elicitation, ErrorClass, InputRequest, InputRequests, Task, TaskState,
     ToolCall,
@@ -19,8 +20,6 @@ use crate::{
     EXIT_INPUT_NEEDED, EXIT_TOOL_ERROR,
 };
 
-/// Poll interval when the server names none.
-const DEFAULT_POLL: Duration = Duration::from_secs(1);
 /// MRTR rounds before we give up on a server that keeps asking.
 const MAX_MRTR_ROUNDS: usize = 16;
 /// Consecutive transient poll failures tolerated before giving up.
@@ -180,10 +179,9 @@ async fn follow_task(
 ) -> Result<u8, CliError> {
     let task_id = first.task_id.clone();
     let mut last_seen = (first.status(), first.status_message.clone());
-    let mut interval = first
-        .poll_interval_ms
-        .map(Duration::from_millis)
-        .unwrap_or(DEFAULT_POLL);
+    // The engine's interval rule (built-in floor, one-hour ceiling): a server's
+    // `pollIntervalMs: 0` must not turn direct mode into a busy loop either.
+    let mut interval = scheduler::interval(first.poll_interval_ms, Duration::ZERO);
     let mut answered: HashSet<String> = HashSet::new();
     let mut failures = 0u32;
     loop {
@@ -208,9 +206,7 @@ async fn follow_task(
             }
             Err(e) => return Err(e.into()),
         };
-        if let Some(ms) = task.poll_interval_ms {
-            interval = Duration::from_millis(ms);
-        }
+        interval = scheduler::interval(task.poll_interval_ms, Duration::ZERO);
         let now = (task.status(), task.status_message.clone());
         if now != last_seen && !json_out {
             print_task_line(&task);

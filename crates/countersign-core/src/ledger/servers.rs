@@ -127,7 +127,7 @@ pub fn update(
 ) -> Result<()> {
     let n = conn.execute(
         "UPDATE servers SET url = ?2, has_token = ?3, poll_floor_ms = ?4 WHERE id = ?1",
-        params![id, url, has_token, poll_floor_ms as i64],
+        params![id, url, has_token, super::tasks::sql_ms(poll_floor_ms)],
     )?;
     if n == 0 {
         return Err(Error::NotFound(format!("server #{id}")));
