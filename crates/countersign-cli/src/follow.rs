@@ -7,11 +7,11 @@ use std::collections::HashSet;
 use std::io::IsTerminal as _;
 use std::time::Duration;
 
-use countersign_core::scheduler;
 use countersign_core::mcp::{
     CallOutcome, Client, Elicitation, ErrorClass, InputRequest, InputRequests, Task, TaskState,
     ToolCall,
 };
+use countersign_core::scheduler;
 use serde_json::{json, Map, Value};
 
 use crate::prompt::{Answer, Prompter};

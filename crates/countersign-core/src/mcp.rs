@@ -16,7 +16,9 @@ pub mod sse;
 pub mod subscription;
 pub mod wire;
 
-pub use client::{client_capabilities, Client, ClientOptions, Endpoint, Listening, ToolCall};
+pub use client::{
+    check_server_url, client_capabilities, Client, ClientOptions, Endpoint, Listening, ToolCall,
+};
 pub use error::{Error, ErrorClass, Result};
 pub use subscription::{ListenEvent, ListenRequest};
 pub use wire::{

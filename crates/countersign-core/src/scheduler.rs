@@ -203,7 +203,11 @@ mod tests {
 
     #[test]
     fn interval_has_a_built_in_floor_and_a_ceiling() {
-        assert_eq!(interval(Some(0), Duration::ZERO), MIN_INTERVAL, "0 ms is not a busy loop");
+        assert_eq!(
+            interval(Some(0), Duration::ZERO),
+            MIN_INTERVAL,
+            "0 ms is not a busy loop"
+        );
         assert_eq!(interval(Some(10), Duration::ZERO), MIN_INTERVAL);
         assert_eq!(
             interval(Some(0), Duration::from_secs(2)),
@@ -211,7 +215,10 @@ mod tests {
             "the user's floor only raises it"
         );
         assert_eq!(interval(Some(u64::MAX), Duration::ZERO), MAX_SERVER_WAIT);
-        assert_eq!(interval(Some(i64::MAX as u64), Duration::ZERO), MAX_SERVER_WAIT);
+        assert_eq!(
+            interval(Some(i64::MAX as u64), Duration::ZERO),
+            MAX_SERVER_WAIT
+        );
     }
 
     #[test]
@@ -226,7 +233,10 @@ mod tests {
         assert_eq!(longest, MAX_FLOOR, "even the user's floor is bounded");
         let now = Instant::now();
         assert_eq!(after(now, Duration::MAX), now + MAX_SERVER_WAIT);
-        assert!(backoff(longest, 3, None) >= longest, "no panic on the longest interval");
+        assert!(
+            backoff(longest, 3, None) >= longest,
+            "no panic on the longest interval"
+        );
         assert!(spread(longest) < longest);
     }
 

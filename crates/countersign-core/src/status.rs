@@ -177,8 +177,11 @@ const MAX_RESTART_PAUSE: Duration = Duration::from_secs(30);
 /// server in silence: the panic is logged at error level (the CLI's `watch` prints it) and the
 /// loop starts again, told how many restarts came before so it can take up what it watched,
 /// after a pause that doubles up to [`MAX_RESTART_PAUSE`].
-pub(crate) fn supervise<F, Fut>(name: &'static str, restarts: Arc<std::sync::atomic::AtomicU32>, mut start: F)
-where
+pub(crate) fn supervise<F, Fut>(
+    name: &'static str,
+    restarts: Arc<std::sync::atomic::AtomicU32>,
+    mut start: F,
+) where
     F: FnMut(u32) -> Fut + Send + 'static,
     Fut: Future<Output = ()> + Send + 'static,
 {
@@ -238,7 +241,11 @@ mod tests {
         while let Some(restart) = rx.recv().await {
             seen.push(restart);
         }
-        assert_eq!(seen, vec![0, 1, 2], "started, crashed twice, restarted twice, then returned");
+        assert_eq!(
+            seen,
+            vec![0, 1, 2],
+            "started, crashed twice, restarted twice, then returned"
+        );
         assert_eq!(restarts.load(Ordering::SeqCst), 2);
     }
 }

@@ -475,7 +475,11 @@ fn optional_string(map: &Map<String, Value>, key: &str) -> Result<Option<String>
 /// An advisory millisecond count: a usable number is kept (whole floats like `500.0` too, as
 /// some servers serialise integers that way), one past [`MAX_SERVER_MS`] is clamped to it, and
 /// anything else (negative, fractional, a string) is ignored; both are noted in `ignored`.
-fn advisory_ms(map: &Map<String, Value>, key: &'static str, ignored: &mut Vec<IgnoredField>) -> Option<u64> {
+fn advisory_ms(
+    map: &Map<String, Value>,
+    key: &'static str,
+    ignored: &mut Vec<IgnoredField>,
+) -> Option<u64> {
     let value = match map.get(key) {
         None | Some(Value::Null) => return None,
         Some(v) => v,
@@ -483,7 +487,10 @@ fn advisory_ms(map: &Map<String, Value>, key: &'static str, ignored: &mut Vec<Ig
     let mut note = |outcome: String| {
         let mut sent = value.to_string();
         if sent.len() > 40 {
-            let cut = (0..=40).rev().find(|i| sent.is_char_boundary(*i)).unwrap_or(0);
+            let cut = (0..=40)
+                .rev()
+                .find(|i| sent.is_char_boundary(*i))
+                .unwrap_or(0);
             sent.truncate(cut);
             sent.push('…');
         }
@@ -537,7 +544,9 @@ pub fn parse_input_requests(value: &Value) -> Result<InputRequests, String> {
                 key.len()
             ));
         }
-        let size = serde_json::to_vec(request).map(|v| v.len()).unwrap_or(usize::MAX);
+        let size = serde_json::to_vec(request)
+            .map(|v| v.len())
+            .unwrap_or(usize::MAX);
         if size > MAX_INPUT_REQUEST_BYTES {
             return Err(format!(
                 "input request {key:?} is {size} bytes; at most {MAX_INPUT_REQUEST_BYTES} are accepted per question"
@@ -817,7 +826,12 @@ mod tests {
             ("pollIntervalMs", json!(-5), None, "ignored"),
             ("pollIntervalMs", json!("500"), None, "ignored"),
             ("pollIntervalMs", json!(2.5), None, "ignored"),
-            ("pollIntervalMs", json!(1e19), Some(MAX_SERVER_MS), "clamped"),
+            (
+                "pollIntervalMs",
+                json!(1e19),
+                Some(MAX_SERVER_MS),
+                "clamped",
+            ),
             ("ttlMs", json!(1e308), Some(MAX_SERVER_MS), "clamped"),
             ("ttlMs", json!(u64::MAX), Some(MAX_SERVER_MS), "clamped"),
             ("ttlMs", json!(-1), None, "ignored"),
@@ -828,16 +842,29 @@ mod tests {
             let task = Task::parse_handle(&value)
                 .unwrap_or_else(|e| panic!("{field}: {sent} must not lose the handle: {e}"));
             assert_eq!(task.task_id, "t");
-            let got = if field == "ttlMs" { task.ttl_ms } else { task.poll_interval_ms };
+            let got = if field == "ttlMs" {
+                task.ttl_ms
+            } else {
+                task.poll_interval_ms
+            };
             assert_eq!(got, kept, "{field}: {sent}");
             assert_eq!(task.ignored.len(), 1, "{field}: {sent} is noted");
             assert_eq!(task.ignored[0].field, field);
-            assert!(task.ignored[0].outcome.starts_with(outcome), "{:?}", task.ignored[0]);
+            assert!(
+                task.ignored[0].outcome.starts_with(outcome),
+                "{:?}",
+                task.ignored[0]
+            );
         }
-        let fine = Task::parse_handle(&json!({"taskId": "t", "status": "working", "ttlMs": 500.0, "pollIntervalMs": 250}))
-            .expect("valid");
+        let fine = Task::parse_handle(
+            &json!({"taskId": "t", "status": "working", "ttlMs": 500.0, "pollIntervalMs": 250}),
+        )
+        .expect("valid");
         assert_eq!((fine.ttl_ms, fine.poll_interval_ms), (Some(500), Some(250)));
-        assert!(fine.ignored.is_empty(), "whole floats are numbers, not noise");
+        assert!(
+            fine.ignored.is_empty(),
+            "whole floats are numbers, not noise"
+        );
     }
 
     #[test]
@@ -855,7 +882,10 @@ mod tests {
         };
         assert!(Task::parse_full(&ask(MAX_INPUT_REQUESTS)).is_ok());
         let err = Task::parse_full(&ask(100_000)).unwrap_err();
-        assert!(err.contains("100000") && err.contains(&MAX_INPUT_REQUESTS.to_string()), "{err}");
+        assert!(
+            err.contains("100000") && err.contains(&MAX_INPUT_REQUESTS.to_string()),
+            "{err}"
+        );
         let big = json!({"taskId": "t", "status": "input_required", "inputRequests": {
             "k": {"method": "elicitation/create", "params": {"mode": "form", "message": "x".repeat(MAX_INPUT_REQUEST_BYTES), "requestedSchema": {"type": "object"}}}
         }});

@@ -13,7 +13,9 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::{supervise, CheckFailure, FirstCheck, Links, Observation, StatusSource, Watch, Watched};
+use super::{
+    supervise, CheckFailure, FirstCheck, Links, Observation, StatusSource, Watch, Watched,
+};
 use crate::ledger::Via;
 use crate::mcp::ErrorClass;
 use crate::scheduler::{self, DeadlineQueue};
@@ -102,8 +104,19 @@ impl PollSource {
         let loop_stats = stats.clone();
         let loop_watched = watched.clone();
         supervise("poll", restarts.clone(), move |restart| {
-            let resume = if restart > 0 { loop_watched.all() } else { Vec::new() };
-            run(links.clone(), sink.clone(), rx.clone(), loop_stats.clone(), loop_watched.clone(), resume)
+            let resume = if restart > 0 {
+                loop_watched.all()
+            } else {
+                Vec::new()
+            };
+            run(
+                links.clone(),
+                sink.clone(),
+                rx.clone(),
+                loop_stats.clone(),
+                loop_watched.clone(),
+                resume,
+            )
         });
         Self {
             commands,
@@ -158,7 +171,10 @@ async fn run(
     let mut entries: HashMap<i64, Entry> = HashMap::new();
     let mut generation = 0u64;
     let (done_tx, mut done_rx) = mpsc::unbounded_channel::<Done>();
-    let mut resume = resume.into_iter().map(Command::Watch).collect::<std::collections::VecDeque<_>>();
+    let mut resume = resume
+        .into_iter()
+        .map(Command::Watch)
+        .collect::<std::collections::VecDeque<_>>();
     loop {
         let next = queue.next_deadline();
         tokio::select! {
