@@ -100,6 +100,9 @@ fn action_error(e: actions::Error) -> CommandError {
         actions::Error::Ledger(e) => ledger_error(e),
         actions::Error::Mcp(e) => mcp_error(e),
         actions::Error::Invalid(why) => CommandError::new(ErrorCode::InvalidInput, why),
+        e @ actions::Error::TaskIdReused { .. } => {
+            CommandError::new(ErrorCode::Server, e.to_string())
+        }
     }
 }
 

@@ -14,7 +14,7 @@ use tauri::{AppHandle, Emitter, Manager, Runtime};
 use tokio::sync::broadcast::error::RecvError;
 
 use crate::ipc::{event, InputFocusRequested, InputRequestView, InputResponse};
-use crate::notify::{self, QuickAnswer};
+use crate::notify::{self, Post, QuickAnswer};
 use crate::{views, Shell};
 
 /// How often the ledger is checked for other processes' writes.
@@ -150,6 +150,7 @@ async fn refresh_inbox<R: Runtime>(
     }
     *shown = now;
     if console.runs_engine() {
+        let mut fresh = Vec::new();
         for entry in entries.iter().filter(|e| !e.notified) {
             // Do-not-disturb and "already on screen" count as told: no burst when DND ends.
             let show = !shell.notifier.dnd() && !on_screen(app, &entry.view);
@@ -158,7 +159,22 @@ async fn refresh_inbox<R: Runtime>(
                 continue;
             }
             if show {
-                notify(app, &entry.view);
+                fresh.push(entry.view.clone());
+            }
+        }
+        // However many arrived at once: a few notifications, or one summary (notify.rs).
+        for post in shell.notifier.plan(fresh) {
+            match post {
+                Post::One(input) => notify(app, &input),
+                Post::Summary { count, servers } => {
+                    let on_open = app.clone();
+                    shell
+                        .notifier
+                        .questions_summarised(count, servers, move || {
+                            crate::show_main_window(&on_open)
+                        });
+                    tracing::info!("notified: {count} questions in one summary");
+                }
             }
         }
     }
