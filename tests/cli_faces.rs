@@ -148,6 +148,41 @@ async fn questions_and_server_errors_are_shown_escaped() {
 }
 
 #[tokio::test]
+async fn discover_and_tools_show_server_names_and_descriptions_escaped() {
+    let server = Hostile::builder()
+        .on("server/discover", |_req: &Request| {
+            Reply::Result(json!({
+                "supportedVersions": ["2026-07-28"],
+                "capabilities": {"tools": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}},
+                "instructions": format!("line one\n{FORGED}"),
+                "_meta": {"io.modelcontextprotocol/serverInfo": {"name": format!("evil{FORGED}"), "version": "1"}},
+                "resultType": "complete",
+            }))
+        })
+        .on("tools/list", |_req: &Request| {
+            Reply::Result(json!({
+                "tools": [{"name": "t\x1b[8m", "description": FORGED, "inputSchema": {"type": "object"}}],
+                "resultType": "complete",
+            }))
+        })
+        .start()
+        .await;
+    let got = run(&["discover", &server.url()]).await;
+    got.assert_code(0);
+    assert_no_raw_controls("discover", &got.stdout);
+    assert!(got.stdout.contains(FORGED_SHOWN), "{got}");
+    assert!(
+        got.stdout.contains("line one\n"),
+        "multi-line instructions keep their lines: {got}"
+    );
+    let got = run(&["tools", &server.url()]).await;
+    got.assert_code(0);
+    assert_no_raw_controls("tools", &got.stdout);
+    assert!(got.stdout.contains("t\\x1b[8m"), "{got}");
+    assert!(got.stdout.contains(&format!("    {FORGED_SHOWN}")), "{got}");
+}
+
+#[tokio::test]
 async fn ledger_views_show_server_text_escaped() {
     let server = Hostile::builder()
         .tool("evil", |req: &Request| {
