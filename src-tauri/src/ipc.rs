@@ -731,6 +731,13 @@ pub enum Fact {
         /// The server's message.
         message: String,
     },
+    /// The server sent something we did not take as sent (ignored or clamped).
+    ServerDataIgnored {
+        /// What kind of thing.
+        code: String,
+        /// What was sent and what we did.
+        message: String,
+    },
     /// A server stopped answering.
     ServerUnreachable {
         /// Why.

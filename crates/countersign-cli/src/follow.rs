@@ -11,6 +11,7 @@ use countersign_core::mcp::{
     CallOutcome, Client, Elicitation, ErrorClass, InputRequest, InputRequests, Task, TaskState,
     ToolCall,
 };
+use countersign_core::scheduler;
 use serde_json::{json, Map, Value};
 
 use crate::prompt::{Answer, Prompter};
@@ -20,8 +21,6 @@ use crate::{
     EXIT_INPUT_NEEDED, EXIT_TOOL_ERROR, EXIT_WORKING,
 };
 
-/// Poll interval when the server names none.
-const DEFAULT_POLL: Duration = Duration::from_secs(1);
 /// Consecutive transient poll failures tolerated before giving up.
 const MAX_POLL_FAILURES: u32 = 8;
 
@@ -177,10 +176,9 @@ async fn follow_task(
 ) -> Result<u8, CliError> {
     let task_id = first.task_id.clone();
     let mut last_seen = (first.status(), first.status_message.clone());
-    let mut interval = first
-        .poll_interval_ms
-        .map(Duration::from_millis)
-        .unwrap_or(DEFAULT_POLL);
+    // The engine's interval rule (built-in floor, one-hour ceiling): a server's
+    // `pollIntervalMs: 0` must not turn direct mode into a busy loop either.
+    let mut interval = scheduler::interval(first.poll_interval_ms, Duration::ZERO);
     let mut answered: HashSet<String> = HashSet::new();
     let mut failures = 0u32;
     loop {
@@ -205,9 +203,7 @@ async fn follow_task(
             }
             Err(e) => return Err(e.into()),
         };
-        if let Some(ms) = task.poll_interval_ms {
-            interval = Duration::from_millis(ms);
-        }
+        interval = scheduler::interval(task.poll_interval_ms, Duration::ZERO);
         let now = (task.status(), task.status_message.clone());
         if now != last_seen && !json_out {
             print_task_line(&task);

@@ -322,8 +322,11 @@ impl CliError {
             Self::Usage(_) => EXIT_USAGE,
             Self::Ledger(
                 countersign_core::ledger::Error::NotFound(_)
-                | countersign_core::ledger::Error::Conflict(_),
+                | countersign_core::ledger::Error::Conflict(_)
+                | countersign_core::ledger::Error::Invalid(_),
             ) => EXIT_USAGE,
+            // A URL that cannot be used as given is the caller's to fix, like any bad argument.
+            Self::Mcp(countersign_core::mcp::Error::InvalidUrl { .. }) => EXIT_USAGE,
             Self::Engine(countersign_core::engine::Error::Lock(_)) => EXIT_UNAVAILABLE,
             Self::Mcp(_)
             | Self::Io(_)
@@ -381,6 +384,7 @@ fn error_code(e: &CliError) -> &'static str {
         CliError::Action(_) => "action",
         CliError::Ledger(countersign_core::ledger::Error::NotFound(_)) => "not_found",
         CliError::Ledger(countersign_core::ledger::Error::Conflict(_)) => "conflict",
+        CliError::Ledger(countersign_core::ledger::Error::Invalid(_)) => "invalid",
         CliError::Ledger(_) => "ledger",
         CliError::Engine(_) => "engine",
     }

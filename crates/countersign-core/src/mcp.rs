@@ -22,7 +22,9 @@ pub mod wire;
 /// Every face that re-sends calls automatically (the CLI, direct and ledger mode) stops here.
 pub const MAX_MRTR_ROUNDS: usize = 16;
 
-pub use client::{client_capabilities, Client, ClientOptions, Endpoint, Listening, ToolCall};
+pub use client::{
+    check_server_url, client_capabilities, Client, ClientOptions, Endpoint, Listening, ToolCall,
+};
 pub use error::{Error, ErrorClass, Result};
 pub use subscription::{ListenEvent, ListenRequest};
 pub use wire::{
