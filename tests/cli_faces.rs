@@ -29,6 +29,12 @@ fn with(mut base: Value, extra: Value) -> Value {
     base
 }
 
+/// [`hostile::task`] without a TTL: its `createdAt` is a fixed time, so a TTL would make the
+/// task expire at once on a later day (or hour), whatever the test is about.
+fn task(id: &str, status: &str) -> Value {
+    with(hostile::task(id, status), json!({"ttlMs": null}))
+}
+
 /// A form question whose message is `message`.
 fn question(message: &str) -> Value {
     json!({
@@ -53,7 +59,7 @@ fn assert_no_raw_controls(what: &str, text: &str) {
 /// result text carries escape sequences; its task id is [`ROW_ID`].
 fn evil_tool(req: &Request) -> Reply {
     let working = with(
-        hostile::task(ROW_ID, "working"),
+        task(ROW_ID, "working"),
         json!({"statusMessage": FORGED, "pollIntervalMs": 10}),
     );
     match req.method.as_str() {
@@ -63,7 +69,7 @@ fn evil_tool(req: &Request) -> Reply {
             json!({"statusMessage": format!("{FORGED} again")}),
         )),
         _ => Reply::Result(with(
-            hostile::task(ROW_ID, "completed"),
+            task(ROW_ID, "completed"),
             json!({
                 "statusMessage": FORGED,
                 "result": {"content": [{"type": "text", "text": "\x1b[31mred\x1b[0m\nline two"}]}
@@ -187,7 +193,7 @@ async fn ledger_views_show_server_text_escaped() {
     let server = Hostile::builder()
         .tool("evil", |req: &Request| {
             let task = with(
-                hostile::task(ROW_ID, "input_required"),
+                task(ROW_ID, "input_required"),
                 json!({
                     "statusMessage": FORGED,
                     "pollIntervalMs": 60_000,
@@ -315,7 +321,7 @@ async fn a_server_that_always_asks_stops_a_direct_call_after_16_rounds() {
 async fn a_reused_task_id_fails_the_call_with_exit_69_and_resolves_its_intent() {
     let server = Hostile::builder()
         .tool("dup", |req: &Request| {
-            let task = hostile::task("dup.same", "working");
+            let task = task("dup.same", "working");
             match req.method.as_str() {
                 "tools/call" => Reply::Result(hostile::created(task)),
                 _ => Reply::Result(task),
@@ -358,22 +364,22 @@ async fn task_get_exits_by_the_tasks_status() {
             let status = id.trim_start_matches("st.");
             Reply::Result(match status {
                 "completed" => with(
-                    hostile::task(&id, status),
+                    task(&id, status),
                     json!({"result": {"content": [{"type": "text", "text": "done"}]}}),
                 ),
                 "tool_error" => with(
-                    hostile::task(&id, "completed"),
+                    task(&id, "completed"),
                     json!({"result": {"content": [{"type": "text", "text": "no"}], "isError": true}}),
                 ),
                 "failed" => with(
-                    hostile::task(&id, status),
+                    task(&id, status),
                     json!({"error": {"code": -32000, "message": "broke"}}),
                 ),
                 "input_required" => with(
-                    hostile::task(&id, status),
+                    task(&id, status),
                     json!({"inputRequests": {"k": question("ok?")}}),
                 ),
-                other => hostile::task(&id, other),
+                other => task(&id, other),
             })
         })
         .start()
@@ -451,7 +457,7 @@ async fn the_audit_csv_export_guards_a_server_chosen_question_key() {
     let server = Hostile::builder()
         .tool("ask", |req: &Request| {
             let task = with(
-                hostile::task("ask.1", "input_required"),
+                task("ask.1", "input_required"),
                 json!({"pollIntervalMs": 60_000, "inputRequests": {KEY: question("ok?")}}),
             );
             match req.method.as_str() {
