@@ -28,8 +28,8 @@ use crate::ipc::{
     ErrorCode, EventView, InputRequestView, InputResponse, ServerAddRequest, ServerUpdateRequest,
     ServerView, TaskDetail, TaskView, TokenChange, ToolCallOutcome, ToolView,
 };
-use crate::tokens::Tokens;
 use crate::views;
+use countersign_core::secrets::Tokens;
 
 /// Result of a console call: errors are already in the IPC shape.
 pub type Result<T, E = CommandError> = std::result::Result<T, E>;

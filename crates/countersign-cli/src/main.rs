@@ -73,7 +73,9 @@ pub(crate) struct Global {
     /// Print machine-readable JSON instead of text.
     #[arg(long, global = true)]
     pub(crate) json: bool,
-    /// Bearer token for the server (prefer the environment variable: arguments are visible to other users).
+    /// Bearer token for a server given by URL, or for `servers add` (kept in the OS keyring for
+    /// that server only); ledger commands use each server's own token from the keyring. Prefer
+    /// the environment variable: arguments are visible to other users.
     #[arg(long, global = true, env = "COUNTERSIGN_TOKEN", hide_env_values = true)]
     pub(crate) token: Option<String>,
     /// Seconds to wait for any one request.
@@ -303,6 +305,9 @@ pub(crate) enum CliError {
     /// The engine could not start.
     #[error(transparent)]
     Engine(#[from] countersign_core::engine::Error),
+    /// The OS keyring (Secret Service) refused or is not there (exit 69).
+    #[error("{0}; tokens are kept only in the OS keyring, never in a file")]
+    Keyring(countersign_core::secrets::Error),
 }
 
 impl From<countersign_core::actions::Error> for CliError {
@@ -333,7 +338,8 @@ impl CliError {
             | Self::MrtrRounds { .. }
             | Self::Action(_)
             | Self::Ledger(_)
-            | Self::Engine(_) => EXIT_UNAVAILABLE,
+            | Self::Engine(_)
+            | Self::Keyring(_) => EXIT_UNAVAILABLE,
         }
     }
 }
@@ -387,6 +393,7 @@ fn error_code(e: &CliError) -> &'static str {
         CliError::Ledger(countersign_core::ledger::Error::Invalid(_)) => "invalid",
         CliError::Ledger(_) => "ledger",
         CliError::Engine(_) => "engine",
+        CliError::Keyring(_) => "keyring",
     }
 }
 
@@ -526,9 +533,15 @@ async fn run(cli: Cli) -> Result<u8, CliError> {
             url,
             no_discover,
         }) => {
+            // `--token`/`COUNTERSIGN_TOKEN` here is this server's token: kept in the keyring.
+            let token = global
+                .token
+                .clone()
+                .filter(|t| !t.is_empty())
+                .map(countersign_core::secret::Sensitive::new);
             with_desk(&global, |desk| {
                 Box::pin(async move {
-                    tracked::servers_add(desk, &name, &url, !no_discover, json).await
+                    tracked::servers_add(desk, &name, &url, token, !no_discover, json).await
                 })
             })
             .await

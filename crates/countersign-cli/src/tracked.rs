@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use countersign_core::actions::{self, Called};
 use countersign_core::engine::lock::LockError;
-use countersign_core::engine::{self, Engine, EngineConfig, TokenProvider};
+use countersign_core::engine::{self, Engine, EngineConfig};
 use countersign_core::ledger::audit;
 use countersign_core::ledger::events::{self, EventKind, StoredEvent};
 use countersign_core::ledger::inputs;
@@ -20,6 +20,7 @@ use countersign_core::ledger::tasks::{self, Filter, LedgerStatus, TaskRecord};
 use countersign_core::ledger::{self, Ledger};
 use countersign_core::mcp::{self, ToolCall};
 use countersign_core::secret::Sensitive;
+use countersign_core::secrets::{Secrets, Tokens};
 use serde_json::{json, Map, Value};
 
 use crate::follow::AnswerPolicy;
@@ -38,6 +39,9 @@ pub(crate) struct Desk {
     data_dir: PathBuf,
     engine: Option<Engine>,
     config: EngineConfig,
+    /// Each server's own token, from the OS keyring (the entries the app uses too).
+    tokens: Tokens,
+    tokens_loaded: bool,
 }
 
 impl Desk {
@@ -49,17 +53,40 @@ impl Desk {
         let ledger = Arc::new(Ledger::open(&data_dir)?);
         let mut config = EngineConfig::new(&data_dir);
         config.client.request_timeout = Duration::from_secs(global.timeout.max(1));
-        if let Some(token) = global.token.clone().filter(|t| !t.is_empty()) {
-            let provider: TokenProvider =
-                Arc::new(move |_server: &ServerRecord| Some(Sensitive::new(token.clone())));
-            config.tokens = Some(provider);
-        }
+        // Ledger mode never sends `--token` anywhere: each server gets its own token from the
+        // keyring, or none. (`servers add --token` stores one; direct mode keeps `--token`.)
+        let tokens = Tokens::new(Secrets::default(), &data_dir);
+        config.tokens = Some(tokens.provider());
         Ok(Self {
             ledger,
             data_dir,
             engine: None,
             config,
+            tokens,
+            tokens_loaded: false,
         })
+    }
+
+    /// Reads the tokens of the servers that have one from the keyring, once, before anything
+    /// talks to a server. A token that cannot be read is said on stderr: that server's requests
+    /// go without it (and will likely be refused), the others are not affected.
+    async fn load_tokens(&mut self) -> Result<(), CliError> {
+        if self.tokens_loaded {
+            return Ok(());
+        }
+        self.tokens_loaded = true;
+        let list = self.ledger.read(servers::list)?;
+        let names: std::collections::HashMap<i64, String> =
+            list.iter().map(|s| (s.id, s.name.clone())).collect();
+        let with_token: Vec<i64> = list.iter().filter(|s| s.has_token).map(|s| s.id).collect();
+        if with_token.is_empty() {
+            return Ok(());
+        }
+        for (id, e) in self.tokens.load(with_token).await {
+            let name = names.get(&id).map(String::as_str).unwrap_or("?");
+            tell!("warning: the token of server {name} cannot be read from the OS keyring ({e}); its requests go without it");
+        }
+        Ok(())
     }
 
     /// Makes sure an engine serves this ledger: the running one, or our own. Returns the pid
@@ -68,6 +95,7 @@ impl Desk {
         if self.engine.is_some() {
             return Ok(None);
         }
+        self.load_tokens().await?;
         match Engine::start(self.config.clone()).await {
             Ok(engine) => {
                 self.engine = Some(engine);
@@ -101,7 +129,9 @@ impl Desk {
             })
     }
 
-    fn client(&self, server: &ServerRecord) -> Result<mcp::Client, CliError> {
+    /// A client for `server` carrying that server's own token (if it has one).
+    async fn client(&mut self, server: &ServerRecord) -> Result<mcp::Client, CliError> {
+        self.load_tokens().await?;
         Ok(engine::make_client(server, &self.config)?)
     }
 
@@ -148,53 +178,39 @@ pub(crate) async fn servers_add(
     desk: &Desk,
     name: &str,
     url: &str,
+    token: Option<Sensitive<String>>,
     discover: bool,
     json_out: bool,
 ) -> Result<u8, CliError> {
-    // Validate the URL through the client, and learn what the server is, before storing it.
-    let probe = mcp::Client::new(mcp::Endpoint::new(url))?;
+    // Validate the URL through the client, and learn what the server is, before storing it;
+    // the token given is this server's, so discovery carries it.
+    let probe = mcp::Client::new(mcp::Endpoint::new(url).with_token(token.clone()))?;
     let discovery = if discover {
         Some(probe.discover().await?)
     } else {
         None
     };
-    let (name_owned, url_owned) = (name.to_owned(), url.to_owned());
     let actor = audit::os_user();
-    let record = desk
-        .ledger
-        .write(move |ctx| {
-            let record = servers::add(ctx.conn, &name_owned, &url_owned, false)?;
-            if let Some(d) = &discovery {
-                servers::set_discovery(
-                    ctx.conn,
-                    record.id,
-                    &Value::Object(d.capabilities.clone()),
-                    d.server_info.as_ref(),
-                )?;
-            }
-            audit::record(
-                ctx.conn,
-                audit::NewAudit {
-                    actor: &actor,
-                    action: "server_add",
-                    server: Some(&name_owned),
-                    task_id: None,
-                    input_key: None,
-                    detail: json!({"url": url_owned}),
-                },
-            )?;
-            ctx.append(events::NewEvent {
-                task: None,
-                server_id: Some(record.id),
-                via: ledger::Via::User,
-                kind: EventKind::ServerAdded {
-                    name: name_owned,
-                    url: url_owned,
-                },
-            })?;
-            servers::get(ctx.conn, record.id)
-        })
-        .await?;
+    // Stored without the token flag: the flag flips once the token is in the keyring, so a
+    // running engine never builds this server's client with a token it cannot read.
+    let mut record =
+        actions::add_server(&desk.ledger, name, url, false, discovery.as_ref(), &actor).await?;
+    if let Some(token) = token {
+        if let Err(e) = desk.tokens.store(record.id, token).await {
+            // A server whose token could not be kept would fail every request: undo the add.
+            let _ = actions::remove_server(&desk.ledger, record.id, &actor).await;
+            return Err(CliError::Keyring(e));
+        }
+        let id = record.id;
+        record = desk
+            .ledger
+            .write(move |ctx| {
+                let s = servers::get(ctx.conn, id)?;
+                servers::update(ctx.conn, id, &s.url, true, s.poll_floor_ms)?;
+                servers::get(ctx.conn, id)
+            })
+            .await?;
+    }
     if json_out {
         terminal::json(&serde_json::to_value(&record).unwrap_or(Value::Null));
     } else {
@@ -235,31 +251,15 @@ pub(crate) async fn servers_remove(
     json_out: bool,
 ) -> Result<u8, CliError> {
     let server = desk.server(name)?;
-    let actor = audit::os_user();
-    let name_owned = name.to_owned();
-    desk.ledger
-        .write(move |ctx| {
-            servers::remove(ctx.conn, server.id)?;
-            audit::record(
-                ctx.conn,
-                audit::NewAudit {
-                    actor: &actor,
-                    action: "server_remove",
-                    server: Some(&name_owned),
-                    task_id: None,
-                    input_key: None,
-                    detail: json!({"url": server.url}),
-                },
-            )?;
-            ctx.append(events::NewEvent {
-                task: None,
-                server_id: None,
-                via: ledger::Via::User,
-                kind: EventKind::ServerRemoved { name: name_owned },
-            })?;
-            Ok(())
-        })
-        .await?;
+    // The token first: a server row without its secret is harmless, a secret left behind by a
+    // removed server is not.
+    if server.has_token {
+        desk.tokens
+            .delete(server.id)
+            .await
+            .map_err(CliError::Keyring)?;
+    }
+    actions::remove_server(&desk.ledger, server.id, &audit::os_user()).await?;
     if json_out {
         terminal::json(&json!({"removed": name}));
     } else {
@@ -654,7 +654,7 @@ pub(crate) async fn adopt(
     json_out: bool,
 ) -> Result<u8, CliError> {
     let server = desk.server(server)?;
-    let client = desk.client(&server)?;
+    let client = desk.client(&server).await?;
     let record = actions::adopt(&desk.ledger, &client, &server, task_id, &audit::os_user()).await?;
     desk.nudge();
     if json_out {
@@ -683,7 +683,7 @@ pub(crate) async fn call(
     json_out: bool,
 ) -> Result<u8, CliError> {
     let server = desk.server(server)?;
-    let client = desk.client(&server)?;
+    let client = desk.client(&server).await?;
     let _ = client.list_tools().await?;
     let actor = audit::os_user();
     let mut call = ToolCall::new(tool, arguments);

@@ -130,22 +130,42 @@ pub fn prepare_data_dir(data_dir: &Path) -> std::io::Result<()> {
     }
 }
 
-/// Makes `path` readable and writable by this user only (0600), creating it empty if absent,
-/// so SQLite's own files (`-wal`, `-shm`, which copy the main file's mode) follow.
+/// Makes `path` readable and writable by this user only (0600): created empty with that mode
+/// when absent (so SQLite's `-wal` and `-shm`, which copy the main file's mode, follow), and
+/// tightened by path when present.
+///
+/// Never open an existing SQLite file with `std::fs` here: closing any descriptor of a file
+/// drops every POSIX lock this process holds on it, and another `Ledger` in this process (the
+/// CLI opens one, then its engine opens another) would lose its locks. SQLite could then take
+/// this process for gone and delete or reset a WAL that holds committed transactions.
 pub(crate) fn private_file(path: &Path) -> std::io::Result<()> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .mode(0o600)
-            .open(path)?;
-        let mode = file.metadata()?.permissions().mode();
-        if mode & 0o077 != 0 {
-            file.set_permissions(std::fs::Permissions::from_mode(mode & 0o7700))?;
+        match std::fs::metadata(path) {
+            Ok(meta) => {
+                let mode = meta.permissions().mode();
+                if mode & 0o077 != 0 {
+                    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode & 0o7700))?;
+                }
+                Ok(())
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                // Nobody in this process has it open yet: creating it here releases no lock.
+                match std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .mode(0o600)
+                    .open(path)
+                {
+                    Ok(_) => Ok(()),
+                    // Another process created it meanwhile: tighten it like any existing file.
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => private_file(path),
+                    Err(e) => Err(e),
+                }
+            }
+            Err(e) => Err(e),
         }
-        Ok(())
     }
     #[cfg(not(unix))]
     {
