@@ -72,7 +72,7 @@ fn evil_tool(req: &Request) -> Reply {
             task(ROW_ID, "completed"),
             json!({
                 "statusMessage": FORGED,
-                "result": {"content": [{"type": "text", "text": "\x1b[31mred\x1b[0m\nline two"}]}
+                "result": {"content": [{"type": "text", "text": "\x1b[31mred\x1b[0m\nline two\u{9b}2J"}]}
             }),
         )),
     }
@@ -96,7 +96,8 @@ async fn a_followed_call_shows_status_messages_task_ids_and_output_escaped() {
         "a newline in a task id must not start a row: {got}"
     );
     assert!(
-        got.stdout.contains("\\x1b[31mred\\x1b[0m\nline two\n"),
+        got.stdout
+            .contains("\\x1b[31mred\\x1b[0m\nline two\\x9b2J\n"),
         "tool output keeps its lines, each escaped: {got}"
     );
 }
@@ -113,10 +114,13 @@ async fn json_output_keeps_server_text_exact() {
     got.assert_code(0);
     assert_eq!(
         got.json()["result"]["content"][0]["text"],
-        "\x1b[31mred\x1b[0m\nline two",
+        "\x1b[31mred\x1b[0m\nline two\u{9b}2J",
         "{got}"
     );
-    assert_no_raw_controls("JSON (serde escapes control characters)", &got.stdout);
+    assert_no_raw_controls(
+        "JSON (C0 escaped by serde, C1 such as U+009B by us)",
+        &got.stdout,
+    );
 }
 
 #[tokio::test]

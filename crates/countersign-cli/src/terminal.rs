@@ -7,8 +7,8 @@
 //! new row from inside a task id), so every such line goes through [`neutral`]: control
 //! characters are shown escaped (`\x1b`, `\n`, `\u{202e}`), never sent raw. Text that is
 //! multi-line by nature (tool output, pretty JSON) goes through [`lines`], one neutral line per
-//! line. Machine output stays exact: `--json` ([`json`]; serde_json escapes every control
-//! character in strings itself) and the CSV export ([`exact`]).
+//! line. Machine output stays exact: `--json` ([`json`]: every string decodes to the server's
+//! exact text, with control characters written as JSON escapes) and the CSV export ([`exact`]).
 //!
 //! A closed stdout (`countersign task show … | head -1`) is not an error worth a panic or a
 //! message: the command ends at once with [`EXIT_STDOUT_CLOSED`], the status a process ended by
@@ -106,9 +106,30 @@ pub fn note(text: &str) {
 
 /// One JSON value on one stdout line, exact (the `--json` contract).
 pub fn json(value: &Value) {
-    let mut bytes = value.to_string();
+    let mut bytes = json_text(value);
     bytes.push('\n');
     out(bytes.as_bytes());
+}
+
+/// `value` as compact JSON whose every string is the exact server text and whose bytes cannot
+/// steer a terminal: serde_json escapes C0 controls itself; DEL, the C1 controls (U+009B is a
+/// CSI to some terminals) and the other characters [`neutral`] escapes are written as `\uXXXX`
+/// too, which any JSON reader decodes to the same string. They can only occur inside strings
+/// (JSON's own syntax is ASCII), so the escape is always valid there.
+fn json_text(value: &Value) -> String {
+    let text = value.to_string();
+    if !text.chars().any(needs_escape) {
+        return text;
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if needs_escape(c) {
+            out.push_str(&format!("\\u{:04x}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// Text on stdout exactly as given (an export format with its own escaping).
@@ -154,6 +175,21 @@ mod tests {
         assert_eq!(
             neutral("evil\u{202e}txt.exe\u{2028}x"),
             "evil\\u{202e}txt.exe\\u{2028}x"
+        );
+    }
+
+    #[test]
+    fn json_keeps_the_exact_string_but_no_raw_c1_or_bidi_character() {
+        let value = serde_json::json!({"m": "a\u{9b}2J\u{7f}\u{202e}b\x1b[1m\n", "k\u{85}": 1});
+        let text = json_text(&value);
+        assert!(
+            !text.chars().any(|c| c.is_control() || c == '\u{202e}'),
+            "{text:?}"
+        );
+        assert_eq!(
+            serde_json::from_str::<Value>(&text).ok(),
+            Some(value),
+            "the same JSON value: {text}"
         );
     }
 
