@@ -24,6 +24,7 @@ use countersign_core::secrets::{Secrets, Tokens};
 use serde_json::{json, Map, Value};
 
 use crate::follow::AnswerPolicy;
+use crate::terminal::{self, say, tell};
 use crate::{
     CliError, Global, EXIT_CANCELLED, EXIT_COMPLETED, EXIT_FAILED, EXIT_INPUT_NEEDED,
     EXIT_TOOL_ERROR, EXIT_UNAVAILABLE,
@@ -83,7 +84,7 @@ impl Desk {
         }
         for (id, e) in self.tokens.load(with_token).await {
             let name = names.get(&id).map(String::as_str).unwrap_or("?");
-            eprintln!("warning: the token of server {name} cannot be read from the OS keyring ({e}); its requests go without it");
+            tell!("warning: the token of server {name} cannot be read from the OS keyring ({e}); its requests go without it");
         }
         Ok(())
     }
@@ -211,7 +212,7 @@ pub(crate) async fn servers_add(
             .await?;
     }
     if json_out {
-        println!("{}", serde_json::to_value(&record).unwrap_or(Value::Null));
+        terminal::json(&serde_json::to_value(&record).unwrap_or(Value::Null));
     } else {
         let identity = record
             .server_info
@@ -219,7 +220,7 @@ pub(crate) async fn servers_add(
             .and_then(|i| i.get("name"))
             .and_then(Value::as_str)
             .unwrap_or("not discovered");
-        println!("added server {} → {} ({identity})", record.name, record.url);
+        say!("added server {} → {} ({identity})", record.name, record.url);
     }
     Ok(EXIT_COMPLETED)
 }
@@ -227,9 +228,9 @@ pub(crate) async fn servers_add(
 pub(crate) fn servers_list(desk: &Desk, json_out: bool) -> Result<u8, CliError> {
     let list = desk.ledger.read(servers::list)?;
     if json_out {
-        println!("{}", serde_json::to_value(&list).unwrap_or(Value::Null));
+        terminal::json(&serde_json::to_value(&list).unwrap_or(Value::Null));
     } else if list.is_empty() {
-        println!("no servers; add one with `countersign servers add NAME URL`");
+        say!("no servers; add one with `countersign servers add NAME URL`");
     } else {
         for s in list {
             let identity = s
@@ -238,7 +239,7 @@ pub(crate) fn servers_list(desk: &Desk, json_out: bool) -> Result<u8, CliError> 
                 .and_then(|i| i.get("name"))
                 .and_then(Value::as_str)
                 .unwrap_or("-");
-            println!("{:<16} {:<40} {identity}", s.name, s.url);
+            say!("{:<16} {:<40} {identity}", s.name, s.url);
         }
     }
     Ok(EXIT_COMPLETED)
@@ -260,9 +261,9 @@ pub(crate) async fn servers_remove(
     }
     actions::remove_server(&desk.ledger, server.id, &audit::os_user()).await?;
     if json_out {
-        println!("{}", json!({"removed": name}));
+        terminal::json(&json!({"removed": name}));
     } else {
-        println!("removed server {name} and the tasks tracked on it");
+        say!("removed server {name} and the tasks tracked on it");
     }
     Ok(EXIT_COMPLETED)
 }
@@ -278,7 +279,7 @@ pub(crate) async fn watch(desk: &mut Desk, json_out: bool) -> Result<u8, CliErro
         .into());
     }
     let resumed = desk.engine.as_ref().map(Engine::resumed).unwrap_or(0);
-    eprintln!(
+    tell!(
         "countersign engine on {} — resumed {resumed} unfinished task(s); Ctrl-C to stop",
         desk.data_dir.display()
     );
@@ -300,9 +301,14 @@ pub(crate) async fn watch(desk: &mut Desk, json_out: bool) -> Result<u8, CliErro
 
 pub(crate) fn print_event(event: &StoredEvent, json_out: bool) {
     if json_out {
-        println!("{}", serde_json::to_value(event).unwrap_or(Value::Null));
-        return;
+        terminal::json(&serde_json::to_value(event).unwrap_or(Value::Null));
+    } else {
+        say!("{}", event_line(event));
     }
+}
+
+/// One event as a line of text (server text in it is neutralised when printed).
+fn event_line(event: &StoredEvent) -> String {
     let at = time_of_day(event.at);
     let who = match (&event.server, &event.task_id) {
         (Some(s), Some(t)) => format!("{s}/{t}"),
@@ -310,7 +316,7 @@ pub(crate) fn print_event(event: &StoredEvent, json_out: bool) {
         (None, Some(t)) => t.clone(),
         (None, None) => "-".into(),
     };
-    println!("{at} {who} {}", describe(&event.kind));
+    format!("{at} {who} {}", describe(&event.kind))
 }
 
 fn time_of_day(ms: i64) -> String {
@@ -428,12 +434,12 @@ pub(crate) fn tasks_list(
         )
     })?;
     if json_out {
-        println!("{}", serde_json::to_value(&list).unwrap_or(Value::Null));
+        terminal::json(&serde_json::to_value(&list).unwrap_or(Value::Null));
     } else if list.is_empty() {
-        println!("no tasks");
+        say!("no tasks");
     } else {
         for t in list {
-            println!(
+            say!(
                 "#{:<5} {:<14} {:<12} {:<20} {} {}",
                 t.id,
                 t.status.as_str(),
@@ -453,24 +459,24 @@ pub(crate) fn task_show(desk: &Desk, id: &str, json_out: bool) -> Result<u8, Cli
     let timeline = desk.ledger.read(|c| events::for_task(c, row))?;
     let questions = desk.ledger.read(|c| inputs::for_task(c, row))?;
     if json_out {
-        println!(
-            "{}",
-            json!({"task": task, "questions": questions, "timeline": timeline})
-        );
+        terminal::json(&json!({"task": task, "questions": questions, "timeline": timeline}));
         return Ok(EXIT_COMPLETED);
     }
-    println!(
+    say!(
         "task #{} {} on {} ({})",
-        task.id, task.task_id, task.server, task.server_url
+        task.id,
+        task.task_id,
+        task.server,
+        task.server_url
     );
-    println!(
+    say!(
         "  tool:      {}",
         task.tool.as_deref().unwrap_or("(adopted)")
     );
     if let Some(args) = &task.arguments {
-        println!("  arguments: {args}");
+        say!("  arguments: {args}");
     }
-    println!(
+    say!(
         "  status:    {}{}",
         task.status,
         task.status_message
@@ -479,12 +485,11 @@ pub(crate) fn task_show(desk: &Desk, id: &str, json_out: bool) -> Result<u8, Cli
             .unwrap_or_default()
     );
     if let Some(e) = &task.poll_error {
-        println!("  polling:   failing: {e}");
+        say!("  polling:   failing: {e}");
     }
-    println!("  timeline:");
+    say!("  timeline:");
     for event in &timeline {
-        print!("    ");
-        print_event(event, false);
+        say!("    {}", event_line(event));
     }
     Ok(EXIT_COMPLETED)
 }
@@ -492,11 +497,11 @@ pub(crate) fn task_show(desk: &Desk, id: &str, json_out: bool) -> Result<u8, Cli
 pub(crate) fn inbox(desk: &Desk, json_out: bool) -> Result<u8, CliError> {
     let items = desk.ledger.read(inputs::inbox)?;
     if json_out {
-        println!("{}", serde_json::to_value(&items).unwrap_or(Value::Null));
+        terminal::json(&serde_json::to_value(&items).unwrap_or(Value::Null));
         return Ok(EXIT_COMPLETED);
     }
     if items.is_empty() {
-        println!("inbox empty: no question waits for an answer");
+        say!("inbox empty: no question waits for an answer");
     }
     let now = ledger::now_ms();
     for item in items {
@@ -504,7 +509,7 @@ pub(crate) fn inbox(desk: &Desk, json_out: bool) -> Result<u8, CliError> {
         let message = item.input.request["params"]["message"]
             .as_str()
             .unwrap_or("");
-        println!(
+        say!(
             "{} {} [{}] {} (waiting {waited}s, key {})",
             item.server,
             item.task_id,
@@ -519,12 +524,12 @@ pub(crate) fn inbox(desk: &Desk, json_out: bool) -> Result<u8, CliError> {
 pub(crate) fn audit_log(desk: &Desk, csv: bool, json_out: bool) -> Result<u8, CliError> {
     let records = desk.ledger.read(audit::list)?;
     if csv {
-        print!("{}", audit::to_csv(&records));
+        terminal::exact(&audit::to_csv(&records));
     } else if json_out {
-        println!("{}", serde_json::to_value(&records).unwrap_or(Value::Null));
+        terminal::json(&serde_json::to_value(&records).unwrap_or(Value::Null));
     } else {
         for r in records {
-            println!(
+            say!(
                 "{} {} {} {} {} {}",
                 time_of_day(r.at),
                 r.actor,
@@ -566,9 +571,9 @@ async fn await_delivery(
         ),
     };
     if json_out {
-        println!("{}", json!({"delivery": status, "message": message}));
+        terminal::json(&json!({"delivery": status, "message": message}));
     } else {
-        println!("{message}");
+        say!("{message}");
     }
     Ok(code)
 }
@@ -653,11 +658,14 @@ pub(crate) async fn adopt(
     let record = actions::adopt(&desk.ledger, &client, &server, task_id, &audit::os_user()).await?;
     desk.nudge();
     if json_out {
-        println!("{}", serde_json::to_value(&record).unwrap_or(Value::Null));
+        terminal::json(&serde_json::to_value(&record).unwrap_or(Value::Null));
     } else {
-        println!(
+        say!(
             "adopted task {} on {} as #{} ({})",
-            record.task_id, record.server, record.id, record.status
+            record.task_id,
+            record.server,
+            record.id,
+            record.status
         );
     }
     Ok(EXIT_COMPLETED)
@@ -679,7 +687,17 @@ pub(crate) async fn call(
     let _ = client.list_tools().await?;
     let actor = audit::os_user();
     let mut call = ToolCall::new(tool, arguments);
+    // The same bound as direct mode: a server that answers every round of answers with new
+    // questions must not keep this command (and its call intents) going for ever.
+    let mut rounds = 0;
     let record = loop {
+        if rounds == mcp::MAX_MRTR_ROUNDS {
+            return Err(CliError::MrtrRounds {
+                tool: tool.to_owned(),
+                rounds,
+            });
+        }
+        rounds += 1;
         match actions::call(&desk.ledger, &client, &server, &call, &actor).await? {
             Called::Complete(result) => {
                 return Ok(crate::follow::report_complete(&result, json_out))
@@ -689,12 +707,11 @@ pub(crate) async fn call(
                 for (key, request) in &question.input_requests {
                     let Some(response) = policy.automatic(request) else {
                         if json_out {
-                            println!(
-                                "{}",
-                                json!({"outcome": "input_needed", "taskId": null, "inputRequests": question.input_requests})
+                            terminal::json(
+                                &json!({"outcome": "input_needed", "taskId": null, "inputRequests": question.input_requests}),
                             );
                         } else {
-                            eprintln!("the server asks before running the tool; answer with --accept JSON or --decline");
+                            tell!("the server asks before running the tool; answer with --accept JSON or --decline");
                         }
                         return Ok(EXIT_INPUT_NEEDED);
                     };
@@ -708,14 +725,15 @@ pub(crate) async fn call(
     desk.nudge();
     if no_follow {
         if json_out {
-            println!(
-                "{}",
-                json!({"taskId": record.task_id, "row": record.id, "status": record.status, "server": record.server, "task": record.state})
+            terminal::json(
+                &json!({"taskId": record.task_id, "row": record.id, "status": record.status, "server": record.server, "task": record.state}),
             );
         } else {
-            println!(
+            say!(
                 "task {} recorded as #{} ({}); `countersign watch` follows it",
-                record.task_id, record.id, record.status
+                record.task_id,
+                record.id,
+                record.status
             );
         }
         return Ok(EXIT_COMPLETED);
@@ -731,11 +749,11 @@ async fn follow(
 ) -> Result<u8, CliError> {
     let other = desk.ensure_engine().await?;
     if let Some(pid) = other {
-        eprintln!("following through the running engine (pid {pid})");
+        tell!("following through the running engine (pid {pid})");
     }
     desk.nudge();
     if !json_out {
-        println!("task {} {}", record.task_id, record.status);
+        say!("task {} {}", record.task_id, record.status);
     }
     let mut cursor = desk
         .ledger
@@ -777,18 +795,17 @@ async fn follow(
                         }
                         None => {
                             if json_out {
-                                println!(
-                                    "{}",
-                                    json!({"outcome": "input_needed", "taskId": record.task_id, "inputRequests": {key.clone(): request}})
+                                terminal::json(
+                                    &json!({"outcome": "input_needed", "taskId": record.task_id, "inputRequests": {key.clone(): request}}),
                                 );
                             } else {
-                                eprintln!("input needed and no terminal to ask on: answer with `countersign answer {} --accept JSON` or --decline", record.task_id);
+                                tell!("input needed and no terminal to ask on: answer with `countersign answer {} --accept JSON` or --decline", record.task_id);
                             }
                             return Ok(EXIT_INPUT_NEEDED);
                         }
                     };
                     if !json_out {
-                        println!(
+                        say!(
                             "  answering {key}: {}",
                             response["action"].as_str().unwrap_or("?")
                         );
@@ -829,7 +846,7 @@ async fn follow(
                         if let Some(e) = error {
                             out["error"] = e.clone();
                         }
-                        println!("{out}");
+                        terminal::json(&out);
                     } else {
                         print_event(&event, false);
                     }
@@ -837,9 +854,8 @@ async fn follow(
                 }
                 EventKind::TaskLost { message } => {
                     if json_out {
-                        println!(
-                            "{}",
-                            json!({"outcome": "lost", "taskId": record.task_id, "error": {"message": message}})
+                        terminal::json(
+                            &json!({"outcome": "lost", "taskId": record.task_id, "error": {"message": message}}),
                         );
                     } else {
                         print_event(&event, false);
@@ -848,10 +864,7 @@ async fn follow(
                 }
                 EventKind::TaskExpired { .. } => {
                     if json_out {
-                        println!(
-                            "{}",
-                            json!({"outcome": "expired", "taskId": record.task_id})
-                        );
+                        terminal::json(&json!({"outcome": "expired", "taskId": record.task_id}));
                     } else {
                         print_event(&event, false);
                     }

@@ -163,6 +163,17 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<TaskRecord> {
     })
 }
 
+/// The row of the task `task_id` on server `server_id`, if the ledger tracks it.
+pub fn row_of(conn: &Connection, server_id: i64, task_id: &str) -> Result<Option<i64>> {
+    Ok(conn
+        .query_row(
+            "SELECT id FROM tasks WHERE server_id = ?1 AND task_id = ?2",
+            params![server_id, task_id],
+            |r| r.get(0),
+        )
+        .optional()?)
+}
+
 /// A server's millisecond count as an SQLite integer: clamped, never wrapped (`u64::MAX as i64`
 /// is -1, which would make a task with an endless TTL expire at once).
 pub fn sql_ms(ms: u64) -> i64 {
