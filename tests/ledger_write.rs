@@ -36,8 +36,7 @@ fn hold_write_lock(view: &LedgerView, hold: Duration) -> std::thread::JoinHandle
 /// while a task turns `input_required`. The old engine advanced its memory first and only logged
 /// the failed write, so the question never reached the inbox until a restart.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_question_seen_while_the_ledger_is_locked_reaches_the_inbox_after_the_lock_is_released()
-{
+async fn a_question_seen_while_the_ledger_is_locked_reaches_the_inbox_after_the_lock_is_released() {
     // The deploy asks for approval 35 ms after it starts: the engine's first poll sees the
     // question, so the one write it needs is the one the lock blocks.
     let demo = DemoServer::start(
@@ -113,7 +112,10 @@ async fn a_question_seen_while_the_ledger_is_locked_reaches_the_inbox_after_the_
         question.key.ends_with("approval-1"),
         "the deploy's approval question, got {question:?}"
     );
-    eprintln!("question committed {:?} after the lock was taken", locked_at.elapsed());
+    eprintln!(
+        "question committed {:?} after the lock was taken",
+        locked_at.elapsed()
+    );
     let asked: Vec<_> = view
         .events_for(row)
         .into_iter()
@@ -130,7 +132,9 @@ async fn a_question_seen_while_the_ledger_is_locked_reaches_the_inbox_after_the_
         Duration::from_secs(10),
         || {
             let stderr = watch.stderr();
-            stderr.contains("the ledger is writable again").then_some(stderr)
+            stderr
+                .contains("the ledger is writable again")
+                .then_some(stderr)
         },
     )
     .await;

@@ -736,23 +736,23 @@ impl State {
                 spawn_until_committed(self.ledger.clone(), "record a delivery", move || {
                     let item = item.clone();
                     move |ctx: &mut WriteCtx<'_>| {
-                    outbox::acknowledge(ctx.conn, item.id)?;
-                    let kind = match &item.delivery {
-                        Delivery::Update { responses } => {
-                            let keys: Vec<String> = responses.keys().cloned().collect();
-                            inputs::mark_delivered(ctx.conn, item.task, &keys)?;
-                            EventKind::UpdateAcknowledged { keys }
-                        }
-                        Delivery::Cancel => EventKind::CancelAcknowledged,
-                    };
-                    ctx.append(NewEvent {
-                        task: Some(item.task),
-                        server_id: None,
-                        via: Via::Engine,
-                        kind,
-                    })?;
-                    Ok(())
-                }
+                        outbox::acknowledge(ctx.conn, item.id)?;
+                        let kind = match &item.delivery {
+                            Delivery::Update { responses } => {
+                                let keys: Vec<String> = responses.keys().cloned().collect();
+                                inputs::mark_delivered(ctx.conn, item.task, &keys)?;
+                                EventKind::UpdateAcknowledged { keys }
+                            }
+                            Delivery::Cancel => EventKind::CancelAcknowledged,
+                        };
+                        ctx.append(NewEvent {
+                            task: Some(item.task),
+                            server_id: None,
+                            via: Via::Engine,
+                            kind,
+                        })?;
+                        Ok(())
+                    }
                 });
             }
             Delivered::Abandoned(item, message) => {
@@ -760,22 +760,22 @@ impl State {
                 spawn_until_committed(self.ledger.clone(), "record a delivery", move || {
                     let (item, message) = (item.clone(), message.clone());
                     move |ctx: &mut WriteCtx<'_>| {
-                    outbox::abandon(ctx.conn, item.id, &message)?;
-                    let kind = match &item.delivery {
-                        Delivery::Update { responses } => EventKind::UpdateFailed {
-                            keys: responses.keys().cloned().collect(),
-                            message,
-                        },
-                        Delivery::Cancel => EventKind::CancelFailed { message },
-                    };
-                    ctx.append(NewEvent {
-                        task: Some(item.task),
-                        server_id: None,
-                        via: Via::Engine,
-                        kind,
-                    })?;
-                    Ok(())
-                }
+                        outbox::abandon(ctx.conn, item.id, &message)?;
+                        let kind = match &item.delivery {
+                            Delivery::Update { responses } => EventKind::UpdateFailed {
+                                keys: responses.keys().cloned().collect(),
+                                message,
+                            },
+                            Delivery::Cancel => EventKind::CancelFailed { message },
+                        };
+                        ctx.append(NewEvent {
+                            task: Some(item.task),
+                            server_id: None,
+                            via: Via::Engine,
+                            kind,
+                        })?;
+                        Ok(())
+                    }
                 });
             }
         }

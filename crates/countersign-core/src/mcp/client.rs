@@ -528,19 +528,20 @@ impl Client {
             ));
         };
         let mut reader = ResponseReader::new(framing, Value::from(id));
-        let mut stream = response.bytes_stream();
+        let mut stream = Box::pin(response.bytes_stream());
         let answer = loop {
             match stream.next().await {
                 Some(Ok(chunk)) => {
-                    let fed = reader.feed(&chunk).map_err(|r| invalid(method, r))?;
+                    let fed = reader.feed(&chunk).map_err(|f| f.into_error(method))?;
                     self.forward_notifications(&mut reader);
                     if let Some(answer) = fed {
+                        drain_after_answer(stream);
                         break answer;
                     }
                 }
                 Some(Err(e)) => return Err(self.transport_error(e)),
                 None => {
-                    let answer = reader.finish().map_err(|r| invalid(method, r))?;
+                    let answer = reader.finish().map_err(|f| f.into_error(method))?;
                     self.forward_notifications(&mut reader);
                     break answer;
                 }
@@ -828,8 +829,40 @@ impl Listening {
     }
 }
 
+/// At most this much of an event stream is read after our answer arrived ...
+const DRAIN_BYTES: usize = 64 * 1024;
+/// ... and for at most this long: a server that ends its stream right after the answer (rmcp,
+/// most servers) gets its connection back into the pool; one that keeps it open loses it.
+const DRAIN_TIME: Duration = Duration::from_millis(500);
+
+/// Reads the rest of an event stream whose answer we already have, in the background, so that a
+/// server that ends the stream promptly keeps its connection: dropping a body before its end
+/// closes the connection, and every SSE-replying poll would then pay a new TCP connect.
+fn drain_after_answer(
+    mut stream: std::pin::Pin<
+        Box<impl futures_util::Stream<Item = reqwest::Result<bytes::Bytes>> + Send + 'static>,
+    >,
+) {
+    tokio::spawn(async move {
+        let _ = tokio::time::timeout(DRAIN_TIME, async {
+            let mut read = 0usize;
+            while let Some(Ok(chunk)) = stream.next().await {
+                read = read.saturating_add(chunk.len());
+                if read > DRAIN_BYTES {
+                    return; // not ending: drop it (and the connection) now
+                }
+            }
+        })
+        .await;
+    });
+}
+
 fn stream_fault(fault: StreamFault) -> Error {
     match fault {
+        StreamFault::TooLarge { limit } => Error::ResponseTooLarge {
+            method: LISTEN_METHOD.into(),
+            limit,
+        },
         StreamFault::Invalid(reason) => invalid(LISTEN_METHOD, reason),
         StreamFault::Rpc(error) => rpc_error(LISTEN_METHOD, None, error),
     }
