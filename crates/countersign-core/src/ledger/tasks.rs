@@ -206,8 +206,7 @@ pub fn insert(
             task.created_at,
             now,
             status.is_finished().then_some(now),
-        ],
-    )?;
+    ])?;
     get(conn, conn.last_insert_rowid())
 }
 
@@ -215,11 +214,12 @@ pub fn insert(
 pub fn store_state(conn: &Connection, id: i64, task: &mcp::Task) -> Result<()> {
     let now = now_ms();
     let status = LedgerStatus::from(task.status());
-    conn.execute(
+    conn.prepare_cached(
         "UPDATE tasks SET status = ?2, status_message = ?3, state = ?4, poll_interval_ms = ?5,
              ttl_ms = COALESCE(?6, ttl_ms), updated_at = ?7, finished_at = ?8, poll_error = NULL
          WHERE id = ?1",
-        params![
+    )?
+    .execute(params![
             id,
             status.as_str(),
             task.status_message,
@@ -228,8 +228,7 @@ pub fn store_state(conn: &Connection, id: i64, task: &mcp::Task) -> Result<()> {
             task.ttl_ms.map(|v| v as i64),
             now,
             status.is_finished().then_some(now),
-        ],
-    )?;
+    ])?;
     Ok(())
 }
 
@@ -245,16 +244,15 @@ pub fn conclude(conn: &Connection, id: i64, status: LedgerStatus) -> Result<()> 
 
 /// Records the start (Some) or end (None) of a poll-error streak.
 pub fn set_poll_error(conn: &Connection, id: i64, message: Option<&str>) -> Result<()> {
-    conn.execute(
-        "UPDATE tasks SET poll_error = ?2 WHERE id = ?1",
-        params![id, message],
-    )?;
+    conn.prepare_cached("UPDATE tasks SET poll_error = ?2 WHERE id = ?1")?
+        .execute(params![id, message])?;
     Ok(())
 }
 
 /// One task by row id.
 pub fn get(conn: &Connection, id: i64) -> Result<TaskRecord> {
-    conn.query_row(&format!("{SELECT} WHERE t.id = ?1"), [id], from_row)
+    conn.prepare_cached(&format!("{SELECT} WHERE t.id = ?1"))?
+        .query_row([id], from_row)
         .optional()?
         .ok_or_else(|| Error::NotFound(format!("task #{id}")))
 }
