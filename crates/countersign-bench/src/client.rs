@@ -105,6 +105,9 @@ pub struct ClientRun {
     /// `notifications/tasks` the server pushed in the window.
     #[serde(default)]
     pub window_notifications: u64,
+    /// TCP connections the server accepted in the window.
+    #[serde(default)]
+    pub window_connections: u64,
 }
 
 /// Runs a started client through its phases against `server` (reset just before the client
@@ -162,6 +165,7 @@ pub async fn drive(
         life: end.gaps,
         window_requests,
         window_notifications: end.notifications.saturating_sub(start.notifications),
+        window_connections: end.connections.saturating_sub(start.connections),
         server_cpu_percent: if wall > 0.0 {
             (end.cpu_s - start.cpu_s) / wall * 100.0
         } else {

@@ -36,7 +36,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::error::{Error, Result};
 use crate::report::{Document, Machine};
-use crate::run::{Fastmcp, Plan};
+use crate::run::{Fastmcp, Plan, Workload};
 use crate::sources::{Scheme, Source, SourceArg};
 
 /// Benchmarks Countersign's durable task engine against the demo server (and, optionally, the
@@ -95,6 +95,11 @@ struct RunArgs {
     /// How push runs group their listen streams.
     #[arg(long, value_enum, default_value_t = Scheme::Batched)]
     push_scheme: Scheme,
+    /// Workloads of the steady runs; list them (`--workload calm,sse-every-poll`). `calm` is the
+    /// main table's; the others are the shapes of real servers' traffic, in their own table.
+    /// [default: calm,sse-every-poll; quick: calm]
+    #[arg(long, value_enum, value_delimiter = ',')]
+    workload: Vec<Workload>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -109,6 +114,9 @@ enum Mode {
         /// Serve `subscriptions/listen`.
         #[arg(long)]
         push: bool,
+        /// Answer with `text/event-stream`.
+        #[arg(long)]
+        sse: bool,
     },
     /// (internal) Our engine in the steady-state measurement.
     #[command(hide = true)]
@@ -169,10 +177,12 @@ fn main() -> ExitCode {
                 poll_interval_ms,
                 time_scale,
                 push,
+                sse,
             }) => demo::serve(demo::ServeOptions {
                 poll_interval_ms,
                 time_scale,
                 push,
+                sse,
             })
             .await
             .map(|()| ExitCode::SUCCESS),
@@ -255,6 +265,15 @@ fn plan(args: &RunArgs) -> Result<Plan> {
         quick: args.quick,
         sources: args.source.sources(),
         push_scheme: args.push_scheme,
+        workloads: match (args.workload.is_empty(), args.quick) {
+            (false, _) => {
+                let mut workloads = args.workload.clone();
+                workloads.dedup();
+                workloads
+            }
+            (true, true) => vec![Workload::Calm],
+            (true, false) => vec![Workload::Calm, Workload::SseEveryPoll],
+        },
     })
 }
 

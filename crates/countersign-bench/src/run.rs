@@ -50,6 +50,57 @@ pub struct Plan {
     pub sources: Vec<Source>,
     /// How push runs group their streams.
     pub push_scheme: Scheme,
+    /// The steady runs' workloads, in order (`Calm` feeds the main table).
+    pub workloads: Vec<Workload>,
+}
+
+/// The shape of a steady run's traffic.
+///
+/// `Calm` is kind to a client: JSON replies, and a task changes every 15–25 s, so most polls
+/// are unchanged and cost no ledger write. Real servers differ on both counts (rmcp answers
+/// with an event stream by default; long jobs update `statusMessage` every few hundred ms), and
+/// these shapes put a figure on each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Workload {
+    /// JSON replies, a change every 15–25 s per task.
+    #[default]
+    Calm,
+    /// SSE replies (the stream ends after the answer, as rmcp's do), calm changes.
+    Sse,
+    /// JSON replies, a change before every poll.
+    EveryPoll,
+    /// SSE replies and a change before every poll: the shape of the rmcp server.
+    SseEveryPoll,
+}
+
+impl Workload {
+    /// Whether the demo server answers with event streams.
+    pub fn sse(self) -> bool {
+        matches!(self, Self::Sse | Self::SseEveryPoll)
+    }
+
+    /// The per-task change period range for `interval`.
+    pub fn change_every(self, interval: Duration) -> (Duration, Duration) {
+        match self {
+            Self::Calm | Self::Sse => (
+                Duration::from_millis(CHANGE_EVERY_MS.0),
+                Duration::from_millis(CHANGE_EVERY_MS.1),
+            ),
+            // 40–60 % of the interval: every poll finds at least one change.
+            Self::EveryPoll | Self::SseEveryPoll => (interval * 2 / 5, interval * 3 / 5),
+        }
+    }
+
+    /// How the report names it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Calm => "JSON, calm",
+            Self::Sse => "SSE, calm",
+            Self::EveryPoll => "JSON, change every poll",
+            Self::SseEveryPoll => "SSE, change every poll",
+        }
+    }
 }
 
 /// The demo server's simulated-time factor: its other tools run 100× faster (bench_job is exact).
@@ -83,6 +134,7 @@ impl Plan {
             poll_interval_ms: self.interval.as_millis() as u64,
             time_scale: TIME_SCALE,
             push: source == Source::Push,
+            sse: false,
         }
     }
 
@@ -102,6 +154,11 @@ impl Plan {
             total += self.steady_budget(n);
         }
         if self.sources.contains(&Source::Push) {
+            for &n in &self.tasks {
+                total += self.steady_budget(n);
+            }
+        }
+        for _ in self.workloads.iter().filter(|w| **w != Workload::Calm) {
             for &n in &self.tasks {
                 total += self.steady_budget(n);
             }
@@ -126,6 +183,9 @@ pub struct SteadyResult {
     /// Stream grouping (push runs).
     #[serde(default)]
     pub scheme: Scheme,
+    /// The traffic's shape.
+    #[serde(default)]
+    pub workload: Workload,
     /// The measurements, or why there are none.
     pub outcome: Outcome<ClientRun>,
 }
@@ -181,6 +241,9 @@ pub struct Results {
     /// Steady runs with push (`--source push|both`), by task count.
     #[serde(default)]
     pub push: Vec<SteadyResult>,
+    /// Steady runs (polling) of the real-server workloads, by workload then task count.
+    #[serde(default)]
+    pub shapes: Vec<SteadyResult>,
 }
 
 impl Results {
@@ -189,6 +252,7 @@ impl Results {
         self.steady
             .iter()
             .chain(&self.push)
+            .chain(&self.shapes)
             .all(|s| s.outcome.measured().is_some())
             && self.resume.as_ref().is_none_or(|r| r.measured().is_some())
             && self
@@ -202,20 +266,23 @@ impl Results {
 pub async fn execute(plan: &Plan) -> Results {
     let mut steady = Vec::new();
     let mut push = Vec::new();
+    let mut shapes = Vec::new();
+    let calm = plan.workloads.contains(&Workload::Calm);
     for &n in &plan.tasks {
-        for &source in &plan.sources {
+        for &source in plan.sources.iter().filter(|_| calm) {
             let result = SteadyResult {
                 tasks: n,
                 source,
                 scheme: plan.push_scheme,
+                workload: Workload::Calm,
                 outcome: match source {
                     Source::Poll => {
                         eprintln!("steady state: our engine, {n} live tasks");
-                        Outcome::of(steady_run(plan, n, Source::Poll).await)
+                        Outcome::of(steady_run(plan, n, Source::Poll, Workload::Calm).await)
                     }
                     Source::Push => {
                         eprintln!("steady state: our engine with push, {n} live tasks");
-                        Outcome::of(steady_run(plan, n, Source::Push).await)
+                        Outcome::of(steady_run(plan, n, Source::Push, Workload::Calm).await)
                     }
                 },
             };
@@ -223,6 +290,21 @@ pub async fn execute(plan: &Plan) -> Results {
                 Source::Poll => steady.push(result),
                 Source::Push => push.push(result),
             }
+        }
+    }
+    for &workload in plan.workloads.iter().filter(|w| **w != Workload::Calm) {
+        for &n in &plan.tasks {
+            eprintln!(
+                "steady state: our engine, {n} live tasks, {}",
+                workload.label()
+            );
+            shapes.push(SteadyResult {
+                tasks: n,
+                source: Source::Poll,
+                scheme: plan.push_scheme,
+                workload,
+                outcome: Outcome::of(steady_run(plan, n, Source::Poll, workload).await),
+            });
         }
     }
     let comparison = match &plan.fastmcp {
@@ -236,7 +318,10 @@ pub async fn execute(plan: &Plan) -> Results {
                     tasks: fastmcp.tasks,
                     source: Source::Poll,
                     scheme: plan.push_scheme,
-                    outcome: Outcome::of(steady_run(plan, fastmcp.tasks, Source::Poll).await),
+                    workload: Workload::Calm,
+                    outcome: Outcome::of(
+                        steady_run(plan, fastmcp.tasks, Source::Poll, Workload::Calm).await,
+                    ),
                 });
             }
             eprintln!(
@@ -261,6 +346,7 @@ pub async fn execute(plan: &Plan) -> Results {
         resume,
         comparison,
         push,
+        shapes,
     }
 }
 
@@ -299,9 +385,18 @@ async fn client_run(
     run
 }
 
-async fn steady_run(plan: &Plan, n: usize, source: Source) -> Result<ClientRun> {
+async fn steady_run(
+    plan: &Plan,
+    n: usize,
+    source: Source,
+    workload: Workload,
+) -> Result<ClientRun> {
     let data_dir = fresh_dir(&plan.work_dir.join(format!("steady-{n}"))).await?;
-    client_run(plan, "engine", n, plan.serve_options_for(source), |url| {
+    let serve = ServeOptions {
+        sse: workload.sse(),
+        ..plan.serve_options_for(source)
+    };
+    client_run(plan, "engine", n, serve, |url| {
         let options = SteadyOptions {
             url: url.to_owned(),
             tasks: n,
@@ -310,10 +405,7 @@ async fn steady_run(plan: &Plan, n: usize, source: Source) -> Result<ClientRun> 
             warmup: plan.warmup(),
             create_budget: plan.create_budget(n),
             life: plan.life(n),
-            change_every: (
-                Duration::from_millis(CHANGE_EVERY_MS.0),
-                Duration::from_millis(CHANGE_EVERY_MS.1),
-            ),
+            change_every: workload.change_every(plan.interval),
             data_dir,
             source,
             push_scheme: plan.push_scheme,
