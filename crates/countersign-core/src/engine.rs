@@ -35,6 +35,9 @@ use lock::{EngineLock, LockError};
 /// How often the engine looks for calls whose sending process died.
 const ORPHAN_CHECK: Duration = Duration::from_secs(5);
 
+/// Unfinished tasks read per page at resume.
+const RESUME_PAGE: usize = 256;
+
 /// First wait before a ledger write that did not commit is tried again (then backoff with
 /// jitter). SQLite already waited its busy timeout inside the failed attempt.
 const WRITE_RETRY: Duration = Duration::from_secs(1);
@@ -417,10 +420,25 @@ impl State {
                 .filter(|r| !r.reachable)
                 .map(|r| r.server_id),
         );
-        let unfinished = self.ledger.read_async(tasks::unfinished).await?;
-        let resumed = unfinished.len();
-        for record in unfinished {
-            self.track(record, FirstCheck::Spread);
+        // Page by page: a whole ledger of records (with their last states) held at once was
+        // resume's memory peak, above the steady state's.
+        let mut resumed = 0;
+        let mut after = 0;
+        loop {
+            let page = self
+                .ledger
+                .read_async(move |c| tasks::unfinished_page(c, after, RESUME_PAGE))
+                .await?;
+            let Some(last) = page.last() else { break };
+            after = last.id;
+            let full = page.len() == RESUME_PAGE;
+            resumed += page.len();
+            for record in page {
+                self.track(record, FirstCheck::Spread);
+            }
+            if !full {
+                break;
+            }
         }
         self.ledger
             .write(move |ctx| {

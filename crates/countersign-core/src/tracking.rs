@@ -43,7 +43,11 @@ impl Known {
         let same_keys = match &task.state {
             TaskState::InputRequired { input_requests } => {
                 self.keys.len() == input_requests.len()
-                    && self.keys.iter().zip(input_requests.keys()).all(|(a, b)| a == b)
+                    && self
+                        .keys
+                        .iter()
+                        .zip(input_requests.keys())
+                        .all(|(a, b)| a == b)
             }
             _ => self.keys.is_empty(),
         };

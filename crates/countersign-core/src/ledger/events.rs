@@ -297,12 +297,12 @@ pub(crate) fn insert(conn: &Connection, event: NewEvent) -> Result<StoredEvent> 
         "INSERT INTO events (task, server_id, at, kind, via, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
     )?
     .execute(params![
-            event.task,
-            server_id,
-            at,
-            event.kind.name(),
-            event.via.as_str(),
-            data
+        event.task,
+        server_id,
+        at,
+        event.kind.name(),
+        event.via.as_str(),
+        data
     ])?;
     let id = conn.last_insert_rowid();
     let (task_id, server) = names(conn, event.task, server_id)?;

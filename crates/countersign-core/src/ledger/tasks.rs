@@ -220,14 +220,14 @@ pub fn store_state(conn: &Connection, id: i64, task: &mcp::Task) -> Result<()> {
          WHERE id = ?1",
     )?
     .execute(params![
-            id,
-            status.as_str(),
-            task.status_message,
-            task.to_json().to_string(),
-            task.poll_interval_ms.map(|v| v as i64),
-            task.ttl_ms.map(|v| v as i64),
-            now,
-            status.is_finished().then_some(now),
+        id,
+        status.as_str(),
+        task.status_message,
+        task.to_json().to_string(),
+        task.poll_interval_ms.map(|v| v as i64),
+        task.ttl_ms.map(|v| v as i64),
+        now,
+        status.is_finished().then_some(now),
     ])?;
     Ok(())
 }
@@ -293,6 +293,17 @@ pub fn unfinished(conn: &Connection) -> Result<Vec<TaskRecord>> {
         "{SELECT} WHERE t.finished_at IS NULL ORDER BY t.id"
     ))?;
     let rows = stmt.query_map([], from_row)?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// Up to `limit` unfinished tasks with a row id above `after`, oldest first: resume reads the
+/// ledger page by page, so its memory peak does not grow with the number of tasks.
+pub fn unfinished_page(conn: &Connection, after: i64, limit: usize) -> Result<Vec<TaskRecord>> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "{SELECT} WHERE t.finished_at IS NULL AND t.id > ?1 ORDER BY t.id LIMIT ?2"
+    ))?;
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let rows = stmt.query_map(params![after, limit], from_row)?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
