@@ -1,4 +1,5 @@
-//! Shared test support: starting the independent fastmcp peer, our demo server, and the CLI.
+//! Shared test support: starting the independent fastmcp peer, our demo server, a hostile
+//! server, and the CLI.
 
 pub mod cli;
 pub mod drive;
@@ -6,3 +7,4 @@ pub mod ledger_view;
 pub mod peer;
 pub mod procs;
 pub mod proxy;
+pub mod hostile;
