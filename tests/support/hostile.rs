@@ -337,9 +337,18 @@ impl Inner {
             .max_by_key(|(n, _)| n.len())
     }
 
-    fn answer(&self, method: String, id: Value, params: Value, headers: Vec<(String, String)>) -> Reply {
+    fn answer(
+        &self,
+        method: String,
+        id: Value,
+        params: Value,
+        headers: Vec<(String, String)>,
+    ) -> Reply {
         let (tool, handler): (Option<String>, Option<Handler>) = if method == "tools/call" {
-            let name = params.get("name").and_then(Value::as_str).unwrap_or_default();
+            let name = params
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
             (Some(name.to_owned()), self.tool_named(name).cloned())
         } else if let Some(task_id) = params.get("taskId").and_then(Value::as_str) {
             match self.tool_of_task(task_id) {
@@ -537,7 +546,12 @@ async fn write_reply(stream: &mut TcpStream, id: &Value, reply: Reply) -> bool {
                 return false;
             }
             for data in events {
-                if !write_chunk(stream, format!("event: message\ndata: {data}\n\n").as_bytes()).await {
+                if !write_chunk(
+                    stream,
+                    format!("event: message\ndata: {data}\n\n").as_bytes(),
+                )
+                .await
+                {
                     return false;
                 }
             }

@@ -3,8 +3,8 @@
 
 pub mod cli;
 pub mod drive;
+pub mod hostile;
 pub mod ledger_view;
 pub mod peer;
 pub mod procs;
 pub mod proxy;
-pub mod hostile;

@@ -612,8 +612,9 @@ impl State {
             tokio::select! {
                 biased;
                 _ = stop.notified() => break,
-                Some(observation) = observations.recv() => self.observe(observation),
+                // Before new observations: a commit frees its task for the next change.
                 Some(outcome) = written.recv() => self.written(outcome),
+                Some(observation) = observations.recv() => self.observe(observation),
                 Some(delivered) = delivered_rx.recv() => self.delivered(delivered),
                 _ = nudge.notified() => self.scan(&delivered_tx).await,
                 _ = orphan_check.tick() => {

@@ -528,14 +528,14 @@ impl Client {
             ));
         };
         let mut reader = ResponseReader::new(framing, Value::from(id));
-        let mut stream = Box::pin(response.bytes_stream());
+        let mut stream: Body = Box::pin(response.bytes_stream());
         let answer = loop {
             match stream.next().await {
                 Some(Ok(chunk)) => {
                     let fed = reader.feed(&chunk).map_err(|f| f.into_error(method))?;
                     self.forward_notifications(&mut reader);
                     if let Some(answer) = fed {
-                        drain_after_answer(stream);
+                        drain_after_answer(stream).await;
                         break answer;
                     }
                 }
@@ -829,32 +829,45 @@ impl Listening {
     }
 }
 
-/// At most this much of an event stream is read after our answer arrived ...
+/// The most of an event stream read after our answer arrived: a server that ends its stream
+/// right after the answer (rmcp, most servers) gets its connection back into the pool; one that
+/// keeps writing, or stays open past [`DRAIN_TIME`], loses it.
 const DRAIN_BYTES: usize = 64 * 1024;
-/// ... and for at most this long: a server that ends its stream right after the answer (rmcp,
-/// most servers) gets its connection back into the pool; one that keeps it open loses it.
+/// How long the rest of a stream may take to end after our answer.
 const DRAIN_TIME: Duration = Duration::from_millis(500);
+/// How long the caller itself waits for that end: usually the last chunk is already on its way,
+/// and waiting for it means the very next request finds the connection in the pool. Past this,
+/// the rest is drained in the background so a server that holds its streams open does not slow
+/// our requests.
+const DRAIN_INLINE: Duration = Duration::from_millis(10);
 
-/// Reads the rest of an event stream whose answer we already have, in the background, so that a
-/// server that ends the stream promptly keeps its connection: dropping a body before its end
-/// closes the connection, and every SSE-replying poll would then pay a new TCP connect.
-fn drain_after_answer(
-    mut stream: std::pin::Pin<
-        Box<impl futures_util::Stream<Item = reqwest::Result<bytes::Bytes>> + Send + 'static>,
-    >,
-) {
+type Body =
+    std::pin::Pin<Box<dyn futures_util::Stream<Item = reqwest::Result<bytes::Bytes>> + Send>>;
+
+/// Reads the rest of an event stream whose answer we already have. Dropping a body before its
+/// end closes the connection, and every SSE-replying poll would then pay a new TCP connect.
+async fn drain_after_answer(mut stream: Body) {
+    let mut read = 0usize;
+    if tokio::time::timeout(DRAIN_INLINE, drain(&mut stream, &mut read))
+        .await
+        .is_ok()
+    {
+        return;
+    }
     tokio::spawn(async move {
-        let _ = tokio::time::timeout(DRAIN_TIME, async {
-            let mut read = 0usize;
-            while let Some(Ok(chunk)) = stream.next().await {
-                read = read.saturating_add(chunk.len());
-                if read > DRAIN_BYTES {
-                    return; // not ending: drop it (and the connection) now
-                }
-            }
-        })
-        .await;
+        // Ended, too long or too slow: either way the stream is dropped here.
+        let _ = tokio::time::timeout(DRAIN_TIME, drain(&mut stream, &mut read)).await;
     });
+}
+
+/// Reads until the stream ends (or fails), or `read` passes [`DRAIN_BYTES`].
+async fn drain(stream: &mut Body, read: &mut usize) {
+    while let Some(Ok(chunk)) = stream.next().await {
+        *read = read.saturating_add(chunk.len());
+        if *read > DRAIN_BYTES {
+            return;
+        }
+    }
 }
 
 fn stream_fault(fault: StreamFault) -> Error {
