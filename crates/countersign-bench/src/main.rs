@@ -100,6 +100,11 @@ struct RunArgs {
     /// [default: calm,sse-every-poll; quick: calm]
     #[arg(long, value_enum, value_delimiter = ',')]
     workload: Vec<Workload>,
+    /// Another build of this benchmark (e.g. of the previous commit): its engine runs every
+    /// steady run and the resume right after ours, and the report shows both, "before" and
+    /// "after", from the same run.
+    #[arg(long)]
+    compare_exe: Option<PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -274,6 +279,7 @@ fn plan(args: &RunArgs) -> Result<Plan> {
             (true, true) => vec![Workload::Calm],
             (true, false) => vec![Workload::Calm, Workload::SseEveryPoll],
         },
+        compare_exe: args.compare_exe.clone(),
     })
 }
 

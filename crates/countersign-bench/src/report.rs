@@ -441,8 +441,103 @@ pub fn render(document: &Document, plan: &Plan) -> String {
         }
     }
     render_shapes(&mut out, document);
+    render_before_after(&mut out, document, plan);
     crate::sources::render(&mut out, document);
     out
+}
+
+/// `--compare-exe`: the other build's engine ("before") beside ours ("after"), run for run.
+fn render_before_after(out: &mut String, document: &Document, plan: &Plan) {
+    let results = &document.results;
+    let Some(exe) = &plan.compare_exe else {
+        return;
+    };
+    let interval_ms = document.interval_ms;
+    let after = |b: &crate::run::SteadyResult| {
+        results
+            .steady
+            .iter()
+            .chain(&results.shapes)
+            .find(|a| a.tasks == b.tasks && a.workload == b.workload && a.source == b.source)
+            .and_then(|a| a.outcome.measured())
+    };
+    let pairs: Vec<_> = results
+        .before
+        .iter()
+        .map(|b| (b, b.outcome.measured(), after(b)))
+        .collect();
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "Before → after, same run (before: the engine of {})",
+        exe.display()
+    );
+    let mut widths = vec![42];
+    widths.extend(pairs.iter().flat_map(|_| [12, 16]));
+    let mut table = Table::new(widths);
+    let mut header = vec![String::new()];
+    for (b, _, _) in &pairs {
+        header.push(format!(
+            "{}, N={}",
+            b.workload.label(),
+            thousands(b.tasks as u64)
+        ));
+        header.push(String::new());
+    }
+    table.row(&header);
+    let mut sub = vec![String::new()];
+    for _ in &pairs {
+        sub.push("before".into());
+        sub.push("after".into());
+    }
+    table.row(&sub);
+    let mut line = |label: &str, f: &dyn Fn(&ClientRun) -> String| {
+        let mut row = vec![format!("  {label}")];
+        for (_, before, after) in &pairs {
+            for run in [before, after] {
+                row.push(run.map(f).unwrap_or_else(|| "failed".into()));
+            }
+        }
+        table.row(&row);
+    };
+    line("engine CPU, % of one core", &|r| {
+        format!("{:.1} %", r.client.cpu_percent)
+    });
+    line("engine CPU per poll", &|r| {
+        cpu_per_poll_us(r)
+            .map(|us| format!("{us:.0} µs"))
+            .unwrap_or_else(|| "—".into())
+    });
+    line("CPU-ms per tracked task-minute", &|r| {
+        format!("{:.2}", cpu_ms_per_task_minute(r))
+    });
+    line("new TCP connections (window)", &|r| {
+        thousands(r.window_connections)
+    });
+    line("polls ÷ ideal (server)", &|r| {
+        format!(
+            "{:.4}",
+            r.window.polls as f64 / window_ideal(r, interval_ms)
+        )
+    });
+    line("early polls (server)", &|r| thousands(r.life.early));
+    line("engine peak RSS", &|r| mb(r.client.peak_rss_kb));
+    out.push_str(&table.out);
+    if let (Some(Outcome::Measured(b)), Some(Outcome::Measured(a))) =
+        (&results.before_resume, &results.resume)
+    {
+        let _ = writeln!(
+            out,
+            "  cold resume of {} tasks: ready {} → {}; peak RSS when ready {} → {}, at the end {} → {}",
+            thousands(a.tasks as u64),
+            secs(b.ready_ms),
+            secs(a.ready_ms),
+            mb(b.ready_peak_rss_kb),
+            mb(a.ready_peak_rss_kb),
+            mb(b.peak_rss_kb),
+            mb(a.peak_rss_kb)
+        );
+    }
 }
 
 /// The real-server shapes (`--workload`): SSE replies and a change before every poll, one

@@ -52,6 +52,8 @@ pub struct Plan {
     pub push_scheme: Scheme,
     /// The steady runs' workloads, in order (`Calm` feeds the main table).
     pub workloads: Vec<Workload>,
+    /// Another build whose engine repeats each steady (polling) run and the resume: "before".
+    pub compare_exe: Option<PathBuf>,
 }
 
 /// The shape of a steady run's traffic.
@@ -163,6 +165,19 @@ impl Plan {
                 total += self.steady_budget(n);
             }
         }
+        if self.compare_exe.is_some() {
+            // Every polling run and the resume once more.
+            for _ in &self.workloads {
+                for &n in &self.tasks {
+                    total += self.steady_budget(n);
+                }
+            }
+            if self.resume_tasks > 0 {
+                total += self.create_budget(self.resume_tasks)
+                    + self.interval * 2
+                    + Duration::from_secs(180);
+            }
+        }
         if self.resume_tasks > 0 {
             total += self.create_budget(self.resume_tasks)
                 + self.interval * 2
@@ -244,6 +259,12 @@ pub struct Results {
     /// Steady runs (polling) of the real-server workloads, by workload then task count.
     #[serde(default)]
     pub shapes: Vec<SteadyResult>,
+    /// `--compare-exe`: the other build's engine on the same polling runs ("before").
+    #[serde(default)]
+    pub before: Vec<SteadyResult>,
+    /// `--compare-exe`: the other build's resume.
+    #[serde(default)]
+    pub before_resume: Option<Outcome<ResumeReport>>,
 }
 
 impl Results {
@@ -267,6 +288,7 @@ pub async fn execute(plan: &Plan) -> Results {
     let mut steady = Vec::new();
     let mut push = Vec::new();
     let mut shapes = Vec::new();
+    let mut before = Vec::new();
     let calm = plan.workloads.contains(&Workload::Calm);
     for &n in &plan.tasks {
         for &source in plan.sources.iter().filter(|_| calm) {
@@ -278,7 +300,10 @@ pub async fn execute(plan: &Plan) -> Results {
                 outcome: match source {
                     Source::Poll => {
                         eprintln!("steady state: our engine, {n} live tasks");
-                        Outcome::of(steady_run(plan, n, Source::Poll, Workload::Calm).await)
+                        let outcome =
+                            Outcome::of(steady_run(plan, n, Source::Poll, Workload::Calm).await);
+                        before_run(plan, &mut before, n, Workload::Calm).await;
+                        outcome
                     }
                     Source::Push => {
                         eprintln!("steady state: our engine with push, {n} live tasks");
@@ -305,6 +330,7 @@ pub async fn execute(plan: &Plan) -> Results {
                 workload,
                 outcome: Outcome::of(steady_run(plan, n, Source::Poll, workload).await),
             });
+            before_run(plan, &mut before, n, workload).await;
         }
     }
     let comparison = match &plan.fastmcp {
@@ -337,9 +363,20 @@ pub async fn execute(plan: &Plan) -> Results {
     };
     let resume = if plan.resume_tasks > 0 {
         eprintln!("cold resume: {} unfinished tasks", plan.resume_tasks);
-        Some(Outcome::of(resume_run(plan).await))
+        Some(Outcome::of(resume_run(plan, &plan.exe).await))
     } else {
         None
+    };
+    let before_resume = match &plan.compare_exe {
+        Some(exe) if plan.resume_tasks > 0 => {
+            eprintln!(
+                "cold resume, before ({}): {} unfinished tasks",
+                exe.display(),
+                plan.resume_tasks
+            );
+            Some(Outcome::of(resume_run(plan, exe).await))
+        }
+        _ => None,
     };
     Results {
         steady,
@@ -347,7 +384,28 @@ pub async fn execute(plan: &Plan) -> Results {
         comparison,
         push,
         shapes,
+        before,
+        before_resume,
     }
+}
+
+/// With `--compare-exe`, the same polling run by the other build's engine.
+async fn before_run(plan: &Plan, before: &mut Vec<SteadyResult>, n: usize, workload: Workload) {
+    let Some(exe) = &plan.compare_exe else {
+        return;
+    };
+    eprintln!(
+        "steady state, before ({}): {n} live tasks, {}",
+        exe.display(),
+        workload.label()
+    );
+    before.push(SteadyResult {
+        tasks: n,
+        source: Source::Poll,
+        scheme: plan.push_scheme,
+        workload,
+        outcome: Outcome::of(steady_run_with(plan, exe, n, Source::Poll, workload).await),
+    });
 }
 
 async fn fresh_dir(path: &Path) -> Result<PathBuf> {
@@ -391,6 +449,17 @@ async fn steady_run(
     source: Source,
     workload: Workload,
 ) -> Result<ClientRun> {
+    steady_run_with(plan, &plan.exe, n, source, workload).await
+}
+
+/// A steady run whose engine is `engine_exe`'s `steady` mode (the demo server is always ours).
+async fn steady_run_with(
+    plan: &Plan,
+    engine_exe: &Path,
+    n: usize,
+    source: Source,
+    workload: Workload,
+) -> Result<ClientRun> {
     let data_dir = fresh_dir(&plan.work_dir.join(format!("steady-{n}"))).await?;
     let serve = ServeOptions {
         sse: workload.sse(),
@@ -410,7 +479,7 @@ async fn steady_run(
             source,
             push_scheme: plan.push_scheme,
         };
-        let mut command = Command::new(&plan.exe);
+        let mut command = Command::new(engine_exe);
         command.arg("steady").args(steady_args(&options));
         command
     })
@@ -496,7 +565,7 @@ async fn fastmcp_run(plan: &Plan, fastmcp: &Fastmcp) -> Result<ClientRun> {
     .await
 }
 
-async fn resume_run(plan: &Plan) -> Result<ResumeReport> {
+async fn resume_run(plan: &Plan, engine_exe: &Path) -> Result<ResumeReport> {
     let mut server = DemoProcess::start(&plan.exe, plan.serve_options()).await?;
     let options = ResumeOptions {
         tasks: plan.resume_tasks,
@@ -504,7 +573,7 @@ async fn resume_run(plan: &Plan) -> Result<ResumeReport> {
         create_budget: plan.create_budget(plan.resume_tasks),
         data_dir: fresh_dir(&plan.work_dir.join("resume")).await?,
     };
-    let report = resume::measure(&plan.exe, &mut server, &options).await;
+    let report = resume::measure(engine_exe, &mut server, &options).await;
     server.stop().await;
     report
 }
