@@ -64,12 +64,10 @@ async fn an_endless_event_on_tools_call_ends_with_a_too_large_error_before_the_r
     let client = client(&server);
     for tool in ["lines", "line"] {
         let started = Instant::now();
-        let outcome = tokio::time::timeout(
-            BOUNDED,
-            client.call_tool(&ToolCall::new(tool, Some(serde_json::Map::new()))),
-        )
-        .await
-        .unwrap_or_else(|_| panic!("tools/call {tool} did not end within {BOUNDED:?}"));
+        let call = ToolCall::new(tool, Some(serde_json::Map::new()));
+        let Ok(outcome) = tokio::time::timeout(BOUNDED, client.call_tool(&call)).await else {
+            panic!("tools/call {tool} did not end within {BOUNDED:?}")
+        };
         assert_too_large(outcome, &format!("tools/call {tool}"));
         // The whole-request timeout is 30 s: ending sooner shows the cap ended it.
         let timeout = mcp::ClientOptions::default().request_timeout;
