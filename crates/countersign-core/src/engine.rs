@@ -36,7 +36,7 @@ use lock::{EngineLock, LockError};
 const ORPHAN_CHECK: Duration = Duration::from_secs(5);
 
 /// Unfinished tasks read per page at resume.
-const RESUME_PAGE: usize = 1024;
+const RESUME_PAGE: usize = 256;
 
 /// First wait before a ledger write that did not commit is tried again (then backoff with
 /// jitter). SQLite already waited its busy timeout inside the failed attempt.
