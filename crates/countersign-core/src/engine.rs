@@ -982,12 +982,10 @@ impl State {
         match written {
             Written::Observation {
                 row,
-                observation,
                 applied,
-                server_id,
                 outcome: Ok(()),
+                ..
             } => {
-                let _ = (observation, server_id);
                 if self.unwritten.remove(&row) {
                     self.report_health(None);
                 }
