@@ -97,7 +97,8 @@ struct RunArgs {
     push_scheme: Scheme,
     /// Workloads of the steady runs; list them (`--workload calm,sse-every-poll`). `calm` is the
     /// main table's; the others are the shapes of real servers' traffic, in their own table.
-    /// [default: calm,sse-every-poll; quick: calm]
+    /// `peer-every-poll` puts our engine on the fastmcp peer server (needs --fastmcp-python).
+    /// [default: calm,sse-every-poll, and peer-every-poll with --fastmcp-python; quick: calm]
     #[arg(long, value_enum, value_delimiter = ',')]
     workload: Vec<Workload>,
     /// Another build of this benchmark (e.g. of the previous commit): its engine runs every
@@ -160,6 +161,8 @@ struct SteadyArgs {
     source: Source,
     #[arg(long, value_enum, default_value_t = Scheme::Batched)]
     push_scheme: Scheme,
+    #[arg(long)]
+    peer_steps: Option<u64>,
 }
 
 fn main() -> ExitCode {
@@ -226,6 +229,7 @@ impl From<SteadyArgs> for steady::SteadyOptions {
             data_dir: a.data_dir,
             source: a.source,
             push_scheme: a.push_scheme,
+            peer_steps: a.peer_steps,
         }
     }
 }
@@ -277,6 +281,11 @@ fn plan(args: &RunArgs) -> Result<Plan> {
                 workloads
             }
             (true, true) => vec![Workload::Calm],
+            (true, false) if args.fastmcp_python.is_some() => vec![
+                Workload::Calm,
+                Workload::SseEveryPoll,
+                Workload::PeerEveryPoll,
+            ],
             (true, false) => vec![Workload::Calm, Workload::SseEveryPoll],
         },
         compare_exe: args.compare_exe.clone(),

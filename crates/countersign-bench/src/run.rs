@@ -74,6 +74,11 @@ pub enum Workload {
     EveryPoll,
     /// SSE replies and a change before every poll: the shape of the rmcp server.
     SseEveryPoll,
+    /// The independent fastmcp 4.1.4 peer as the server (`tests/peers/fastmcp_server.py`,
+    /// JSON replies), its `long_job` changing `statusMessage` before every poll. Needs
+    /// `--fastmcp-python`; runs at the side-by-side's N only (Python cannot serve 10,000 tasks
+    /// at this rate). Only the engine's own figures: the peer counts nothing for us.
+    PeerEveryPoll,
 }
 
 impl Workload {
@@ -91,6 +96,8 @@ impl Workload {
             ),
             // 40–60 % of the interval: every poll finds at least one change.
             Self::EveryPoll | Self::SseEveryPoll => (interval * 2 / 5, interval * 3 / 5),
+            // The peer has one step length for all its tasks: half the interval.
+            Self::PeerEveryPoll => (interval / 2, interval / 2),
         }
     }
 
@@ -101,6 +108,7 @@ impl Workload {
             Self::Sse => "SSE, calm",
             Self::EveryPoll => "JSON, change every poll",
             Self::SseEveryPoll => "SSE, change every poll",
+            Self::PeerEveryPoll => "fastmcp peer, every poll",
         }
     }
 }
@@ -318,6 +326,31 @@ pub async fn execute(plan: &Plan) -> Results {
         }
     }
     for &workload in plan.workloads.iter().filter(|w| **w != Workload::Calm) {
+        if workload == Workload::PeerEveryPoll {
+            let n = plan.fastmcp.as_ref().map_or(1000, |f| f.tasks);
+            eprintln!("steady state: our engine, {n} live tasks on the fastmcp peer server");
+            shapes.push(SteadyResult {
+                tasks: n,
+                source: Source::Poll,
+                scheme: plan.push_scheme,
+                workload,
+                outcome: Outcome::of(peer_run(plan, &plan.exe, n).await),
+            });
+            if let Some(exe) = &plan.compare_exe {
+                eprintln!(
+                    "steady state, before ({}): {n} live tasks on the fastmcp peer server",
+                    exe.display()
+                );
+                before.push(SteadyResult {
+                    tasks: n,
+                    source: Source::Poll,
+                    scheme: plan.push_scheme,
+                    workload,
+                    outcome: Outcome::of(peer_run(plan, exe, n).await),
+                });
+            }
+            continue;
+        }
         for &n in &plan.tasks {
             eprintln!(
                 "steady state: our engine, {n} live tasks, {}",
@@ -432,7 +465,7 @@ async fn client_run(
     let mut child = Child::spawn(name, command(&server.url))?;
     let run = client::drive(
         &mut child,
-        &mut server,
+        Some(&mut server),
         plan.create_budget(n),
         plan.warmup(),
         plan.window,
@@ -478,6 +511,7 @@ async fn steady_run_with(
             data_dir,
             source,
             push_scheme: plan.push_scheme,
+            peer_steps: None,
         };
         let mut command = Command::new(engine_exe);
         command.arg("steady").args(steady_args(&options));
@@ -488,7 +522,7 @@ async fn steady_run_with(
 
 /// The `steady` child's command line for `options`.
 fn steady_args(options: &SteadyOptions) -> Vec<String> {
-    vec![
+    let mut args = vec![
         "--url".into(),
         options.url.clone(),
         "--tasks".into(),
@@ -516,7 +550,111 @@ fn steady_args(options: &SteadyOptions) -> Vec<String> {
         },
         "--push-scheme".into(),
         options.push_scheme.arg().into(),
-    ]
+    ];
+    if let Some(steps) = options.peer_steps {
+        args.push("--peer-steps".into());
+        args.push(steps.to_string());
+    }
+    args
+}
+
+/// Our engine (`engine_exe`'s) against the fastmcp peer server instead of the demo server:
+/// `long_job` tasks whose `statusMessage` changes every half interval.
+async fn peer_run(plan: &Plan, engine_exe: &Path, n: usize) -> Result<ClientRun> {
+    let Some(fastmcp) = &plan.fastmcp else {
+        return Err(Error::Unexpected(
+            "the fastmcp peer server needs --fastmcp-python".into(),
+        ));
+    };
+    let script = fastmcp.script.with_file_name("fastmcp_server.py");
+    for (path, hint) in [
+        (
+            &fastmcp.python,
+            "install the peer with `bash .ci/setup-peer.sh`",
+        ),
+        (
+            &script,
+            "run from the repository root or pass --fastmcp-script",
+        ),
+    ] {
+        if !path.exists() {
+            return Err(Error::Missing {
+                path: path.clone(),
+                hint,
+            });
+        }
+    }
+    let step = plan.interval / 2;
+    let life = plan.life(n);
+    let steps = (life.as_millis() / step.as_millis().max(1)) as u64 + 1;
+    let mut command = Command::new(&fastmcp.python);
+    command
+        .arg(&script)
+        .arg("--port")
+        .arg("0")
+        .env(
+            "PEER_POLL_INTERVAL_MS",
+            plan.interval.as_millis().to_string(),
+        )
+        .env("PEER_STEP_SECONDS", step.as_secs_f64().to_string())
+        // Past the run: a task must not be forgotten mid-window.
+        .env("PEER_TTL_MS", (life * 2).as_millis().to_string())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true);
+    let mut peer = command
+        .spawn()
+        .map_err(|e| Error::io(format!("starting {}", script.display()), e))?;
+    let stdout = peer
+        .stdout
+        .take()
+        .ok_or_else(|| Error::Unexpected("the peer has no stdout".into()))?;
+    let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(stdout));
+    let url = match tokio::time::timeout(Duration::from_secs(60), lines.next_line()).await {
+        Ok(Ok(Some(url))) if url.starts_with("http://127.0.0.1:") => url,
+        Ok(other) => {
+            return Err(Error::Unexpected(format!(
+                "the fastmcp peer server did not print its URL: {other:?}"
+            )))
+        }
+        Err(_) => {
+            return Err(Error::Timeout {
+                what: "the fastmcp peer server to start".into(),
+                after: Duration::from_secs(60),
+            })
+        }
+    };
+    let data_dir = fresh_dir(&plan.work_dir.join(format!("peer-{n}"))).await?;
+    let options = SteadyOptions {
+        url,
+        tasks: n,
+        window: plan.window,
+        interval: plan.interval,
+        warmup: plan.warmup(),
+        create_budget: plan.create_budget(n),
+        life,
+        change_every: Workload::PeerEveryPoll.change_every(plan.interval),
+        data_dir,
+        source: Source::Poll,
+        push_scheme: plan.push_scheme,
+        peer_steps: Some(steps),
+    };
+    let mut command = Command::new(engine_exe);
+    command.arg("steady").args(steady_args(&options));
+    let mut child = Child::spawn("engine", command)?;
+    let run = client::drive(
+        &mut child,
+        None,
+        plan.create_budget(n),
+        plan.warmup(),
+        plan.window,
+    )
+    .await;
+    child.finish(Duration::from_secs(30)).await;
+    let _ = peer.start_kill();
+    let _ = tokio::time::timeout(Duration::from_secs(10), peer.wait()).await;
+    run
 }
 
 async fn fastmcp_run(plan: &Plan, fastmcp: &Fastmcp) -> Result<ClientRun> {
