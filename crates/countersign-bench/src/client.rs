@@ -141,7 +141,7 @@ pub async fn drive(
     child.send("ok").await?;
     eprintln!("  steady window: {window:?}");
     expect_phase(child, "window_end", window + MARGIN).await?;
-    let end = match server.as_deref_mut() {
+    let end = match server {
         Some(server) => Some(server.report().await?),
         None => None,
     };
