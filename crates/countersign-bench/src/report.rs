@@ -514,13 +514,22 @@ fn render_before_after(out: &mut String, document: &Document, plan: &Plan) {
     line("new TCP connections (window)", &|r| {
         thousands(r.window_connections)
     });
-    line("polls ÷ ideal (server)", &|r| {
-        format!(
-            "{:.4}",
-            r.window.polls as f64 / window_ideal(r, interval_ms)
-        )
+    // The fastmcp peer counts nothing for us: there, the engine's own count.
+    line("polls ÷ ideal (server; engine on the peer)", &|r| {
+        let polls = if r.window.polls > 0 {
+            r.window.polls
+        } else {
+            r.client.polls_window
+        };
+        format!("{:.4}", polls as f64 / window_ideal(r, interval_ms))
     });
-    line("early polls (server)", &|r| thousands(r.life.early));
+    line("early polls (server)", &|r| {
+        if r.window.polls > 0 {
+            thousands(r.life.early)
+        } else {
+            "—".into()
+        }
+    });
     line("engine peak RSS", &|r| mb(r.client.peak_rss_kb));
     out.push_str(&table.out);
     if let (Some(Outcome::Measured(b)), Some(Outcome::Measured(a))) =
