@@ -3,10 +3,11 @@
 //! One writer per process: all writes go through [`Ledger::write`], which runs them on a dedicated
 //! thread that batches whatever is queued into one transaction (each job in its own savepoint, so
 //! one bad job cannot poison its neighbours) and replies only after the commit. Events appended
-//! in a batch are published to subscribers after that commit, in order. Reads use a separate
-//! connection. Other processes (the CLI next to a running engine) open their own `Ledger`; SQLite
-//! serialises writers across processes and the engine notices their commits through
-//! [`Ledger::data_version`].
+//! in a batch are published to subscribers after that commit, in order. A write is synced
+//! (fsynced before it resolves) unless it is [`Ledger::write_relaxed`]: see [`Durability`], and
+//! ARCHITECTURE.md for which writes are which. Reads use a separate connection. Other processes
+//! (the CLI next to a running engine) open their own `Ledger`; SQLite serialises writers across
+//! processes and the engine notices their commits through [`Ledger::data_version`].
 //!
 //! Tables, one module each: [`servers`], [`intents`] (call intents), [`tasks`], [`events`] (the
 //! append-only timeline), [`inputs`] (questions by key), [`outbox`] (answers and cancels not yet
@@ -155,8 +156,8 @@ impl WriteCtx<'_> {
 /// Every commit survives a killed process (WAL: the commit is in the file before the writer
 /// replies). What differs is power loss or an OS crash: a [`Durability::Synced`] commit is
 /// fsynced before anyone is told it happened; a [`Durability::Relaxed`] one is fsynced with the
-/// next synced commit or checkpoint, so the last few hundred milliseconds of relaxed commits can
-/// be lost with the machine. Only what can be learnt again may be relaxed: the engine's records
+/// next synced commit or WAL checkpoint, so the relaxed commits since then can be lost with the
+/// machine. Only what can be learnt again may be relaxed: the engine's records
 /// of what a server said (the next poll says it again). Task handles, call intents, answers,
 /// cancels and audit records are synced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
