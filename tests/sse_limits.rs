@@ -20,6 +20,11 @@ use rig::TempDir;
 /// However the limit is crossed, it must be found long before a test gives up on it.
 const BOUNDED: Duration = Duration::from_secs(60);
 
+/// One test at a time: the hostile server runs on the test's runtime, and a neighbour decoding
+/// 64 MiB would starve it of the microseconds in which it ends a stream, which is what the
+/// connection-reuse test measures.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// Many `data:` lines and never the blank line that would complete the event.
 fn endless_data_lines() -> SseEnd {
     SseEnd::Endless(b"data: xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\n".repeat(512))
@@ -53,6 +58,7 @@ fn assert_too_large(outcome: Result<impl std::fmt::Debug, mcp::Error>, what: &st
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_endless_event_on_tools_call_ends_with_a_too_large_error_before_the_request_timeout() {
+    let _serial = SERIAL.lock().await;
     let server = Hostile::builder()
         .tool("lines", |_| Reply::Sse {
             events: Vec::new(),
@@ -81,6 +87,7 @@ async fn an_endless_event_on_tools_call_ends_with_a_too_large_error_before_the_r
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_endless_listen_stream_ends_with_a_too_large_error() {
+    let _serial = SERIAL.lock().await;
     let server = Hostile::builder()
         .on("subscriptions/listen", |_| Reply::Sse {
             events: Vec::new(),
@@ -108,6 +115,7 @@ async fn an_endless_listen_stream_ends_with_a_too_large_error() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn endless_comments_on_a_listen_stream_end_it_with_a_too_large_error() {
+    let _serial = SERIAL.lock().await;
     // Nothing is buffered, but a stream that never completes a message only costs us.
     let server = Hostile::builder()
         .on("subscriptions/listen", |_| Reply::Sse {
@@ -132,12 +140,18 @@ async fn endless_comments_on_a_listen_stream_end_it_with_a_too_large_error() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_poll_answered_with_an_endless_event_is_a_poll_failure_on_the_timeline() {
+    let _serial = SERIAL.lock().await;
     let server = Hostile::builder()
         .tool("1", |req| match req.method.as_str() {
-            "tools/call" => Reply::Result(hostile::created(hostile::task(
-                &req.new_task_id(),
-                "working",
-            ))),
+            "tools/call" => {
+                // No TTL: `hostile::task` has a fixed `createdAt`, and a TTL counted from it
+                // would run out and conclude the task `expired` at its first failed poll.
+                let mut task = hostile::task(&req.new_task_id(), "working");
+                if let Some(fields) = task.as_object_mut() {
+                    fields.remove("ttlMs");
+                }
+                Reply::Result(hostile::created(task))
+            }
             _ => Reply::Sse {
                 events: Vec::new(),
                 then: endless_data_lines(),
@@ -205,6 +219,7 @@ async fn a_poll_answered_with_an_endless_event_is_a_poll_failure_on_the_timeline
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sse_replies_that_end_promptly_reuse_the_connection() {
+    let _serial = SERIAL.lock().await;
     let server = Hostile::builder()
         .tool("1", |req| {
             let id = req.task_id().unwrap_or("1.0").to_owned();
@@ -241,6 +256,7 @@ async fn sse_replies_that_end_promptly_reuse_the_connection() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_sse_reply_that_stays_open_after_the_answer_does_not_delay_the_answer() {
+    let _serial = SERIAL.lock().await;
     let server = Hostile::builder()
         .tool("1", |req| Reply::Sse {
             events: vec![
