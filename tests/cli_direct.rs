@@ -2,7 +2,7 @@
 //! `--json` output are a contract for scripts.
 //!
 //! Exit codes: 0 completed, 1 completed with `isError`, 2 failed, 3 cancelled, 4 input needed,
-//! 64 usage, 69 connection or protocol error. stdin is never a terminal here, so a question
+//! 5 still working (`task get`), 64 usage, 69 connection or protocol error. stdin is never a terminal here, so a question
 //! without `--accept`/`--decline` is "input needed".
 //!
 //! Servers: the independent fastmcp peer (50 ms steps, `pollIntervalMs` 50) and our demo
@@ -300,7 +300,8 @@ async fn no_follow_prints_the_handle_then_task_get_and_cancel_act_on_it() {
     assert_eq!(handle["pollIntervalMs"], 50, "{got}");
 
     let (got, task) = task_get_until(&peer.url, &task_id, "working").await;
-    got.assert_code(0);
+    // `task get` exits by the task's status: 5 while it is still working.
+    got.assert_code(5);
     assert_eq!(task["taskId"], task_id.as_str());
 
     let got = run(&["task", "cancel", &peer.url, &task_id, "--json"]).await;

@@ -270,10 +270,11 @@ async fn each_poll_comes_exactly_one_interval_after_the_last_answer_reread_every
         seen.iter().all(|o| o.outcome.is_ok()),
         "every poll succeeded: {seen:?}"
     );
-    // First poll one handle interval (500) in; then each answer's interval: 300, 1200, 50, 700.
+    // First poll one handle interval (500) in; then each answer's interval: 300, 1200, then 50
+    // raised to the built-in 250 ms floor, then 700.
     assert_eq!(
         offsets(start, &server.seen("t1")),
-        vec![500, 800, 2000, 2050, 2750],
+        vec![500, 800, 2000, 2250, 2950],
         "polls at exactly the interval of the answer before"
     );
 

@@ -686,7 +686,7 @@ async fn a_demo_without_push_is_polled_exactly_as_before() {
 #[tokio::test]
 async fn the_fastmcp_peer_without_listen_is_polled_exactly_as_before() {
     let peer = FastmcpPeer::start_with_env(&[
-        ("PEER_STEP_SECONDS", "0.3"),
+        ("PEER_STEP_SECONDS", "0.6"), // each step outlasts two polls at the 250 ms floor
         ("PEER_POLL_INTERVAL_MS", "100"),
     ])
     .await;

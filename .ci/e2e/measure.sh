@@ -12,7 +12,7 @@ profile="${PROFILE:-release}"
 if [[ -z "${COUNTERSIGN_SESSION_BUS:-}" ]]; then
   bash "$root/.ci/setup-desktop.sh"
   flag=(); [[ "$profile" == release ]] && flag=(--release)
-  (cd "$root" && CARGO_TARGET_DIR="$target" cargo build --locked --quiet "${flag[@]}" -p countersign-desktop -p countersign-cli)
+  (cd "$root" && CARGO_TARGET_DIR="$target" cargo build --locked --quiet "${flag[@]}" -p countersign-desktop -p countersign-cli --features countersign-desktop/custom-protocol)
   exec "$root/.ci/with-session.sh" "$0" "$@"
 fi
 

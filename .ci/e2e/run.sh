@@ -14,9 +14,9 @@ if [[ -z "${COUNTERSIGN_SESSION_BUS:-}" ]]; then
   echo "e2e: UI unit tests and build"
   (cd "$root/ui" && npm test --silent && npm run build --silent >/dev/null)
   echo "e2e: building the app and the CLI (into $target)"
-  (cd "$root" && CARGO_TARGET_DIR="$target" cargo build --locked --quiet -p countersign-desktop -p countersign-cli)
-  echo "e2e: the shell's tests (IPC contract, ts-rs bindings drift, capabilities)"
-  (cd "$root" && CARGO_TARGET_DIR="$target" cargo test --locked -p countersign-desktop)
+  # The shell's own tests (IPC contract, bindings drift, capabilities) run in the workspace's
+  # `cargo test`; here the app is built as people run it, with the UI embedded.
+  (cd "$root" && CARGO_TARGET_DIR="$target" cargo build --locked --quiet -p countersign-desktop -p countersign-cli --features countersign-desktop/custom-protocol)
   exec "$root/.ci/with-session.sh" "$0" "$@"
 fi
 
@@ -44,6 +44,8 @@ trap cleanup EXIT
 
 echo "e2e: keyring round trip against the session's real Secret Service"
 (cd "$root" && CARGO_TARGET_DIR="$target" cargo test --locked -p countersign-core --lib secrets -- --ignored)
+echo "e2e: the CLI's tokens through the session's Secret Service (each server its own, never another's)"
+(cd "$root" && CARGO_TARGET_DIR="$target" cargo test --locked -p countersign-tests --test keyring -- --ignored)
 
 status=0
 node "$here/e2e.mjs" || status=$?

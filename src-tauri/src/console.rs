@@ -28,8 +28,8 @@ use crate::ipc::{
     ErrorCode, EventView, InputRequestView, InputResponse, ServerAddRequest, ServerUpdateRequest,
     ServerView, TaskDetail, TaskView, TokenChange, ToolCallOutcome, ToolView,
 };
-use crate::tokens::Tokens;
 use crate::views;
+use countersign_core::secrets::Tokens;
 
 /// Result of a console call: errors are already in the IPC shape.
 pub type Result<T, E = CommandError> = std::result::Result<T, E>;
@@ -100,6 +100,9 @@ fn action_error(e: actions::Error) -> CommandError {
         actions::Error::Ledger(e) => ledger_error(e),
         actions::Error::Mcp(e) => mcp_error(e),
         actions::Error::Invalid(why) => CommandError::new(ErrorCode::InvalidInput, why),
+        e @ actions::Error::TaskIdReused { .. } => {
+            CommandError::new(ErrorCode::Server, e.to_string())
+        }
     }
 }
 
@@ -237,10 +240,16 @@ impl Console {
             .collect())
     }
 
-    /// Records that a question was notified (or deliberately not), so no restart notifies it.
-    pub async fn mark_notified(&self, input_id: i64) -> Result<()> {
+    /// Records that these questions were notified (or deliberately not), so no restart notifies
+    /// them: one write for the whole batch, however many questions a server sent at once.
+    pub async fn mark_notified(&self, input_ids: Vec<i64>) -> Result<()> {
         self.ledger
-            .write(move |ctx| inputs::mark_notified(ctx.conn, input_id))
+            .write(move |ctx| {
+                for id in input_ids {
+                    inputs::mark_notified(ctx.conn, id)?;
+                }
+                Ok(())
+            })
             .await
             .map_err(ledger_error)
     }

@@ -13,8 +13,9 @@ use countersign_core::ledger::events::{EventKind, StoredEvent};
 use tauri::{AppHandle, Emitter, Manager, Runtime};
 use tokio::sync::broadcast::error::RecvError;
 
+use crate::console::InboxEntry;
 use crate::ipc::{event, InputFocusRequested, InputRequestView, InputResponse};
-use crate::notify::{self, QuickAnswer};
+use crate::notify::{self, Post, QuickAnswer};
 use crate::{views, Shell};
 
 /// How often the ledger is checked for other processes' writes.
@@ -150,15 +151,42 @@ async fn refresh_inbox<R: Runtime>(
     }
     *shown = now;
     if console.runs_engine() {
-        for entry in entries.iter().filter(|e| !e.notified) {
-            // Do-not-disturb and "already on screen" count as told: no burst when DND ends.
-            let show = !shell.notifier.dnd() && !on_screen(app, &entry.view);
-            if let Err(e) = console.mark_notified(entry.input_id).await {
-                tracing::warn!("not notifying {}: {}", entry.view.key, e.message);
-                continue;
+        let untold: Vec<&InboxEntry> = entries.iter().filter(|e| !e.notified).collect();
+        let mut fresh = Vec::new();
+        if !untold.is_empty() {
+            // Marked told BEFORE posting (a restart never repeats one), all in one write.
+            match console
+                .mark_notified(untold.iter().map(|e| e.input_id).collect())
+                .await
+            {
+                Ok(()) => {
+                    // Do-not-disturb and "already on screen" count as told: no burst when DND
+                    // ends.
+                    let dnd = shell.notifier.dnd();
+                    fresh = untold
+                        .iter()
+                        .filter(|e| !dnd && !on_screen(app, &e.view))
+                        .map(|e| e.view.clone())
+                        .collect();
+                }
+                Err(e) => {
+                    tracing::warn!("not notifying {} question(s): {}", untold.len(), e.message)
+                }
             }
-            if show {
-                notify(app, &entry.view);
+        }
+        // However many arrived at once: a few notifications, or one summary (notify.rs).
+        for post in shell.notifier.plan(fresh) {
+            match post {
+                Post::One(input) => notify(app, &input),
+                Post::Summary { count, servers } => {
+                    let on_open = app.clone();
+                    shell
+                        .notifier
+                        .questions_summarised(count, servers, move || {
+                            crate::show_main_window(&on_open)
+                        });
+                    tracing::info!("notified: {count} questions in one summary");
+                }
             }
         }
     }

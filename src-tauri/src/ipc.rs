@@ -731,6 +731,13 @@ pub enum Fact {
         /// The server's message.
         message: String,
     },
+    /// The server sent something we did not take as sent (ignored or clamped).
+    ServerDataIgnored {
+        /// What kind of thing.
+        code: String,
+        /// What was sent and what we did.
+        message: String,
+    },
     /// A server stopped answering.
     ServerUnreachable {
         /// Why.
@@ -1178,9 +1185,17 @@ mod tests {
         let (want, have) = (files(&fresh), files(&committed));
         let _ = std::fs::remove_dir_all(&fresh);
         let names = |v: &[(PathBuf, Vec<u8>)]| v.iter().map(|(p, _)| p.clone()).collect::<Vec<_>>();
-        assert_eq!(names(&have), names(&want), "ui/src/bindings is stale: run `COUNTERSIGN_BLESS=1 cargo test -p countersign-desktop bindings`");
+        assert_eq!(
+            names(&have),
+            names(&want),
+            "ui/src/bindings is stale: run `cargo xtask bless`"
+        );
         for ((name, w), (_, h)) in want.iter().zip(&have) {
-            assert!(w == h, "ui/src/bindings/{} is stale: run `COUNTERSIGN_BLESS=1 cargo test -p countersign-desktop bindings`", name.display());
+            assert!(
+                w == h,
+                "ui/src/bindings/{} is stale: run `cargo xtask bless`",
+                name.display()
+            );
         }
     }
 }

@@ -7,7 +7,6 @@
 //! - [`views`]: ledger records as the IPC shows them;
 //! - [`feed`]: follows the ledger's events and fans them out to the webview, notifications, tray;
 //! - [`notify`]: one desktop notification per question, with Approve/Decline when possible;
-//! - [`tokens`]: bearer tokens in the OS keyring, cached for the engine;
 //! - [`tray`]: the tray icon, and the pending count in its tooltip and the window title;
 //! - [`demo`]: `--demo`, the built-in demo server in-process;
 //! - [`options`]: the command line (`--data-dir`, `--demo`) and the launch time.
@@ -19,7 +18,6 @@ pub mod feed;
 pub mod ipc;
 pub mod notify;
 pub mod options;
-pub mod tokens;
 pub mod tray;
 pub mod views;
 

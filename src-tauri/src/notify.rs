@@ -1,28 +1,110 @@
 //! Desktop notifications for new inbox entries.
 //!
-//! One notification per question, ever: the ledger's `inputs.notified_at` survives restarts (the
-//! feed marks it before posting) and this notifier also refuses a second one in-process. Title:
-//! server · tool; body: the question, truncated, markup-escaped (it is server text). When the
-//! daemon advertises `actions` and the form is a single boolean confirmation, the notification
-//! carries Approve/Decline; a click on the body opens the app on that question. Do-not-disturb
+//! At most one notification per question, ever: the ledger's `inputs.notified_at` survives
+//! restarts (the feed marks it before posting) and this notifier also refuses a second one
+//! in-process. Title: server · tool; body: the question (text from [`countersign_core::notice`]:
+//! truncated, a link's host first), markup-escaped (it is server text). When the daemon
+//! advertises `actions` and the form is a single boolean confirmation, the notification carries
+//! Approve/Decline; a click on the body opens the app on that question. Do-not-disturb
 //! suppresses new notifications only; the inbox and tray still count.
+//!
+//! Bounded, whatever a server sends: a notification with buttons needs a thread that waits for
+//! the click, so at most [`MAX_LIVE`] question notifications wait at once, and a burst of more
+//! than [`BURST`] new questions (or any beyond that limit) is told in one summary notification
+//! ("12 new questions"), updated in place while it is on screen, with one waiting thread.
 
 use crate::ipc::{InputKind, InputRequestView};
+use countersign_core::notice;
 use serde_json::Value;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-/// Longest body we send; daemons truncate differently, so we decide.
-const BODY_MAX_CHARS: usize = 180;
+/// Most question notifications waiting for a click at once (one thread each).
+pub const MAX_LIVE: usize = 4;
+/// More new questions than this at once are told in one summary notification.
+pub const BURST: usize = 3;
+/// Server names listed in a summary's body; the rest are counted.
+const SUMMARY_SERVERS: usize = 3;
 
 /// Notification state shared by the shell.
 #[derive(Default)]
 pub struct Notifier {
     dnd: AtomicBool,
-    /// "task row/key" → (daemon id, 0 while being posted; summary).
+    /// "task row/key" → (daemon id, 0 while being posted or told in a summary; summary), for
+    /// questions still in the inbox.
     shown: Mutex<HashMap<String, (u32, String)>>,
     caps: OnceLock<Vec<String>>,
+    /// Question notifications whose thread still waits for a click.
+    live: AtomicUsize,
+    summary: Mutex<SummaryState>,
+    /// Held while the summary is shown or replaced, so two posts cannot both see "none on
+    /// screen yet" and put up two summaries.
+    summary_posting: Mutex<()>,
+}
+
+/// The summary notification, when one is on screen.
+#[derive(Default)]
+struct SummaryState {
+    /// The daemon's id of the summary on screen (0: none).
+    daemon_id: u32,
+    /// Questions it tells of.
+    count: usize,
+    /// Server names it tells of, first seen first.
+    servers: Vec<String>,
+    /// Whether a thread waits for its click (then updates replace it in place).
+    waiting: bool,
+}
+
+/// What to post for new questions: see [`arrange`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Post {
+    /// One notification for this question.
+    One(InputRequestView),
+    /// One summary for this many questions from these servers.
+    Summary {
+        /// How many questions.
+        count: usize,
+        /// Their servers, each once, first seen first.
+        servers: Vec<String>,
+    },
+}
+
+/// Decides how to tell of `fresh` questions while `live` question notifications wait for a
+/// click: a burst of more than [`BURST`] becomes one summary; otherwise each gets its own
+/// notification while fewer than [`MAX_LIVE`] wait, and the rest share one summary.
+pub fn arrange(fresh: Vec<InputRequestView>, live: usize) -> Vec<Post> {
+    let room = if fresh.len() > BURST {
+        0
+    } else {
+        MAX_LIVE.saturating_sub(live)
+    };
+    let mut posts = Vec::new();
+    let mut count = 0;
+    let mut servers: Vec<String> = Vec::new();
+    for (i, input) in fresh.into_iter().enumerate() {
+        if i < room {
+            posts.push(Post::One(input));
+        } else {
+            count += 1;
+            if !servers.contains(&input.server_name) {
+                servers.push(input.server_name);
+            }
+        }
+    }
+    if count > 0 {
+        posts.push(Post::Summary { count, servers });
+    }
+    posts
+}
+
+/// Decrements the live count when a question notification's thread ends, however it ends.
+struct LiveGuard(Arc<Notifier>);
+
+impl Drop for LiveGuard {
+    fn drop(&mut self) {
+        self.0.live.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// What a notification action should do to the input.
@@ -84,25 +166,139 @@ impl Notifier {
         }
     }
 
-    /// Posts the notification for a new input, on its own thread (the wait for a click blocks).
-    /// `on_answer` is called with the user's quick answer; `on_open` when the body is clicked.
+    /// Claims each of `fresh` (dropping those already told or all under do-not-disturb) and
+    /// arranges how to tell of the rest ([`arrange`]): what the feed then posts.
+    pub fn plan(&self, fresh: Vec<InputRequestView>) -> Vec<Post> {
+        let fresh: Vec<InputRequestView> = fresh
+            .into_iter()
+            .filter(|i| self.claim(&id_of(i)))
+            .collect();
+        if fresh.is_empty() {
+            return Vec::new();
+        }
+        arrange(fresh, self.live.load(Ordering::Relaxed))
+    }
+
+    /// Posts the notification for a new input (claimed by [`Notifier::plan`]), on its own
+    /// thread (the wait for a click blocks). `on_answer` is called with the user's quick answer;
+    /// `on_open` when the body is clicked.
     pub fn input_requested(
         self: &Arc<Self>,
         input: &InputRequestView,
         on_answer: impl FnOnce(QuickAnswer) + Send + 'static,
         on_open: impl FnOnce() + Send + 'static,
     ) {
-        if !self.claim(&id_of(input)) {
-            return;
-        }
+        self.live.fetch_add(1, Ordering::Relaxed);
+        let guard = LiveGuard(Arc::clone(self));
         let (me, input) = (Arc::clone(self), input.clone());
         let spawned = std::thread::Builder::new()
             .name("notify".into())
             .spawn(move || {
+                let _guard = guard;
                 me.post(&input, on_answer, on_open);
             });
         if let Err(e) = spawned {
             tracing::warn!("cannot spawn notification thread: {e}");
+        }
+    }
+
+    /// Tells of `count` more questions from `servers` in the one summary notification: replaced
+    /// in place while it is on screen (its waiting thread still serves the click), posted anew
+    /// otherwise. `on_open` is called when it is clicked.
+    pub fn questions_summarised(
+        self: &Arc<Self>,
+        count: usize,
+        servers: Vec<String>,
+        on_open: impl FnOnce() + Send + 'static,
+    ) {
+        let Ok(mut state) = self.summary.lock() else {
+            return;
+        };
+        state.count += count;
+        for s in servers {
+            if !state.servers.contains(&s) {
+                state.servers.push(s);
+            }
+        }
+        // One thread waits for the summary's click; an update only replaces the text (its
+        // thread ends as soon as the daemon took it).
+        let wait = !state.waiting;
+        state.waiting = true;
+        drop(state);
+        let me = Arc::clone(self);
+        let spawned = std::thread::Builder::new()
+            .name("notify-summary".into())
+            .spawn(move || me.post_summary(wait, on_open));
+        if let Err(e) = spawned {
+            tracing::warn!("cannot spawn notification thread: {e}");
+            if wait {
+                self.summary_closed();
+            }
+        }
+    }
+
+    #[cfg(target_os = "linux")]
+    fn post_summary(&self, wait: bool, on_open: impl FnOnce()) {
+        let markup = self
+            .capabilities()
+            .iter()
+            .any(|c| c == "body-markup" || c == "body-hyperlinks");
+        let posting = self.summary_posting.lock();
+        // Read under the posting lock: the latest count, and the id of the summary on screen.
+        let Some((title, body, replace)) = self.summary.lock().ok().map(|s| {
+            let (title, body) = summary_text(s.count, &s.servers);
+            (title, body, s.daemon_id)
+        }) else {
+            return;
+        };
+        let body = if markup { escape(&body) } else { body };
+        let mut n = notify_rust::Notification::new();
+        n.appname("Countersign")
+            .summary(&title)
+            .body(&body)
+            .hint(notify_rust::Hint::Category("im.received".into()))
+            .timeout(notify_rust::Timeout::Never)
+            .action("default", "Open in Countersign");
+        if replace != 0 {
+            n.id(replace);
+        }
+        let handle = match n.show() {
+            Ok(h) => h,
+            Err(e) => {
+                tracing::warn!("summary notification not shown: {e}");
+                drop(posting);
+                if wait {
+                    self.summary_closed();
+                }
+                return;
+            }
+        };
+        if let Ok(mut state) = self.summary.lock() {
+            state.daemon_id = handle.id();
+        }
+        drop(posting);
+        if !wait {
+            return; // the summary's first thread still waits on this id
+        }
+        handle.wait_for_action(|action| {
+            if action == "default" {
+                on_open();
+            }
+        });
+        self.summary_closed();
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn post_summary(&self, wait: bool, _on_open: impl FnOnce()) {
+        if wait {
+            self.summary_closed();
+        }
+    }
+
+    /// The summary left the screen: the next questions start a new one.
+    fn summary_closed(&self) {
+        if let Ok(mut state) = self.summary.lock() {
+            *state = SummaryState::default();
         }
     }
 
@@ -165,8 +361,8 @@ impl Notifier {
     /// cancel, or anything else for "no longer needed") by a short-lived note, so no stale
     /// Approve button stays on screen.
     pub fn input_closed(&self, id: &str, outcome: &str) {
-        let Some((daemon_id, title)) = self.shown.lock().ok().and_then(|s| s.get(id).cloned())
-        else {
+        // Forgotten once closed: the map holds only questions still in the inbox.
+        let Some((daemon_id, title)) = self.shown.lock().ok().and_then(|mut s| s.remove(id)) else {
             return;
         };
         if daemon_id == 0 {
@@ -205,11 +401,19 @@ impl Notifier {
     /// At exit: the notifications still on screen would offer buttons nobody listens to any
     /// more; replace each with a short note (the question stays in the inbox).
     pub fn withdraw_all(&self) {
-        let shown: Vec<(u32, String)> = self
+        let mut shown: Vec<(u32, String)> = self
             .shown
             .lock()
             .map(|s| s.values().filter(|(id, _)| *id != 0).cloned().collect())
             .unwrap_or_default();
+        if let Ok(summary) = self.summary.lock() {
+            if summary.daemon_id != 0 {
+                shown.push((
+                    summary.daemon_id,
+                    summary_text(summary.count, &summary.servers).0,
+                ));
+            }
+        }
         #[cfg(target_os = "linux")]
         for (id, title) in shown {
             let _ = notify_rust::Notification::new()
@@ -231,21 +435,43 @@ pub fn summary(input: &InputRequestView) -> String {
     format!("{} · {}", input.server_name, tool)
 }
 
-/// The question, truncated on a character boundary, escaped when the daemon renders markup.
+/// The question's text from the core (truncated; a link's host first, in punycode, without
+/// userinfo), escaped when the daemon renders markup.
 pub fn body_text(kind: &InputKind, markup: bool) -> String {
-    let raw = match kind {
-        InputKind::Form { message, .. } => message.clone(),
-        InputKind::Url { message, url, .. } => format!("{message}\n{}", host_of(url)),
-        InputKind::Unsupported { method } => format!("Unsupported request: {method}"),
+    let text = match kind {
+        InputKind::Form { message, .. } => notice::form_body(message),
+        InputKind::Url { message, url, .. } => notice::link_body(message, url),
+        InputKind::Unsupported { method } => {
+            notice::form_body(&format!("Unsupported request: {method}"))
+        }
     };
-    let mut text: String = raw.chars().take(BODY_MAX_CHARS).collect();
-    if raw.chars().count() > BODY_MAX_CHARS {
-        text.push('…');
-    }
     if markup {
-        text = escape(&text);
+        escape(&text)
+    } else {
+        text
     }
-    text
+}
+
+/// The summary's title and body (plain text; escaped for markup daemons when posted).
+pub fn summary_text(count: usize, servers: &[String]) -> (String, String) {
+    let title = format!("Countersign · {count} new questions");
+    let mut named: Vec<&str> = servers
+        .iter()
+        .take(SUMMARY_SERVERS)
+        .map(String::as_str)
+        .collect();
+    let more = servers.len().saturating_sub(SUMMARY_SERVERS);
+    let more_text = format!("{more} more");
+    if more > 0 {
+        named.push(&more_text);
+    }
+    let from = match named.as_slice() {
+        [] => String::new(),
+        [one] => (*one).to_owned(),
+        [init @ .., last] => format!("{} and {last}", init.join(", ")),
+    };
+    let body = notice::form_body(&format!("From {from}. Open Countersign to answer them."));
+    (title, body)
 }
 
 /// Server text for a daemon that renders markup: tags become visible characters.
@@ -253,11 +479,6 @@ fn escape(text: &str) -> String {
     text.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
-}
-
-fn host_of(url: &str) -> &str {
-    let rest = url.split_once("://").map_or(url, |(_, r)| r);
-    rest.split(['/', '?', '#']).next().unwrap_or(rest)
 }
 
 /// The property name when the form is a single boolean confirmation: exactly one required
@@ -339,16 +560,130 @@ mod tests {
             "server text must not become markup: {b}"
         );
         assert!(b.ends_with('…'));
-        assert!(body_text(&long, false).chars().count() == BODY_MAX_CHARS + 1);
+        assert!(body_text(&long, false).chars().count() == notice::BODY_MAX_CHARS + 1);
     }
 
     #[test]
-    fn url_body_shows_the_full_host() {
+    fn url_body_shows_the_full_host_first() {
         let k = InputKind::Url {
             message: "Sign in".into(),
             url: "https://login.example.com:8443/a?b".into(),
             elicitation_id: None,
         };
-        assert_eq!(body_text(&k, false), "Sign in\nlogin.example.com:8443");
+        assert_eq!(
+            body_text(&k, false),
+            "Link to login.example.com:8443\nSign in"
+        );
+    }
+
+    #[test]
+    fn url_body_keeps_the_punycode_host_whole_under_a_long_message_without_userinfo() {
+        let k = InputKind::Url {
+            message: "<b>Sign in</b> ".repeat(40),
+            url: "https://good.com@b\u{fc}cher.example/login".into(),
+            elicitation_id: None,
+        };
+        let b = body_text(&k, true);
+        assert!(
+            b.starts_with("Link to xn--bcher-kva.example\n&lt;b&gt;Sign in"),
+            "host first, punycode, markup escaped: {b}"
+        );
+        assert!(!b.contains("good.com"), "userinfo is never shown: {b}");
+        assert!(b.ends_with('…'));
+    }
+
+    fn question(server: &str, key: &str) -> InputRequestView {
+        InputRequestView {
+            task_row: 1,
+            key: key.into(),
+            task_id: "t".into(),
+            server_name: server.into(),
+            tool_name: None,
+            requested_at_ms: 0,
+            expires_at_ms: None,
+            request: form(json!({})),
+        }
+    }
+
+    fn questions(n: usize) -> Vec<InputRequestView> {
+        (0..n)
+            .map(|i| question(["a", "b", "c", "d", "e"][i % 5], &format!("k{i}")))
+            .collect()
+    }
+
+    #[test]
+    fn a_burst_of_questions_becomes_one_summary() {
+        let posts = arrange(questions(10_000), 0);
+        assert_eq!(
+            posts,
+            vec![Post::Summary {
+                count: 10_000,
+                servers: vec!["a".into(), "b".into(), "c".into(), "d".into(), "e".into()]
+            }],
+            "10,000 new questions are one notification, not 10,000"
+        );
+    }
+
+    #[test]
+    fn a_few_questions_get_their_own_notifications() {
+        let posts = arrange(questions(BURST), 0);
+        assert_eq!(posts.len(), BURST);
+        assert!(posts.iter().all(|p| matches!(p, Post::One(_))));
+    }
+
+    #[test]
+    fn questions_beyond_the_live_limit_share_a_summary() {
+        let posts = arrange(questions(2), MAX_LIVE - 1);
+        assert!(
+            matches!(&posts[0], Post::One(q) if q.key == "k0"),
+            "{posts:?}"
+        );
+        assert_eq!(
+            posts[1],
+            Post::Summary {
+                count: 1,
+                servers: vec!["b".into()]
+            }
+        );
+        assert_eq!(posts.len(), 2);
+        let posts = arrange(questions(1), MAX_LIVE);
+        assert!(
+            matches!(posts.as_slice(), [Post::Summary { count: 1, .. }]),
+            "no thread beyond the limit: {posts:?}"
+        );
+    }
+
+    #[test]
+    fn a_question_is_told_once_even_when_planned_twice() {
+        let notifier = Notifier::default();
+        assert_eq!(notifier.plan(questions(2)).len(), 2);
+        assert!(
+            notifier.plan(questions(2)).is_empty(),
+            "claimed questions are not told again"
+        );
+        notifier.input_closed("1/k0", "accept");
+        assert!(
+            !notifier
+                .shown
+                .lock()
+                .map(|s| s.contains_key("1/k0"))
+                .unwrap_or(true),
+            "a closed question leaves the in-process map"
+        );
+    }
+
+    #[test]
+    fn the_summary_names_a_few_servers_and_counts_the_rest() {
+        let servers: Vec<String> = ["ci", "deploy", "data", "ops", "infra"]
+            .map(String::from)
+            .to_vec();
+        let (title, body) = summary_text(12, &servers);
+        assert_eq!(title, "Countersign · 12 new questions");
+        assert_eq!(
+            body,
+            "From ci, deploy, data and 2 more. Open Countersign to answer them."
+        );
+        let (_, body) = summary_text(2, &servers[..1]);
+        assert_eq!(body, "From ci. Open Countersign to answer them.");
     }
 }

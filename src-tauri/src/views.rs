@@ -243,6 +243,7 @@ pub fn fact(kind: &EventKind) -> Fact {
         },
         EventKind::TaskExpired { ttl_ms } => Fact::TaskExpired { ttl_ms },
         EventKind::TaskLost { message } => Fact::TaskLost { message },
+        EventKind::ServerDataIgnored { code, message } => Fact::ServerDataIgnored { code, message },
         EventKind::ServerUnreachable { message } => Fact::ServerUnreachable { message },
         EventKind::ServerRecovered => Fact::ServerRecovered,
         EventKind::EngineStarted { resumed } => Fact::EngineStarted {

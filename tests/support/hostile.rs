@@ -158,11 +158,10 @@ impl Reply {
 
 /// A task object (`tasks/get` result fields) with the given id and status; extend it freely.
 pub fn task(id: &str, status: &str) -> Value {
+    // No `createdAt`: the TTL then runs from when we first saw the task, whenever a test runs.
     json!({
         "taskId": id,
         "status": status,
-        "createdAt": "2026-12-03T08:00:00Z",
-        "lastUpdatedAt": "2026-12-03T08:00:00Z",
         "ttlMs": 600_000,
         "pollIntervalMs": 300,
         "resultType": "complete",

@@ -11,25 +11,23 @@ use countersign_core::mcp::{
     CallOutcome, Client, Elicitation, ErrorClass, InputRequest, InputRequests, Task, TaskState,
     ToolCall,
 };
+use countersign_core::scheduler;
 use serde_json::{json, Map, Value};
 
 use crate::prompt::{Answer, Prompter};
+use crate::terminal::{self, say, tell};
 use crate::{
     parse_object, AnswerArgs, CliError, EXIT_CANCELLED, EXIT_COMPLETED, EXIT_FAILED,
-    EXIT_INPUT_NEEDED, EXIT_TOOL_ERROR,
+    EXIT_INPUT_NEEDED, EXIT_TOOL_ERROR, EXIT_WORKING,
 };
 
-/// Poll interval when the server names none.
-const DEFAULT_POLL: Duration = Duration::from_secs(1);
-/// MRTR rounds before we give up on a server that keeps asking.
-const MAX_MRTR_ROUNDS: usize = 16;
 /// Consecutive transient poll failures tolerated before giving up.
 const MAX_POLL_FAILURES: u32 = 8;
 
 /// Asks one question on the terminal and returns the exact response to send.
 pub(crate) fn ask_one(server: &str, request: &InputRequest) -> Result<Value, CliError> {
     let Some(elicitation) = request.elicitation() else {
-        eprintln!(
+        tell!(
             "declining a request this console cannot serve ({})",
             request.method
         );
@@ -44,7 +42,7 @@ pub(crate) fn ask_one(server: &str, request: &InputRequest) -> Result<Value, Cli
         } => prompter.form(server, message, requested_schema)?,
         Elicitation::Url { message, url, .. } => {
             if !(url.starts_with("https://") || url.starts_with("http://")) {
-                eprintln!("refusing to open a non-http(s) URL; declining");
+                tell!("refusing to open a non-http(s) URL; declining");
                 return Ok(json!({"action": "decline"}));
             }
             prompter.url(server, message, url)?
@@ -127,12 +125,12 @@ pub(crate) async fn call(
     // Learn x-mcp-header annotations (and refuse excluded tools) before calling.
     let _ = client.list_tools().await?;
     let mut call = ToolCall::new(tool, arguments);
-    for _ in 0..MAX_MRTR_ROUNDS {
+    for _ in 0..countersign_core::mcp::MAX_MRTR_ROUNDS {
         match client.call_tool(&call).await? {
             CallOutcome::Complete(result) => return Ok(report_complete(&result, json_out)),
             CallOutcome::InputRequired(question) => {
                 if !json_out {
-                    println!(
+                    say!(
                         "{} question(s) before the call can run",
                         question.input_requests.len()
                     );
@@ -151,9 +149,9 @@ pub(crate) async fn call(
             CallOutcome::Task(task) => {
                 if no_follow {
                     if json_out {
-                        println!("{}", task.to_json());
+                        terminal::json(&task.to_json());
                     } else {
-                        println!("task {} {}", task.task_id, task.reported_status());
+                        say!("task {} {}", task.task_id, task.reported_status());
                     }
                     return Ok(EXIT_COMPLETED);
                 }
@@ -164,12 +162,10 @@ pub(crate) async fn call(
             }
         }
     }
-    Err(CliError::Mcp(
-        countersign_core::mcp::Error::InvalidResponse {
-            method: "tools/call".into(),
-            reason: format!("still asking questions after {MAX_MRTR_ROUNDS} rounds"),
-        },
-    ))
+    Err(CliError::MrtrRounds {
+        tool: tool.to_owned(),
+        rounds: countersign_core::mcp::MAX_MRTR_ROUNDS,
+    })
 }
 
 async fn follow_task(
@@ -180,10 +176,9 @@ async fn follow_task(
 ) -> Result<u8, CliError> {
     let task_id = first.task_id.clone();
     let mut last_seen = (first.status(), first.status_message.clone());
-    let mut interval = first
-        .poll_interval_ms
-        .map(Duration::from_millis)
-        .unwrap_or(DEFAULT_POLL);
+    // The engine's interval rule (built-in floor, one-hour ceiling): a server's
+    // `pollIntervalMs: 0` must not turn direct mode into a busy loop either.
+    let mut interval = scheduler::interval(first.poll_interval_ms, Duration::ZERO);
     let mut answered: HashSet<String> = HashSet::new();
     let mut failures = 0u32;
     loop {
@@ -199,7 +194,7 @@ async fn follow_task(
                     .retry_after()
                     .unwrap_or_else(|| interval.saturating_mul(1 << failures.min(5)))
                     .min(Duration::from_secs(60));
-                eprintln!(
+                tell!(
                     "poll failed ({e}); retrying in {:.1}s",
                     backoff.as_secs_f64()
                 );
@@ -208,9 +203,7 @@ async fn follow_task(
             }
             Err(e) => return Err(e.into()),
         };
-        if let Some(ms) = task.poll_interval_ms {
-            interval = Duration::from_millis(ms);
-        }
+        interval = scheduler::interval(task.poll_interval_ms, Duration::ZERO);
         let now = (task.status(), task.status_message.clone());
         if now != last_seen && !json_out {
             print_task_line(&task);
@@ -232,7 +225,7 @@ async fn follow_task(
                 answered.extend(responses.keys().cloned());
                 if !json_out {
                     for (key, response) in &responses {
-                        println!(
+                        say!(
                             "  answered {key}: {}",
                             response
                                 .get("action")
@@ -245,7 +238,7 @@ async fn follow_task(
             }
             _ if task.status().is_terminal() => {
                 if json_out {
-                    println!("{}", outcome_json(&task));
+                    terminal::json(&outcome_json(&task));
                 } else {
                     print_payload(&task);
                 }
@@ -262,32 +255,33 @@ fn input_needed(
     requests: &InputRequests,
 ) -> Result<u8, CliError> {
     if json_out {
-        println!(
-            "{}",
-            json!({"outcome": "input_needed", "taskId": task_id, "inputRequests": serde_json::to_value(requests).unwrap_or(Value::Null)})
+        terminal::json(
+            &json!({"outcome": "input_needed", "taskId": task_id, "inputRequests": serde_json::to_value(requests).unwrap_or(Value::Null)}),
         );
     } else {
-        eprintln!("input needed and no terminal to ask on: pass --accept JSON or --decline");
+        tell!("input needed and no terminal to ask on: pass --accept JSON or --decline");
         for (key, request) in requests {
             let message = request
                 .params
                 .get("message")
                 .and_then(Value::as_str)
                 .unwrap_or("");
-            eprintln!("  {key}: {message}");
+            tell!("  {key}: {message}");
         }
     }
     Ok(EXIT_INPUT_NEEDED)
 }
 
-/// The exit code a finished (or unfinished) task maps to.
+/// The exit code of a task's current state: how `call` exits when a task ends this way, and how
+/// `task get` exits for a task in this state (an unfinished one: 4 waiting for input, 5 working).
 pub(crate) fn exit_code_for(task: &Task) -> u8 {
     match &task.state {
         TaskState::Completed { result } if result.is_error() => EXIT_TOOL_ERROR,
         TaskState::Completed { .. } => EXIT_COMPLETED,
         TaskState::Failed { .. } => EXIT_FAILED,
         TaskState::Cancelled => EXIT_CANCELLED,
-        TaskState::InputRequired { .. } | TaskState::Working => EXIT_COMPLETED,
+        TaskState::InputRequired { .. } => EXIT_INPUT_NEEDED,
+        TaskState::Working => EXIT_WORKING,
     }
 }
 
@@ -314,10 +308,7 @@ pub(crate) fn report_complete(result: &countersign_core::mcp::ToolResult, json_o
         ("completed", EXIT_COMPLETED)
     };
     if json_out {
-        println!(
-            "{}",
-            json!({"outcome": outcome, "taskId": null, "result": result})
-        );
+        terminal::json(&json!({"outcome": outcome, "taskId": null, "result": result}));
     } else {
         print_result(result);
     }
@@ -326,15 +317,15 @@ pub(crate) fn report_complete(result: &countersign_core::mcp::ToolResult, json_o
 
 pub(crate) fn print_task_line(task: &Task) {
     match &task.status_message {
-        Some(m) => println!("task {} {}: {}", task.task_id, task.reported_status(), m),
-        None => println!("task {} {}", task.task_id, task.reported_status()),
+        Some(m) => say!("task {} {}: {}", task.task_id, task.reported_status(), m),
+        None => say!("task {} {}", task.task_id, task.reported_status()),
     }
 }
 
 pub(crate) fn print_payload(task: &Task) {
     match &task.state {
         TaskState::Completed { result } => print_result(result),
-        TaskState::Failed { error } => println!("error {}: {}", error.code, error.message),
+        TaskState::Failed { error } => say!("error {}: {}", error.code, error.message),
         TaskState::InputRequired { input_requests } => {
             for (key, request) in input_requests {
                 let message = request
@@ -342,7 +333,7 @@ pub(crate) fn print_payload(task: &Task) {
                     .get("message")
                     .and_then(Value::as_str)
                     .unwrap_or("");
-                println!("  question {key}: {message}");
+                say!("  question {key}: {message}");
             }
         }
         TaskState::Working | TaskState::Cancelled => {}
@@ -351,16 +342,13 @@ pub(crate) fn print_payload(task: &Task) {
 
 fn print_result(result: &countersign_core::mcp::ToolResult) {
     if result.is_error() {
-        println!("tool reported an error:");
+        say!("tool reported an error:");
     }
     let text = result.text();
     if !text.is_empty() {
-        println!("{text}");
+        terminal::lines(&text);
     }
     if let Some(structured) = result.structured_content() {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(structured).unwrap_or_default()
-        );
+        terminal::lines(&serde_json::to_string_pretty(structured).unwrap_or_default());
     }
 }

@@ -1,21 +1,26 @@
 //! `countersign`: the headless command line over the Countersign core.
 //!
 //! Exit codes are a contract for scripts: 0 completed, 1 completed with `isError`, 2 failed,
-//! 3 cancelled, 4 input needed, 64 usage, 69 connection or protocol error.
+//! 3 cancelled, 4 input needed, 5 still working (`task get`), 64 usage, 69 connection or
+//! protocol error, 141 stdout closed early.
 
 // The error is the cold path; its size is not worth boxing.
 #![allow(clippy::result_large_err)]
+// Every byte for the terminal goes through `terminal`, which neutralises server text.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
 
 mod follow;
 mod prompt;
+mod terminal;
 mod tracked;
 
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
-use countersign_core::mcp::{self, Client, ClientOptions, Endpoint, TaskStatus};
+use countersign_core::mcp::{self, Client, ClientOptions, Endpoint};
 use countersign_core::secret::Sensitive;
 use serde_json::{json, Map, Value};
+use terminal::{say, tell};
 
 /// Exit code: the outcome was completed.
 pub const EXIT_COMPLETED: u8 = 0;
@@ -27,16 +32,34 @@ pub const EXIT_FAILED: u8 = 2;
 pub const EXIT_CANCELLED: u8 = 3;
 /// Exit code: a question needs a human and none could answer.
 pub const EXIT_INPUT_NEEDED: u8 = 4;
+/// Exit code: the task is still working (`task get` of an unfinished task).
+pub const EXIT_WORKING: u8 = 5;
 /// Exit code: bad command line.
 pub const EXIT_USAGE: u8 = 64;
 /// Exit code: connection or protocol error.
 pub const EXIT_UNAVAILABLE: u8 = 69;
 
+/// The exit-code contract, shown by `--help` (the README's paragraph says the same).
+const EXIT_CODES_HELP: &str = "\
+Exit codes: 0 completed, 1 completed with isError, 2 failed, 3 cancelled, 4 input needed \
+(no answer flag and no terminal), 5 still working (task get), 64 usage, 69 connection or \
+protocol error (also: the server misbehaved, e.g. kept asking questions or reused a task id; \
+another engine already runs on this ledger), 141 stdout closed early (e.g. `| head`). \
+`call` exits by how the call ended; `call --no-follow` exits 0 once the handle is recorded; \
+`task get` exits by the task's current status.";
+
+/// How `task get` exits.
+const TASK_GET_HELP: &str = "\
+Exits by the task's status now, with the codes `call` uses when a call ends: 0 completed, \
+1 completed with isError, 2 failed, 3 cancelled, 4 input_required, 5 working; 69 when the \
+server cannot be reached or does not know the task.";
+
 #[derive(Parser, Debug)]
 #[command(
     name = "countersign",
     version,
-    about = "Sign off on agent actions and watch long MCP tasks."
+    about = "Sign off on agent actions and watch long MCP tasks.",
+    after_help = EXIT_CODES_HELP
 )]
 struct Cli {
     #[command(flatten)]
@@ -50,7 +73,9 @@ pub(crate) struct Global {
     /// Print machine-readable JSON instead of text.
     #[arg(long, global = true)]
     pub(crate) json: bool,
-    /// Bearer token for the server (prefer the environment variable: arguments are visible to other users).
+    /// Bearer token for a server given by URL, or for `servers add` (kept in the OS keyring for
+    /// that server only); ledger commands use each server's own token from the keyring. Prefer
+    /// the environment variable: arguments are visible to other users.
     #[arg(long, global = true, env = "COUNTERSIGN_TOKEN", hide_env_values = true)]
     pub(crate) token: Option<String>,
     /// Seconds to wait for any one request.
@@ -183,7 +208,8 @@ pub(crate) struct AnswerArgs {
 
 #[derive(Subcommand, Debug)]
 enum TaskCommand {
-    /// Show a task's current state (tasks/get).
+    /// Show a task's current state (tasks/get); exits by that state, like `call` at its end.
+    #[command(after_help = TASK_GET_HELP)]
     Get {
         /// The server's MCP endpoint URL.
         url: String,
@@ -261,12 +287,27 @@ pub(crate) enum CliError {
     /// Local I/O failed (exit 69).
     #[error("{0}")]
     Io(#[from] std::io::Error),
+    /// The server kept answering a call with questions (MRTR) after every round of answers
+    /// (exit 69): the call never ran.
+    #[error("the server still asks questions after {rounds} rounds of answers to {tool}; giving up (the tool did not run)")]
+    MrtrRounds {
+        /// The tool called.
+        tool: String,
+        /// The rounds answered, [`mcp::MAX_MRTR_ROUNDS`].
+        rounds: usize,
+    },
+    /// The server answered in a way the ledger must refuse (exit 69).
+    #[error(transparent)]
+    Action(countersign_core::actions::Error),
     /// The ledger failed.
     #[error(transparent)]
     Ledger(#[from] countersign_core::ledger::Error),
     /// The engine could not start.
     #[error(transparent)]
     Engine(#[from] countersign_core::engine::Error),
+    /// The OS keyring (Secret Service) refused or is not there (exit 69).
+    #[error("{0}; tokens are kept only in the OS keyring, never in a file")]
+    Keyring(countersign_core::secrets::Error),
 }
 
 impl From<countersign_core::actions::Error> for CliError {
@@ -275,6 +316,7 @@ impl From<countersign_core::actions::Error> for CliError {
             countersign_core::actions::Error::Ledger(e) => Self::Ledger(e),
             countersign_core::actions::Error::Mcp(e) => Self::Mcp(e),
             countersign_core::actions::Error::Invalid(m) => Self::Usage(m),
+            e @ countersign_core::actions::Error::TaskIdReused { .. } => Self::Action(e),
         }
     }
 }
@@ -285,10 +327,19 @@ impl CliError {
             Self::Usage(_) => EXIT_USAGE,
             Self::Ledger(
                 countersign_core::ledger::Error::NotFound(_)
-                | countersign_core::ledger::Error::Conflict(_),
+                | countersign_core::ledger::Error::Conflict(_)
+                | countersign_core::ledger::Error::Invalid(_),
             ) => EXIT_USAGE,
+            // A URL that cannot be used as given is the caller's to fix, like any bad argument.
+            Self::Mcp(countersign_core::mcp::Error::InvalidUrl { .. }) => EXIT_USAGE,
             Self::Engine(countersign_core::engine::Error::Lock(_)) => EXIT_UNAVAILABLE,
-            Self::Mcp(_) | Self::Io(_) | Self::Ledger(_) | Self::Engine(_) => EXIT_UNAVAILABLE,
+            Self::Mcp(_)
+            | Self::Io(_)
+            | Self::MrtrRounds { .. }
+            | Self::Action(_)
+            | Self::Ledger(_)
+            | Self::Engine(_)
+            | Self::Keyring(_) => EXIT_UNAVAILABLE,
         }
     }
 }
@@ -310,7 +361,7 @@ fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
+            tell!("error: cannot start the async runtime: {e}");
             return ExitCode::from(EXIT_UNAVAILABLE);
         }
     };
@@ -319,12 +370,11 @@ fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             if json {
-                println!(
-                    "{}",
-                    json!({"outcome": "error", "error": {"code": error_code(&e), "message": e.to_string()}})
+                terminal::json(
+                    &json!({"outcome": "error", "error": {"code": error_code(&e), "message": e.to_string()}}),
                 );
             }
-            eprintln!("error: {e}");
+            tell!("error: {e}");
             ExitCode::from(e.exit_code())
         }
     }
@@ -335,10 +385,15 @@ fn error_code(e: &CliError) -> &'static str {
         CliError::Usage(_) => "usage",
         CliError::Mcp(e) => e.code(),
         CliError::Io(_) => "io",
+        CliError::MrtrRounds { .. } => "too_many_question_rounds",
+        CliError::Action(countersign_core::actions::Error::TaskIdReused { .. }) => "task_id_reused",
+        CliError::Action(_) => "action",
         CliError::Ledger(countersign_core::ledger::Error::NotFound(_)) => "not_found",
         CliError::Ledger(countersign_core::ledger::Error::Conflict(_)) => "conflict",
+        CliError::Ledger(countersign_core::ledger::Error::Invalid(_)) => "invalid",
         CliError::Ledger(_) => "ledger",
         CliError::Engine(_) => "engine",
+        CliError::Keyring(_) => "keyring",
     }
 }
 
@@ -372,16 +427,16 @@ async fn run(cli: Cli) -> Result<u8, CliError> {
         Command::Discover { url } => {
             let discovery = client(&url, &global)?.discover().await?;
             if global.json {
-                println!("{}", Value::Object(discovery.raw.clone()));
+                terminal::json(&Value::Object(discovery.raw.clone()));
             } else {
-                println!(
+                say!(
                     "server:     {}",
                     discovery
                         .server_label()
                         .unwrap_or_else(|| "(unnamed)".into())
                 );
-                println!("versions:   {}", discovery.supported_versions.join(", "));
-                println!(
+                say!("versions:   {}", discovery.supported_versions.join(", "));
+                say!(
                     "tasks:      {}",
                     if discovery.supports_tasks() {
                         "yes"
@@ -390,7 +445,7 @@ async fn run(cli: Cli) -> Result<u8, CliError> {
                     }
                 );
                 let caps: Vec<&String> = discovery.capabilities.keys().collect();
-                println!(
+                say!(
                     "capabilities: {}",
                     caps.iter()
                         .map(|s| s.as_str())
@@ -398,7 +453,8 @@ async fn run(cli: Cli) -> Result<u8, CliError> {
                         .join(", ")
                 );
                 if let Some(i) = &discovery.instructions {
-                    println!("instructions: {i}");
+                    say!("instructions:");
+                    terminal::lines(i);
                 }
             }
             Ok(EXIT_COMPLETED)
@@ -406,9 +462,10 @@ async fn run(cli: Cli) -> Result<u8, CliError> {
         Command::Tools { url } => {
             let list = client(&url, &global)?.list_tools().await?;
             for excluded in &list.excluded {
-                eprintln!(
+                tell!(
                     "warning: tool {:?} excluded: {}",
-                    excluded.name, excluded.reason
+                    excluded.name,
+                    excluded.reason
                 );
             }
             if global.json {
@@ -422,18 +479,15 @@ async fn run(cli: Cli) -> Result<u8, CliError> {
                     .iter()
                     .map(|e| json!({"name": e.name, "reason": e.reason}))
                     .collect();
-                println!("{}", json!({"tools": tools, "excluded": excluded}));
+                terminal::json(&json!({"tools": tools, "excluded": excluded}));
             } else {
                 for tool in &list.tools {
                     let support = tool
                         .task_support()
                         .map(|s| format!(" [task: {s}]"))
                         .unwrap_or_default();
-                    println!(
-                        "{}{support}\n    {}",
-                        tool.name,
-                        tool.description().unwrap_or("")
-                    );
+                    say!("{}{support}", tool.name);
+                    say!("    {}", tool.description().unwrap_or(""));
                 }
             }
             Ok(EXIT_COMPLETED)
@@ -479,9 +533,15 @@ async fn run(cli: Cli) -> Result<u8, CliError> {
             url,
             no_discover,
         }) => {
+            // `--token`/`COUNTERSIGN_TOKEN` here is this server's token: kept in the keyring.
+            let token = global
+                .token
+                .clone()
+                .filter(|t| !t.is_empty())
+                .map(countersign_core::secret::Sensitive::new);
             with_desk(&global, |desk| {
                 Box::pin(async move {
-                    tracked::servers_add(desk, &name, &url, !no_discover, json).await
+                    tracked::servers_add(desk, &name, &url, token, !no_discover, json).await
                 })
             })
             .await
@@ -565,22 +625,19 @@ async fn run(cli: Cli) -> Result<u8, CliError> {
         Command::Task(TaskCommand::Get { url, task_id }) => {
             let task = client(&url, &global)?.get_task(&task_id).await?;
             if global.json {
-                println!("{}", task.to_json());
+                terminal::json(&task.to_json());
             } else {
                 follow::print_task_line(&task);
                 follow::print_payload(&task);
             }
-            Ok(match task.status() {
-                TaskStatus::InputRequired => EXIT_INPUT_NEEDED,
-                _ => follow::exit_code_for(&task),
-            })
+            Ok(follow::exit_code_for(&task))
         }
         Command::Task(TaskCommand::Cancel { url, task_id }) => {
             client(&url, &global)?.cancel_task(&task_id).await?;
             if global.json {
-                println!("{}", json!({"taskId": task_id, "cancelRequested": true}));
+                terminal::json(&json!({"taskId": task_id, "cancelRequested": true}));
             } else {
-                println!("cancel requested for task {task_id}");
+                say!("cancel requested for task {task_id}");
             }
             Ok(EXIT_COMPLETED)
         }
@@ -614,9 +671,9 @@ async fn run(cli: Cli) -> Result<u8, CliError> {
             let keys: Vec<String> = responses.keys().cloned().collect();
             client.update_task(&task_id, responses).await?;
             if global.json {
-                println!("{}", json!({"taskId": task_id, "answered": keys}));
+                terminal::json(&json!({"taskId": task_id, "answered": keys}));
             } else {
-                println!("answered {} question(s) of task {task_id}", keys.len());
+                say!("answered {} question(s) of task {task_id}", keys.len());
             }
             Ok(EXIT_COMPLETED)
         }
@@ -694,10 +751,8 @@ async fn serve_demo(
         config,
     )
     .await?;
-    println!("{}", server.url());
-    use std::io::Write as _;
-    let _ = std::io::stdout().flush();
-    eprintln!("countersign demo server listening; Ctrl-C to stop");
+    say!("{}", server.url());
+    tell!("countersign demo server listening; Ctrl-C to stop");
     shutdown_signal().await;
     server.shutdown().await;
     Ok(EXIT_COMPLETED)

@@ -5,6 +5,8 @@ use std::io::{BufRead, Write};
 
 use serde_json::{Map, Value};
 
+use crate::terminal::neutral;
+
 /// The answer the user gave.
 pub enum Answer {
     Accept(Option<Map<String, Value>>),
@@ -23,8 +25,21 @@ impl<R: BufRead, W: Write> Prompter<R, W> {
         Self { input, output }
     }
 
+    /// One line of output, neutral (prompts carry server text: titles, messages, labels).
+    fn say(&mut self, text: &str) -> std::io::Result<()> {
+        writeln!(self.output, "{}", neutral(text))
+    }
+
+    /// Server text that may span lines (a question's message), each line indented and neutral.
+    fn say_indented(&mut self, text: &str) -> std::io::Result<()> {
+        for line in text.split('\n') {
+            self.say(&format!("  {}", line.strip_suffix('\r').unwrap_or(line)))?;
+        }
+        Ok(())
+    }
+
     fn ask(&mut self, question: &str) -> std::io::Result<Option<String>> {
-        write!(self.output, "{question}")?;
+        write!(self.output, "{}", neutral(question))?;
         self.output.flush()?;
         let mut line = String::new();
         if self.input.read_line(&mut line)? == 0 {
@@ -35,12 +50,14 @@ impl<R: BufRead, W: Write> Prompter<R, W> {
 
     /// Asks for consent to open `url`; accept means "consented".
     pub fn url(&mut self, server: &str, message: &str, url: &str) -> std::io::Result<Answer> {
-        let host = reqwest_host(url);
-        writeln!(
-            self.output,
-            "\n{server} asks you to open a link:\n  {message}"
-        )?;
-        writeln!(self.output, "  host: {host}\n  url:  {url}")?;
+        // The host a person must judge: punycode, never the userinfo (`good.com@evil.com`).
+        let host = countersign_core::notice::link_host(url)
+            .unwrap_or_else(|| "(none: not an http(s) URL)".into());
+        self.say("")?;
+        self.say(&format!("{server} asks you to open a link:"))?;
+        self.say_indented(message)?;
+        self.say(&format!("  host: {host}"))?;
+        self.say(&format!("  url:  {url}"))?;
         loop {
             match self.ask("Open it and continue? [y]es / [n]o (decline) / [c]ancel: ")? {
                 None => return Ok(Answer::Cancel),
@@ -48,7 +65,7 @@ impl<R: BufRead, W: Write> Prompter<R, W> {
                     "y" | "yes" => return Ok(Answer::Accept(None)),
                     "n" | "no" => return Ok(Answer::Decline),
                     "c" | "cancel" => return Ok(Answer::Cancel),
-                    _ => writeln!(self.output, "  please answer y, n or c")?,
+                    _ => self.say("  please answer y, n or c")?,
                 },
             }
         }
@@ -56,7 +73,9 @@ impl<R: BufRead, W: Write> Prompter<R, W> {
 
     /// Walks the flat form schema field by field, validating as it goes, then asks to review.
     pub fn form(&mut self, server: &str, message: &str, schema: &Value) -> std::io::Result<Answer> {
-        writeln!(self.output, "\n{server} asks:\n  {message}")?;
+        self.say("")?;
+        self.say(&format!("{server} asks:"))?;
+        self.say_indented(message)?;
         loop {
             match self.ask("[a]nswer / [d]ecline / [c]ancel: ")? {
                 None => return Ok(Answer::Cancel),
@@ -64,7 +83,7 @@ impl<R: BufRead, W: Write> Prompter<R, W> {
                     "a" | "answer" | "" => break,
                     "d" | "decline" => return Ok(Answer::Decline),
                     "c" | "cancel" => return Ok(Answer::Cancel),
-                    _ => writeln!(self.output, "  please answer a, d or c")?,
+                    _ => self.say("  please answer a, d or c")?,
                 },
             }
         }
@@ -90,11 +109,12 @@ impl<R: BufRead, W: Write> Prompter<R, W> {
                     FieldAnswer::EndOfInput => return Ok(Answer::Cancel),
                 }
             }
-            writeln!(
-                self.output,
-                "\nYou will send to {server}:\n{}",
-                serde_json::to_string_pretty(&content).unwrap_or_default()
-            )?;
+            self.say("")?;
+            self.say(&format!("You will send to {server}:"))?;
+            let pretty = serde_json::to_string_pretty(&content).unwrap_or_default();
+            for line in pretty.lines() {
+                self.say(line)?;
+            }
             match self.ask("Send it? [y]es / [e]dit / [d]ecline / [c]ancel: ")? {
                 None => return Ok(Answer::Cancel),
                 Some(a) => match a.trim().to_ascii_lowercase().as_str() {
@@ -112,17 +132,16 @@ impl<R: BufRead, W: Write> Prompter<R, W> {
         let kind = field_kind(field);
         let default = field.get("default");
         if let Some(description) = field.get("description").and_then(Value::as_str) {
-            writeln!(self.output, "  {title}: {description}")?;
+            self.say(&format!("  {title}: {description}"))?;
         }
         if looks_secret(name, field) {
-            writeln!(
-                self.output,
-                "  warning: this field looks like a secret; servers must not ask for secrets in a form"
+            self.say(
+                "  warning: this field looks like a secret; servers must not ask for secrets in a form",
             )?;
         }
         if let Kind::Enum(options) | Kind::Multi(options, _, _) = &kind {
             for (i, (_, label)) in options.iter().enumerate() {
-                writeln!(self.output, "    {}) {label}", i + 1)?;
+                self.say(&format!("    {}) {label}", i + 1))?;
             }
         }
         let hint = match &kind {
@@ -154,12 +173,12 @@ impl<R: BufRead, W: Write> Prompter<R, W> {
                 if !required {
                     return Ok(FieldAnswer::Skip);
                 }
-                writeln!(self.output, "  this field is required")?;
+                self.say("  this field is required")?;
                 continue;
             }
             match parse_field(&kind, field, line) {
                 Ok(v) => return Ok(FieldAnswer::Value(v)),
-                Err(e) => writeln!(self.output, "  {e}")?,
+                Err(e) => self.say(&format!("  {e}"))?,
             }
         }
     }
@@ -367,14 +386,6 @@ pub fn looks_secret(name: &str, field: &Value) -> bool {
         || field.get("format").and_then(Value::as_str) == Some("password")
 }
 
-fn reqwest_host(url: &str) -> String {
-    url.split("://")
-        .nth(1)
-        .and_then(|rest| rest.split(['/', '?', '#']).next())
-        .unwrap_or(url)
-        .to_owned()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -435,5 +446,40 @@ mod tests {
             json!({"properties": {"password": {"type": "string"}}}),
         );
         assert!(out.contains("looks like a secret"), "{out}");
+    }
+
+    #[test]
+    fn server_text_in_prompts_is_shown_escaped() {
+        let mut out = Vec::new();
+        let schema = json!({"properties": {"ok": {
+            "type": "boolean", "title": "OK\x1b]0;pwned\x07", "description": "erase\x1b[2K"}}});
+        let _ = Prompter::new("c\n".as_bytes(), &mut out)
+            .form("demo\x1b[31m", "line one\nline two\x1b[1A", &schema)
+            .expect("io");
+        let _ = Prompter::new("a\ny\ny\n".as_bytes(), &mut out)
+            .form("demo", "q", &schema)
+            .expect("io");
+        let text = String::from_utf8_lossy(&out);
+        assert!(
+            !text.contains('\x1b'),
+            "no raw ESC reaches the terminal: {text:?}"
+        );
+        assert!(text.contains("demo\\x1b[31m asks:"), "{text}");
+        assert!(
+            text.contains("  line one\n  line two\\x1b[1A"),
+            "a multi-line message keeps its lines, each neutral: {text}"
+        );
+        assert!(text.contains("OK\\x1b]0;pwned\\x07"), "{text}");
+    }
+
+    #[test]
+    fn a_link_prompt_shows_the_real_host_in_punycode_without_userinfo() {
+        let mut out = Vec::new();
+        let answer = Prompter::new("n\n".as_bytes(), &mut out)
+            .url("demo", "Sign in", "https://good.com@\u{430}pple.com/login")
+            .expect("io");
+        assert!(matches!(answer, Answer::Decline));
+        let text = String::from_utf8_lossy(&out);
+        assert!(text.contains("  host: xn--pple-43d.com\n"), "{text}");
     }
 }

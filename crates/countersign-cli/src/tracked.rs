@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use countersign_core::actions::{self, Called};
 use countersign_core::engine::lock::LockError;
-use countersign_core::engine::{self, Engine, EngineConfig, TokenProvider};
+use countersign_core::engine::{self, Engine, EngineConfig};
 use countersign_core::ledger::audit;
 use countersign_core::ledger::events::{self, EventKind, StoredEvent};
 use countersign_core::ledger::inputs;
@@ -20,9 +20,11 @@ use countersign_core::ledger::tasks::{self, Filter, LedgerStatus, TaskRecord};
 use countersign_core::ledger::{self, Ledger};
 use countersign_core::mcp::{self, ToolCall};
 use countersign_core::secret::Sensitive;
+use countersign_core::secrets::{Secrets, Tokens};
 use serde_json::{json, Map, Value};
 
 use crate::follow::AnswerPolicy;
+use crate::terminal::{self, say, tell};
 use crate::{
     CliError, Global, EXIT_CANCELLED, EXIT_COMPLETED, EXIT_FAILED, EXIT_INPUT_NEEDED,
     EXIT_TOOL_ERROR, EXIT_UNAVAILABLE,
@@ -37,6 +39,9 @@ pub(crate) struct Desk {
     data_dir: PathBuf,
     engine: Option<Engine>,
     config: EngineConfig,
+    /// Each server's own token, from the OS keyring (the entries the app uses too).
+    tokens: Tokens,
+    tokens_loaded: bool,
 }
 
 impl Desk {
@@ -48,17 +53,40 @@ impl Desk {
         let ledger = Arc::new(Ledger::open(&data_dir)?);
         let mut config = EngineConfig::new(&data_dir);
         config.client.request_timeout = Duration::from_secs(global.timeout.max(1));
-        if let Some(token) = global.token.clone().filter(|t| !t.is_empty()) {
-            let provider: TokenProvider =
-                Arc::new(move |_server: &ServerRecord| Some(Sensitive::new(token.clone())));
-            config.tokens = Some(provider);
-        }
+        // Ledger mode never sends `--token` anywhere: each server gets its own token from the
+        // keyring, or none. (`servers add --token` stores one; direct mode keeps `--token`.)
+        let tokens = Tokens::new(Secrets::default(), &data_dir);
+        config.tokens = Some(tokens.provider());
         Ok(Self {
             ledger,
             data_dir,
             engine: None,
             config,
+            tokens,
+            tokens_loaded: false,
         })
+    }
+
+    /// Reads the tokens of the servers that have one from the keyring, once, before anything
+    /// talks to a server. A token that cannot be read is said on stderr: that server's requests
+    /// go without it (and will likely be refused), the others are not affected.
+    async fn load_tokens(&mut self) -> Result<(), CliError> {
+        if self.tokens_loaded {
+            return Ok(());
+        }
+        self.tokens_loaded = true;
+        let list = self.ledger.read(servers::list)?;
+        let names: std::collections::HashMap<i64, String> =
+            list.iter().map(|s| (s.id, s.name.clone())).collect();
+        let with_token: Vec<i64> = list.iter().filter(|s| s.has_token).map(|s| s.id).collect();
+        if with_token.is_empty() {
+            return Ok(());
+        }
+        for (id, e) in self.tokens.load(with_token).await {
+            let name = names.get(&id).map(String::as_str).unwrap_or("?");
+            tell!("warning: the token of server {name} cannot be read from the OS keyring ({e}); its requests go without it");
+        }
+        Ok(())
     }
 
     /// Makes sure an engine serves this ledger: the running one, or our own. Returns the pid
@@ -67,6 +95,7 @@ impl Desk {
         if self.engine.is_some() {
             return Ok(None);
         }
+        self.load_tokens().await?;
         match Engine::start(self.config.clone()).await {
             Ok(engine) => {
                 self.engine = Some(engine);
@@ -100,7 +129,9 @@ impl Desk {
             })
     }
 
-    fn client(&self, server: &ServerRecord) -> Result<mcp::Client, CliError> {
+    /// A client for `server` carrying that server's own token (if it has one).
+    async fn client(&mut self, server: &ServerRecord) -> Result<mcp::Client, CliError> {
+        self.load_tokens().await?;
         Ok(engine::make_client(server, &self.config)?)
     }
 
@@ -147,55 +178,41 @@ pub(crate) async fn servers_add(
     desk: &Desk,
     name: &str,
     url: &str,
+    token: Option<Sensitive<String>>,
     discover: bool,
     json_out: bool,
 ) -> Result<u8, CliError> {
-    // Validate the URL through the client, and learn what the server is, before storing it.
-    let probe = mcp::Client::new(mcp::Endpoint::new(url))?;
+    // Validate the URL through the client, and learn what the server is, before storing it;
+    // the token given is this server's, so discovery carries it.
+    let probe = mcp::Client::new(mcp::Endpoint::new(url).with_token(token.clone()))?;
     let discovery = if discover {
         Some(probe.discover().await?)
     } else {
         None
     };
-    let (name_owned, url_owned) = (name.to_owned(), url.to_owned());
     let actor = audit::os_user();
-    let record = desk
-        .ledger
-        .write(move |ctx| {
-            let record = servers::add(ctx.conn, &name_owned, &url_owned, false)?;
-            if let Some(d) = &discovery {
-                servers::set_discovery(
-                    ctx.conn,
-                    record.id,
-                    &Value::Object(d.capabilities.clone()),
-                    d.server_info.as_ref(),
-                )?;
-            }
-            audit::record(
-                ctx.conn,
-                audit::NewAudit {
-                    actor: &actor,
-                    action: "server_add",
-                    server: Some(&name_owned),
-                    task_id: None,
-                    input_key: None,
-                    detail: json!({"url": url_owned}),
-                },
-            )?;
-            ctx.append(events::NewEvent {
-                task: None,
-                server_id: Some(record.id),
-                via: ledger::Via::User,
-                kind: EventKind::ServerAdded {
-                    name: name_owned,
-                    url: url_owned,
-                },
-            })?;
-            servers::get(ctx.conn, record.id)
-        })
-        .await?;
+    // Stored without the token flag: the flag flips once the token is in the keyring, so a
+    // running engine never builds this server's client with a token it cannot read.
+    let mut record =
+        actions::add_server(&desk.ledger, name, url, false, discovery.as_ref(), &actor).await?;
+    if let Some(token) = token {
+        if let Err(e) = desk.tokens.store(record.id, token).await {
+            // A server whose token could not be kept would fail every request: undo the add.
+            let _ = actions::remove_server(&desk.ledger, record.id, &actor).await;
+            return Err(CliError::Keyring(e));
+        }
+        let id = record.id;
+        record = desk
+            .ledger
+            .write(move |ctx| {
+                let s = servers::get(ctx.conn, id)?;
+                servers::update(ctx.conn, id, &s.url, true, s.poll_floor_ms)?;
+                servers::get(ctx.conn, id)
+            })
+            .await?;
+    }
     if json_out {
-        println!("{}", serde_json::to_value(&record).unwrap_or(Value::Null));
+        terminal::json(&serde_json::to_value(&record).unwrap_or(Value::Null));
     } else {
         let identity = record
             .server_info
@@ -203,7 +220,7 @@ pub(crate) async fn servers_add(
             .and_then(|i| i.get("name"))
             .and_then(Value::as_str)
             .unwrap_or("not discovered");
-        println!("added server {} → {} ({identity})", record.name, record.url);
+        say!("added server {} → {} ({identity})", record.name, record.url);
     }
     Ok(EXIT_COMPLETED)
 }
@@ -211,9 +228,9 @@ pub(crate) async fn servers_add(
 pub(crate) fn servers_list(desk: &Desk, json_out: bool) -> Result<u8, CliError> {
     let list = desk.ledger.read(servers::list)?;
     if json_out {
-        println!("{}", serde_json::to_value(&list).unwrap_or(Value::Null));
+        terminal::json(&serde_json::to_value(&list).unwrap_or(Value::Null));
     } else if list.is_empty() {
-        println!("no servers; add one with `countersign servers add NAME URL`");
+        say!("no servers; add one with `countersign servers add NAME URL`");
     } else {
         for s in list {
             let identity = s
@@ -222,7 +239,7 @@ pub(crate) fn servers_list(desk: &Desk, json_out: bool) -> Result<u8, CliError> 
                 .and_then(|i| i.get("name"))
                 .and_then(Value::as_str)
                 .unwrap_or("-");
-            println!("{:<16} {:<40} {identity}", s.name, s.url);
+            say!("{:<16} {:<40} {identity}", s.name, s.url);
         }
     }
     Ok(EXIT_COMPLETED)
@@ -234,35 +251,19 @@ pub(crate) async fn servers_remove(
     json_out: bool,
 ) -> Result<u8, CliError> {
     let server = desk.server(name)?;
-    let actor = audit::os_user();
-    let name_owned = name.to_owned();
-    desk.ledger
-        .write(move |ctx| {
-            servers::remove(ctx.conn, server.id)?;
-            audit::record(
-                ctx.conn,
-                audit::NewAudit {
-                    actor: &actor,
-                    action: "server_remove",
-                    server: Some(&name_owned),
-                    task_id: None,
-                    input_key: None,
-                    detail: json!({"url": server.url}),
-                },
-            )?;
-            ctx.append(events::NewEvent {
-                task: None,
-                server_id: None,
-                via: ledger::Via::User,
-                kind: EventKind::ServerRemoved { name: name_owned },
-            })?;
-            Ok(())
-        })
-        .await?;
+    // The token first: a server row without its secret is harmless, a secret left behind by a
+    // removed server is not.
+    if server.has_token {
+        desk.tokens
+            .delete(server.id)
+            .await
+            .map_err(CliError::Keyring)?;
+    }
+    actions::remove_server(&desk.ledger, server.id, &audit::os_user()).await?;
     if json_out {
-        println!("{}", json!({"removed": name}));
+        terminal::json(&json!({"removed": name}));
     } else {
-        println!("removed server {name} and the tasks tracked on it");
+        say!("removed server {name} and the tasks tracked on it");
     }
     Ok(EXIT_COMPLETED)
 }
@@ -278,7 +279,7 @@ pub(crate) async fn watch(desk: &mut Desk, json_out: bool) -> Result<u8, CliErro
         .into());
     }
     let resumed = desk.engine.as_ref().map(Engine::resumed).unwrap_or(0);
-    eprintln!(
+    tell!(
         "countersign engine on {} — resumed {resumed} unfinished task(s); Ctrl-C to stop",
         desk.data_dir.display()
     );
@@ -313,9 +314,14 @@ pub(crate) async fn watch(desk: &mut Desk, json_out: bool) -> Result<u8, CliErro
 
 pub(crate) fn print_event(event: &StoredEvent, json_out: bool) {
     if json_out {
-        println!("{}", serde_json::to_value(event).unwrap_or(Value::Null));
-        return;
+        terminal::json(&serde_json::to_value(event).unwrap_or(Value::Null));
+    } else {
+        say!("{}", event_line(event));
     }
+}
+
+/// One event as a line of text (server text in it is neutralised when printed).
+fn event_line(event: &StoredEvent) -> String {
     let at = time_of_day(event.at);
     let who = match (&event.server, &event.task_id) {
         (Some(s), Some(t)) => format!("{s}/{t}"),
@@ -323,7 +329,7 @@ pub(crate) fn print_event(event: &StoredEvent, json_out: bool) {
         (None, Some(t)) => t.clone(),
         (None, None) => "-".into(),
     };
-    println!("{at} {who} {}", describe(&event.kind));
+    format!("{at} {who} {}", describe(&event.kind))
 }
 
 fn time_of_day(ms: i64) -> String {
@@ -441,12 +447,12 @@ pub(crate) fn tasks_list(
         )
     })?;
     if json_out {
-        println!("{}", serde_json::to_value(&list).unwrap_or(Value::Null));
+        terminal::json(&serde_json::to_value(&list).unwrap_or(Value::Null));
     } else if list.is_empty() {
-        println!("no tasks");
+        say!("no tasks");
     } else {
         for t in list {
-            println!(
+            say!(
                 "#{:<5} {:<14} {:<12} {:<20} {} {}",
                 t.id,
                 t.status.as_str(),
@@ -466,24 +472,24 @@ pub(crate) fn task_show(desk: &Desk, id: &str, json_out: bool) -> Result<u8, Cli
     let timeline = desk.ledger.read(|c| events::for_task(c, row))?;
     let questions = desk.ledger.read(|c| inputs::for_task(c, row))?;
     if json_out {
-        println!(
-            "{}",
-            json!({"task": task, "questions": questions, "timeline": timeline})
-        );
+        terminal::json(&json!({"task": task, "questions": questions, "timeline": timeline}));
         return Ok(EXIT_COMPLETED);
     }
-    println!(
+    say!(
         "task #{} {} on {} ({})",
-        task.id, task.task_id, task.server, task.server_url
+        task.id,
+        task.task_id,
+        task.server,
+        task.server_url
     );
-    println!(
+    say!(
         "  tool:      {}",
         task.tool.as_deref().unwrap_or("(adopted)")
     );
     if let Some(args) = &task.arguments {
-        println!("  arguments: {args}");
+        say!("  arguments: {args}");
     }
-    println!(
+    say!(
         "  status:    {}{}",
         task.status,
         task.status_message
@@ -492,12 +498,11 @@ pub(crate) fn task_show(desk: &Desk, id: &str, json_out: bool) -> Result<u8, Cli
             .unwrap_or_default()
     );
     if let Some(e) = &task.poll_error {
-        println!("  polling:   failing: {e}");
+        say!("  polling:   failing: {e}");
     }
-    println!("  timeline:");
+    say!("  timeline:");
     for event in &timeline {
-        print!("    ");
-        print_event(event, false);
+        say!("    {}", event_line(event));
     }
     Ok(EXIT_COMPLETED)
 }
@@ -505,11 +510,11 @@ pub(crate) fn task_show(desk: &Desk, id: &str, json_out: bool) -> Result<u8, Cli
 pub(crate) fn inbox(desk: &Desk, json_out: bool) -> Result<u8, CliError> {
     let items = desk.ledger.read(inputs::inbox)?;
     if json_out {
-        println!("{}", serde_json::to_value(&items).unwrap_or(Value::Null));
+        terminal::json(&serde_json::to_value(&items).unwrap_or(Value::Null));
         return Ok(EXIT_COMPLETED);
     }
     if items.is_empty() {
-        println!("inbox empty: no question waits for an answer");
+        say!("inbox empty: no question waits for an answer");
     }
     let now = ledger::now_ms();
     for item in items {
@@ -517,7 +522,7 @@ pub(crate) fn inbox(desk: &Desk, json_out: bool) -> Result<u8, CliError> {
         let message = item.input.request["params"]["message"]
             .as_str()
             .unwrap_or("");
-        println!(
+        say!(
             "{} {} [{}] {} (waiting {waited}s, key {})",
             item.server,
             item.task_id,
@@ -532,12 +537,12 @@ pub(crate) fn inbox(desk: &Desk, json_out: bool) -> Result<u8, CliError> {
 pub(crate) fn audit_log(desk: &Desk, csv: bool, json_out: bool) -> Result<u8, CliError> {
     let records = desk.ledger.read(audit::list)?;
     if csv {
-        print!("{}", audit::to_csv(&records));
+        terminal::exact(&audit::to_csv(&records));
     } else if json_out {
-        println!("{}", serde_json::to_value(&records).unwrap_or(Value::Null));
+        terminal::json(&serde_json::to_value(&records).unwrap_or(Value::Null));
     } else {
         for r in records {
-            println!(
+            say!(
                 "{} {} {} {} {} {}",
                 time_of_day(r.at),
                 r.actor,
@@ -579,9 +584,9 @@ async fn await_delivery(
         ),
     };
     if json_out {
-        println!("{}", json!({"delivery": status, "message": message}));
+        terminal::json(&json!({"delivery": status, "message": message}));
     } else {
-        println!("{message}");
+        say!("{message}");
     }
     Ok(code)
 }
@@ -662,15 +667,18 @@ pub(crate) async fn adopt(
     json_out: bool,
 ) -> Result<u8, CliError> {
     let server = desk.server(server)?;
-    let client = desk.client(&server)?;
+    let client = desk.client(&server).await?;
     let record = actions::adopt(&desk.ledger, &client, &server, task_id, &audit::os_user()).await?;
     desk.nudge();
     if json_out {
-        println!("{}", serde_json::to_value(&record).unwrap_or(Value::Null));
+        terminal::json(&serde_json::to_value(&record).unwrap_or(Value::Null));
     } else {
-        println!(
+        say!(
             "adopted task {} on {} as #{} ({})",
-            record.task_id, record.server, record.id, record.status
+            record.task_id,
+            record.server,
+            record.id,
+            record.status
         );
     }
     Ok(EXIT_COMPLETED)
@@ -688,11 +696,21 @@ pub(crate) async fn call(
     json_out: bool,
 ) -> Result<u8, CliError> {
     let server = desk.server(server)?;
-    let client = desk.client(&server)?;
+    let client = desk.client(&server).await?;
     let _ = client.list_tools().await?;
     let actor = audit::os_user();
     let mut call = ToolCall::new(tool, arguments);
+    // The same bound as direct mode: a server that answers every round of answers with new
+    // questions must not keep this command (and its call intents) going for ever.
+    let mut rounds = 0;
     let record = loop {
+        if rounds == mcp::MAX_MRTR_ROUNDS {
+            return Err(CliError::MrtrRounds {
+                tool: tool.to_owned(),
+                rounds,
+            });
+        }
+        rounds += 1;
         match actions::call(&desk.ledger, &client, &server, &call, &actor).await? {
             Called::Complete(result) => {
                 return Ok(crate::follow::report_complete(&result, json_out))
@@ -702,12 +720,11 @@ pub(crate) async fn call(
                 for (key, request) in &question.input_requests {
                     let Some(response) = policy.automatic(request) else {
                         if json_out {
-                            println!(
-                                "{}",
-                                json!({"outcome": "input_needed", "taskId": null, "inputRequests": question.input_requests})
+                            terminal::json(
+                                &json!({"outcome": "input_needed", "taskId": null, "inputRequests": question.input_requests}),
                             );
                         } else {
-                            eprintln!("the server asks before running the tool; answer with --accept JSON or --decline");
+                            tell!("the server asks before running the tool; answer with --accept JSON or --decline");
                         }
                         return Ok(EXIT_INPUT_NEEDED);
                     };
@@ -721,14 +738,15 @@ pub(crate) async fn call(
     desk.nudge();
     if no_follow {
         if json_out {
-            println!(
-                "{}",
-                json!({"taskId": record.task_id, "row": record.id, "status": record.status, "server": record.server, "task": record.state})
+            terminal::json(
+                &json!({"taskId": record.task_id, "row": record.id, "status": record.status, "server": record.server, "task": record.state}),
             );
         } else {
-            println!(
+            say!(
                 "task {} recorded as #{} ({}); `countersign watch` follows it",
-                record.task_id, record.id, record.status
+                record.task_id,
+                record.id,
+                record.status
             );
         }
         return Ok(EXIT_COMPLETED);
@@ -744,11 +762,11 @@ async fn follow(
 ) -> Result<u8, CliError> {
     let other = desk.ensure_engine().await?;
     if let Some(pid) = other {
-        eprintln!("following through the running engine (pid {pid})");
+        tell!("following through the running engine (pid {pid})");
     }
     desk.nudge();
     if !json_out {
-        println!("task {} {}", record.task_id, record.status);
+        say!("task {} {}", record.task_id, record.status);
     }
     let mut cursor = desk
         .ledger
@@ -790,18 +808,17 @@ async fn follow(
                         }
                         None => {
                             if json_out {
-                                println!(
-                                    "{}",
-                                    json!({"outcome": "input_needed", "taskId": record.task_id, "inputRequests": {key.clone(): request}})
+                                terminal::json(
+                                    &json!({"outcome": "input_needed", "taskId": record.task_id, "inputRequests": {key.clone(): request}}),
                                 );
                             } else {
-                                eprintln!("input needed and no terminal to ask on: answer with `countersign answer {} --accept JSON` or --decline", record.task_id);
+                                tell!("input needed and no terminal to ask on: answer with `countersign answer {} --accept JSON` or --decline", record.task_id);
                             }
                             return Ok(EXIT_INPUT_NEEDED);
                         }
                     };
                     if !json_out {
-                        println!(
+                        say!(
                             "  answering {key}: {}",
                             response["action"].as_str().unwrap_or("?")
                         );
@@ -842,7 +859,7 @@ async fn follow(
                         if let Some(e) = error {
                             out["error"] = e.clone();
                         }
-                        println!("{out}");
+                        terminal::json(&out);
                     } else {
                         print_event(&event, false);
                     }
@@ -850,9 +867,8 @@ async fn follow(
                 }
                 EventKind::TaskLost { message } => {
                     if json_out {
-                        println!(
-                            "{}",
-                            json!({"outcome": "lost", "taskId": record.task_id, "error": {"message": message}})
+                        terminal::json(
+                            &json!({"outcome": "lost", "taskId": record.task_id, "error": {"message": message}}),
                         );
                     } else {
                         print_event(&event, false);
@@ -861,10 +877,7 @@ async fn follow(
                 }
                 EventKind::TaskExpired { .. } => {
                     if json_out {
-                        println!(
-                            "{}",
-                            json!({"outcome": "expired", "taskId": record.task_id})
-                        );
+                        terminal::json(&json!({"outcome": "expired", "taskId": record.task_id}));
                     } else {
                         print_event(&event, false);
                     }

@@ -26,6 +26,18 @@ pub enum Error {
     /// The action makes no sense in the current state.
     #[error("{0}")]
     Invalid(String),
+    /// A new call was answered with a task id the ledger already tracks on that server. The two
+    /// tasks cannot be told apart (every later poll, answer and cancel would address both), so
+    /// the new handle is not tracked and its call intent is resolved `failed`.
+    #[error("the server answered a new call of {tool} with task id {task_id}, which it already used for task #{existing_row}; the call is recorded as failed")]
+    TaskIdReused {
+        /// The server's reused task id.
+        task_id: String,
+        /// The ledger row of the task that already has this id.
+        existing_row: i64,
+        /// The tool of the new call.
+        tool: String,
+    },
 }
 
 /// Result with an action's error.
@@ -157,8 +169,32 @@ pub async fn call(
         }
         CallOutcome::Task(task) => {
             let arguments = call.arguments.clone();
-            let record = ledger
+            let task_id = task.task_id.clone();
+            let written = ledger
                 .write(move |ctx| {
+                    // Checked here rather than left to `tasks::insert`'s conflict: a failed job
+                    // rolls back, which would leave the intent `sending` for ever (and the next
+                    // engine start would call its outcome unknown although it is known).
+                    if let Some(existing) = tasks::row_of(ctx.conn, server_id, &task.task_id)? {
+                        let detail = json!({
+                            "code": "task_id_reused",
+                            "message": format!("task id already used for task #{existing}"),
+                            "existingRow": existing,
+                            "task": task.to_json(),
+                        });
+                        intents::resolve(ctx.conn, intent, "failed", None, Some(&detail))?;
+                        ctx.append(NewEvent {
+                            task: None,
+                            server_id: Some(server_id),
+                            via: Via::Call,
+                            kind: EventKind::CallFinished {
+                                intent,
+                                tool,
+                                outcome: "failed".into(),
+                            },
+                        })?;
+                        return Ok(Err(existing));
+                    }
                     let record = tasks::insert(
                         ctx.conn,
                         server_id,
@@ -186,10 +222,17 @@ pub async fn call(
                         },
                     })?;
                     tracking::record(ctx, record.id, None, &task, Via::Call)?;
-                    Ok(record)
+                    Ok(Ok(record))
                 })
                 .await?;
-            Ok(Called::Task(record))
+            match written {
+                Ok(record) => Ok(Called::Task(record)),
+                Err(existing_row) => Err(Error::TaskIdReused {
+                    task_id,
+                    existing_row,
+                    tool: call.name.clone(),
+                }),
+            }
         }
     }
 }

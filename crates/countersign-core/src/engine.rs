@@ -393,7 +393,7 @@ struct State {
 }
 
 fn expires_at(record: &TaskRecord) -> Option<i64> {
-    let ttl = record.ttl_ms? as i64;
+    let ttl = crate::ledger::tasks::sql_ms(record.ttl_ms?);
     let created = record
         .created_text
         .as_deref()

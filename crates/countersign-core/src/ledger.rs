@@ -58,6 +58,9 @@ pub enum Error {
     /// A named thing does not exist.
     #[error("{0} not found")]
     NotFound(String),
+    /// The request is not acceptable as given (a server URL with credentials in it…).
+    #[error("{0}")]
+    Invalid(String),
     /// The request conflicts with what is stored (duplicate name, answering a settled question…).
     #[error("{0}")]
     Conflict(String),
@@ -133,6 +136,75 @@ pub fn default_data_dir() -> PathBuf {
             .or_else(|| home().map(|h| h.join(".local/share")))
     };
     base.unwrap_or_else(std::env::temp_dir).join("countersign")
+}
+
+/// Creates `data_dir` (and its parents) if needed, readable by this user only (0700), and
+/// tightens an existing one: the ledger holds arguments, answers, results and the audit log.
+/// A shared sticky directory (such as `/tmp`, if someone points `--data-dir` at it) is left as
+/// it is: it is not ours to close, and the files inside are still created 0600.
+pub fn prepare_data_dir(data_dir: &Path) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(data_dir)?;
+        let mode = std::fs::metadata(data_dir)?.permissions().mode();
+        let sticky = mode & 0o1000 != 0;
+        if mode & 0o077 != 0 && !sticky {
+            std::fs::set_permissions(data_dir, std::fs::Permissions::from_mode(mode & 0o7700))?;
+        }
+        Ok(())
+    }
+    #[cfg(not(unix))]
+    {
+        std::fs::create_dir_all(data_dir)
+    }
+}
+
+/// Makes `path` readable and writable by this user only (0600): created empty with that mode
+/// when absent (so SQLite's `-wal` and `-shm`, which copy the main file's mode, follow), and
+/// tightened by path when present.
+///
+/// Never open an existing SQLite file with `std::fs` here: closing any descriptor of a file
+/// drops every POSIX lock this process holds on it, and another `Ledger` in this process (the
+/// CLI opens one, then its engine opens another) would lose its locks. SQLite could then take
+/// this process for gone and delete or reset a WAL that holds committed transactions.
+pub(crate) fn private_file(path: &Path) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        match std::fs::metadata(path) {
+            Ok(meta) => {
+                let mode = meta.permissions().mode();
+                if mode & 0o077 != 0 {
+                    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode & 0o7700))?;
+                }
+                Ok(())
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                // Nobody in this process has it open yet: creating it here releases no lock.
+                match std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .mode(0o600)
+                    .open(path)
+                {
+                    Ok(_) => Ok(()),
+                    // Another process created it meanwhile: tighten it like any existing file.
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => private_file(path),
+                    Err(e) => Err(e),
+                }
+            }
+            Err(e) => Err(e),
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = path;
+        Ok(())
+    }
 }
 
 /// What a write job sees: the transaction's connection and the events it appends.
@@ -254,11 +326,17 @@ fn migrate(conn: &mut Connection) -> Result<()> {
 impl Ledger {
     /// Opens (creating if needed) the ledger in `data_dir`, migrating it to this build's schema.
     pub fn open(data_dir: &Path) -> Result<Self> {
-        std::fs::create_dir_all(data_dir).map_err(|source| Error::Io {
+        prepare_data_dir(data_dir).map_err(|source| Error::Io {
             path: data_dir.to_owned(),
             source,
         })?;
         let path = data_dir.join(LEDGER_FILE);
+        for file in [LEDGER_FILE, "ledger.sqlite3-wal", "ledger.sqlite3-shm"] {
+            let file = data_dir.join(file);
+            if file == path || file.exists() {
+                private_file(&file).map_err(|source| Error::Io { path: file, source })?;
+            }
+        }
         let mut write_conn = open_connection(&path)?;
         migrate(&mut write_conn)?;
         let reader = open_connection(&path)?;

@@ -9,6 +9,7 @@
 //! - [`tracking`]: a new task state turned into timeline events and question records;
 //! - [`engine`]: the loop that resumes, observes and delivers; one per ledger;
 //! - [`actions`]: what a person does (call, answer, cancel, adopt), recorded before it is sent;
+//! - [`notice`]: what a person is told outside the window (notification text, a link's host);
 //! - [`secret`]: [`secret::Sensitive`], the wrapper that keeps tokens out of logs and storage;
 //! - [`secrets`]: bearer tokens in the OS keyring (Secret Service / Keychain / Credential Manager).
 //!
@@ -23,6 +24,7 @@ pub mod actions;
 pub mod engine;
 pub mod ledger;
 pub mod mcp;
+pub mod notice;
 pub mod scheduler;
 pub mod secret;
 pub mod secrets;

@@ -16,7 +16,15 @@ pub mod sse;
 pub mod subscription;
 pub mod wire;
 
-pub use client::{client_capabilities, Client, ClientOptions, Endpoint, Listening, ToolCall};
+/// How many times a call is re-sent with answers (MRTR, `input_required` on `tools/call`) before
+/// the client gives up on a server that keeps asking: a human answers a handful of questions per
+/// call, and a server that never stops asking would otherwise keep the caller in a loop for ever.
+/// Every face that re-sends calls automatically (the CLI, direct and ledger mode) stops here.
+pub const MAX_MRTR_ROUNDS: usize = 16;
+
+pub use client::{
+    check_server_url, client_capabilities, Client, ClientOptions, Endpoint, Listening, ToolCall,
+};
 pub use error::{Error, ErrorClass, Result};
 pub use subscription::{ListenEvent, ListenRequest};
 pub use wire::{

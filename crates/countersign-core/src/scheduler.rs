@@ -3,10 +3,13 @@
 //! Invariants:
 //! - a task is never polled sooner than its interval after the previous poll's ANSWER arrived,
 //!   so the server sees gaps of at least `interval` between requests for one task;
-//! - the interval is `max(server pollIntervalMs, user floor)`, re-read from every answer, and
-//!   [`DEFAULT_INTERVAL`] when the server names none;
+//! - the interval is `max(server pollIntervalMs, user floor, MIN_INTERVAL)`, re-read from every
+//!   answer, and [`DEFAULT_INTERVAL`] when the server names none;
 //! - failures back off exponentially with jitter, capped at [`MAX_BACKOFF`], and never retry
 //!   sooner than the server's `Retry-After` or the normal interval;
+//! - every wait a server can influence (`pollIntervalMs`, `Retry-After`) is capped at
+//!   [`MAX_SERVER_WAIT`], and deadlines are computed with [`after`], which cannot overflow: a
+//!   server number never panics the loop that serves every other server;
 //! - on resume, first polls are spread uniformly over each task's interval so a server that just
 //!   came back does not get every task at once.
 //!
@@ -23,22 +26,52 @@ use tokio::time::Instant;
 pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(2000);
 /// Longest wait between attempts while a task's polls fail.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(60);
+/// The shortest interval between two polls of one task, whatever the server asks
+/// (`pollIntervalMs: 0` would otherwise mean a busy loop); a server's floor can only raise it.
+pub const MIN_INTERVAL: Duration = Duration::from_millis(250);
+/// The longest wait a server can impose through `pollIntervalMs` or `Retry-After`: past an hour
+/// a number is more likely a bug or an attack than a plan, and a task must not vanish from
+/// view for days because a server said so.
+pub const MAX_SERVER_WAIT: Duration = Duration::from_secs(3600);
+/// The largest per-server floor honoured (a user's setting, but still a number that meets time).
+pub const MAX_FLOOR: Duration = Duration::from_secs(24 * 3600);
 
-/// The interval to wait after a successful poll.
+/// The interval to wait after a successful poll: the server's `pollIntervalMs` capped at
+/// [`MAX_SERVER_WAIT`], raised to the user's `floor` (at most [`MAX_FLOOR`]) and to
+/// [`MIN_INTERVAL`].
 pub fn interval(server_ms: Option<u64>, floor: Duration) -> Duration {
     server_ms
         .map(Duration::from_millis)
         .unwrap_or(DEFAULT_INTERVAL)
-        .max(floor)
+        .min(MAX_SERVER_WAIT)
+        .max(floor.min(MAX_FLOOR))
+        .max(MIN_INTERVAL)
+}
+
+/// A server's `Retry-After`, capped at [`MAX_SERVER_WAIT`].
+pub fn retry_after(server: Option<Duration>) -> Option<Duration> {
+    server.map(|d| d.min(MAX_SERVER_WAIT))
+}
+
+/// `now + wait` without overflow: a wait that does not fit in an `Instant` (only possible with
+/// a number no caller should have let through) becomes [`MAX_SERVER_WAIT`].
+pub fn after(now: Instant, wait: Duration) -> Instant {
+    now.checked_add(wait)
+        .or_else(|| now.checked_add(MAX_SERVER_WAIT))
+        .unwrap_or(now)
 }
 
 /// The wait after the `failures`-th consecutive failure (1-based): `interval · 2^(n-1)` with ±20 %
-/// jitter, capped, and never less than `retry_after` or the interval itself.
+/// jitter, capped, and never less than `retry_after` (itself capped at [`MAX_SERVER_WAIT`]) or
+/// the interval itself.
 pub fn backoff(interval: Duration, failures: u32, retry_after: Option<Duration>) -> Duration {
     let exp = interval.saturating_mul(1u32 << failures.saturating_sub(1).min(16));
     let jitter = rand::rng().random_range(0.8..1.2);
-    let wait = exp.mul_f64(jitter).min(MAX_BACKOFF).max(interval);
-    match retry_after {
+    // `mul_f64` panics when the product overflows a Duration: bound it first, high enough that
+    // the jittered value still reaches the cap (75 s · 0.8 = 60 s).
+    let capped = exp.min(MAX_BACKOFF.saturating_mul(2).max(interval));
+    let wait = capped.mul_f64(jitter).min(MAX_BACKOFF).max(interval);
+    match self::retry_after(retry_after) {
         Some(ra) => wait.max(ra),
         None => wait,
     }
@@ -166,6 +199,45 @@ mod tests {
             assert!(backoff(base, 30, None) <= MAX_BACKOFF);
             assert!(backoff(base, 1, Some(Duration::from_secs(90))) >= Duration::from_secs(90));
         }
+    }
+
+    #[test]
+    fn interval_has_a_built_in_floor_and_a_ceiling() {
+        assert_eq!(
+            interval(Some(0), Duration::ZERO),
+            MIN_INTERVAL,
+            "0 ms is not a busy loop"
+        );
+        assert_eq!(interval(Some(10), Duration::ZERO), MIN_INTERVAL);
+        assert_eq!(
+            interval(Some(0), Duration::from_secs(2)),
+            Duration::from_secs(2),
+            "the user's floor only raises it"
+        );
+        assert_eq!(interval(Some(u64::MAX), Duration::ZERO), MAX_SERVER_WAIT);
+        assert_eq!(
+            interval(Some(i64::MAX as u64), Duration::ZERO),
+            MAX_SERVER_WAIT
+        );
+    }
+
+    #[test]
+    fn server_waits_never_overflow_an_instant() {
+        let huge = Some(Duration::from_secs(10_000_000_000_000_000_000));
+        for failures in [1, 2, 30, u32::MAX] {
+            let wait = backoff(Duration::from_secs(1), failures, huge);
+            assert_eq!(wait, MAX_SERVER_WAIT, "Retry-After is capped at an hour");
+            let _ = after(Instant::now(), wait);
+        }
+        let longest = interval(Some(u64::MAX), Duration::MAX);
+        assert_eq!(longest, MAX_FLOOR, "even the user's floor is bounded");
+        let now = Instant::now();
+        assert_eq!(after(now, Duration::MAX), now + MAX_SERVER_WAIT);
+        assert!(
+            backoff(longest, 3, None) >= longest,
+            "no panic on the longest interval"
+        );
+        assert!(spread(longest) < longest);
     }
 
     #[test]

@@ -8,6 +8,12 @@
 //! it inside `tokio::task::spawn_blocking`. The platform store is chosen once per process, on
 //! first use.
 
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, RwLock};
+
+use crate::engine::TokenProvider;
+use crate::ledger::servers::ServerRecord;
 use crate::secret::Sensitive;
 
 /// The keyring service name the app uses (its bundle identifier).
@@ -180,6 +186,120 @@ fn classify(server_id: &str, e: keyring::Error) -> Error {
             server_id,
             detail: other.to_string(),
         },
+    }
+}
+
+/// The tokens of one ledger's servers: stored, read and deleted only through the OS keyring
+/// ([`Secrets`]), and held in memory as [`Sensitive`] for the engine's
+/// [`TokenProvider`](crate::engine::TokenProvider). Every face (the app, the CLI, the tests)
+/// uses this one type, so a server's token is found under the same keyring entry whoever stored
+/// it, and goes to that server only.
+///
+/// The engine builds a server's client synchronously on its own loop, so it must not wait on a
+/// D-Bus round trip there: tokens are read from the keyring once at start (and whenever one is
+/// set) into this cache, off the async threads. Keyring entries are named
+/// `<server row>@<data dir>`, so two ledgers on one machine never share a token.
+#[derive(Clone)]
+pub struct Tokens {
+    secrets: Secrets,
+    scope: String,
+    cache: Arc<RwLock<HashMap<i64, Sensitive<String>>>>,
+}
+
+impl Tokens {
+    /// Tokens of the ledger in `data_dir`, under the keyring service of `secrets`.
+    pub fn new(secrets: Secrets, data_dir: &Path) -> Self {
+        Self {
+            secrets,
+            scope: data_dir.display().to_string(),
+            cache: Arc::default(),
+        }
+    }
+
+    /// The keyring entry's user name for a server (the service is [`Secrets::service`]).
+    pub fn entry_name(&self, server: i64) -> String {
+        format!("{server}@{}", self.scope)
+    }
+
+    /// The keyring service.
+    pub fn service(&self) -> &str {
+        self.secrets.service()
+    }
+
+    /// Reads the tokens of these servers from the keyring into the cache; returns the failures.
+    pub async fn load(&self, servers: Vec<i64>) -> Vec<(i64, Error)> {
+        let me = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut failed = Vec::new();
+            for id in servers {
+                match me.secrets.load(&me.entry_name(id)) {
+                    Ok(Some(token)) => me.put(id, Some(token)),
+                    Ok(None) => {}
+                    Err(e) => failed.push((id, e)),
+                }
+            }
+            failed
+        })
+        .await
+        .unwrap_or_default()
+    }
+
+    /// Stores (or replaces) a server's token in the keyring, then in the cache.
+    pub async fn store(&self, server: i64, token: Sensitive<String>) -> Result<()> {
+        let me = self.clone();
+        tokio::task::spawn_blocking(move || {
+            me.secrets.store(&me.entry_name(server), &token)?;
+            me.put(server, Some(token));
+            Ok(())
+        })
+        .await
+        .unwrap_or_else(|_| {
+            Err(Error::NoKeyring {
+                detail: "the keyring task panicked".into(),
+            })
+        })
+    }
+
+    /// Deletes a server's token from the keyring (fine if there was none) and from the cache.
+    pub async fn delete(&self, server: i64) -> Result<()> {
+        let me = self.clone();
+        tokio::task::spawn_blocking(move || {
+            me.secrets.delete(&me.entry_name(server))?;
+            me.put(server, None);
+            Ok(())
+        })
+        .await
+        .unwrap_or_else(|_| {
+            Err(Error::NoKeyring {
+                detail: "the keyring task panicked".into(),
+            })
+        })
+    }
+
+    fn put(&self, server: i64, token: Option<Sensitive<String>>) {
+        if let Ok(mut cache) = self.cache.write() {
+            match token {
+                Some(t) => cache.insert(server, t),
+                None => cache.remove(&server),
+            };
+        }
+    }
+
+    /// The cached token of a server.
+    pub fn get(&self, server: i64) -> Option<Sensitive<String>> {
+        self.cache.read().ok()?.get(&server).cloned()
+    }
+
+    /// What the engine asks for a server's token: the cache, never the keyring.
+    pub fn provider(&self) -> TokenProvider {
+        let me = self.clone();
+        Arc::new(move |server: &ServerRecord| {
+            if server.has_token {
+                me.get(server.id)
+            } else {
+                None
+            }
+        })
     }
 }
 

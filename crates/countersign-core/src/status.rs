@@ -21,7 +21,8 @@ pub mod poll;
 pub mod push;
 
 use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
+use std::future::Future;
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use tokio::sync::Semaphore;
@@ -130,5 +131,121 @@ impl Links {
             .read()
             .map(|m| m.keys().copied().collect())
             .unwrap_or_default()
+    }
+}
+
+/// The tasks a source watches, kept beside its loop so that a restarted loop can pick them up
+/// again (see [`supervise`]).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Watched(Arc<Mutex<HashMap<i64, Watch>>>);
+
+impl Watched {
+    pub(crate) fn insert(&self, watch: &Watch) {
+        if let Ok(mut map) = self.0.lock() {
+            map.insert(watch.task, watch.clone());
+        }
+    }
+
+    pub(crate) fn remove(&self, task: i64) {
+        if let Ok(mut map) = self.0.lock() {
+            map.remove(&task);
+        }
+    }
+
+    /// Every watched task, for a restarted loop: first checks spread over one interval.
+    pub(crate) fn all(&self) -> Vec<Watch> {
+        self.0
+            .lock()
+            .map(|map| {
+                map.values()
+                    .cloned()
+                    .map(|w| Watch {
+                        first: FirstCheck::Spread,
+                        ..w
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+/// Longest pause before a panicked source loop is started again.
+const MAX_RESTART_PAUSE: Duration = Duration::from_secs(30);
+
+/// Runs a source's loop and keeps it running. A loop that returns is done (its source was
+/// dropped); a loop that panics is a bug, and one source's bug must not stop status for every
+/// server in silence: the panic is logged at error level (the CLI's `watch` prints it) and the
+/// loop starts again, told how many restarts came before so it can take up what it watched,
+/// after a pause that doubles up to [`MAX_RESTART_PAUSE`].
+pub(crate) fn supervise<F, Fut>(
+    name: &'static str,
+    restarts: Arc<std::sync::atomic::AtomicU32>,
+    mut start: F,
+) where
+    F: FnMut(u32) -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    tokio::spawn(async move {
+        let mut count = 0u32;
+        loop {
+            match tokio::spawn(start(count)).await {
+                Ok(()) => return,
+                Err(e) if e.is_cancelled() => return,
+                Err(e) => {
+                    count = count.saturating_add(1);
+                    restarts.store(count, std::sync::atomic::Ordering::SeqCst);
+                    let pause = Duration::from_millis(100)
+                        .saturating_mul(1u32 << count.min(16))
+                        .min(MAX_RESTART_PAUSE);
+                    tracing::error!(
+                        source = name,
+                        restarts = count,
+                        panic = %panic_text(e.into_panic()),
+                        restart_in = ?pause,
+                        "a status source crashed; restarting it (please report this bug)"
+                    );
+                    tokio::time::sleep(pause).await;
+                }
+            }
+        }
+    });
+}
+
+fn panic_text(payload: Box<dyn std::any::Any + Send>) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    #[tokio::test(start_paused = true)]
+    async fn a_panicking_source_loop_is_restarted_and_told_so() {
+        let restarts = Arc::new(AtomicU32::new(0));
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        supervise("test", restarts.clone(), move |restart| {
+            let tx = tx.clone();
+            async move {
+                let _ = tx.send(restart);
+                if restart < 2 {
+                    panic!("bug number {restart}");
+                }
+            }
+        });
+        let mut seen = Vec::new();
+        while let Some(restart) = rx.recv().await {
+            seen.push(restart);
+        }
+        assert_eq!(
+            seen,
+            vec![0, 1, 2],
+            "started, crashed twice, restarted twice, then returned"
+        );
+        assert_eq!(restarts.load(Ordering::SeqCst), 2);
     }
 }

@@ -67,6 +67,21 @@ pub fn record(
     via: Via,
 ) -> Result<()> {
     let now = Known::of(task);
+    if before.is_none() {
+        // A new handle: a bad hint in it was ignored or clamped, and the person should see that
+        // the server said something odd (polls repeat it; the handle says it once).
+        for ignored in &task.ignored {
+            ctx.append(NewEvent {
+                task: Some(row),
+                server_id: None,
+                via,
+                kind: EventKind::ServerDataIgnored {
+                    code: "advisory_field".into(),
+                    message: ignored.to_string(),
+                },
+            })?;
+        }
+    }
     if let Some(before) = before {
         tasks::store_state(ctx.conn, row, task)?;
         if before.status != now.status || before.message != now.message {

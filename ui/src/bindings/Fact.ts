@@ -175,6 +175,14 @@ ttlMs: number, } | { "kind": "task_lost",
 /**
  * The server's message.
  */
+message: string, } | { "kind": "server_data_ignored", 
+/**
+ * What kind of thing.
+ */
+code: string, 
+/**
+ * What was sent and what we did.
+ */
 message: string, } | { "kind": "server_unreachable", 
 /**
  * Why.

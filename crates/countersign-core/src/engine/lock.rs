@@ -41,13 +41,11 @@ impl EngineLock {
             path: path.display().to_string(),
             source,
         };
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .map_err(io)?;
+        let mut options = OpenOptions::new();
+        options.read(true).write(true).create(true).truncate(false);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        let mut file = options.open(&path).map_err(io)?;
         match file.try_lock() {
             Ok(()) => {
                 file.set_len(0).map_err(io)?;
@@ -69,7 +67,7 @@ impl EngineLock {
 
     /// Creates the data directory if needed, then [`EngineLock::acquire`].
     pub fn acquire_creating(data_dir: &Path) -> Result<Self, LockError> {
-        std::fs::create_dir_all(data_dir).map_err(|source| LockError::Io {
+        crate::ledger::prepare_data_dir(data_dir).map_err(|source| LockError::Io {
             path: data_dir.display().to_string(),
             source,
         })?;

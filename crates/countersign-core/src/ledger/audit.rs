@@ -76,15 +76,10 @@ pub fn list(conn: &Connection) -> Result<Vec<AuditRecord>> {
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
-/// The log as CSV (RFC 4180 quoting), with a header row.
+/// The log as CSV (RFC 4180 quoting), with a header row. Every cell goes through
+/// [`csv_cell`], so server-chosen text (task ids, question keys) cannot become a spreadsheet
+/// formula.
 pub fn to_csv(records: &[AuditRecord]) -> String {
-    fn field(s: &str) -> String {
-        if s.contains([',', '"', '\n', '\r']) {
-            format!("\"{}\"", s.replace('"', "\"\""))
-        } else {
-            s.to_owned()
-        }
-    }
     let mut out = String::from("id,at,actor,action,server,task_id,input_key,detail\r\n");
     for r in records {
         let row = [
@@ -97,10 +92,33 @@ pub fn to_csv(records: &[AuditRecord]) -> String {
             r.input_key.clone().unwrap_or_default(),
             r.detail.to_string(),
         ];
-        out.push_str(&row.iter().map(|f| field(f)).collect::<Vec<_>>().join(","));
+        out.push_str(
+            &row.iter()
+                .map(|f| csv_cell(f))
+                .collect::<Vec<_>>()
+                .join(","),
+        );
         out.push_str("\r\n");
     }
     out
+}
+
+/// One CSV cell, safe to open in a spreadsheet: a cell that starts with `=`, `+`, `-`, `@`, tab
+/// or carriage return is read as a formula by Excel, LibreOffice and Google Sheets (CSV
+/// injection, e.g. `=HYPERLINK(…)` as a question key), so it gets a leading `'`, which they show
+/// as text; then RFC 4180 quoting. The `'` is visible to a program reading the file: the JSON
+/// export is the exact one.
+pub fn csv_cell(text: &str) -> String {
+    let guarded = if text.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+        format!("'{text}")
+    } else {
+        text.to_owned()
+    };
+    if guarded.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", guarded.replace('"', "\"\""))
+    } else {
+        guarded
+    }
 }
 
 /// The OS user making decisions in this process: `$USER` (or `USERNAME`/`LOGNAME`), else the
@@ -132,4 +150,60 @@ pub fn os_user() -> String {
         }
     }
     "unknown".into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn csv_cells_that_a_spreadsheet_would_run_as_formulas_start_with_a_quote() {
+        for (cell, expected) in [
+            (
+                "=HYPERLINK(\"http://evil\",\"x\")",
+                "\"'=HYPERLINK(\"\"http://evil\"\",\"\"x\"\")\"",
+            ),
+            ("+1+1", "'+1+1"),
+            ("-2+3", "'-2+3"),
+            ("@SUM(A1)", "'@SUM(A1)"),
+            ("\t=1", "'\t=1"),
+            ("\r=1", "\"'\r=1\""),
+        ] {
+            assert_eq!(csv_cell(cell), expected, "cell {cell:?}");
+        }
+    }
+
+    #[test]
+    fn csv_cells_of_plain_text_are_unchanged_or_only_quoted() {
+        assert_eq!(csv_cell("approval-1"), "approval-1");
+        assert_eq!(
+            csv_cell("a=b"),
+            "a=b",
+            "only a leading sign makes a formula"
+        );
+        assert_eq!(csv_cell("a,b"), "\"a,b\"");
+        assert_eq!(csv_cell("say \"hi\""), "\"say \"\"hi\"\"\"");
+        assert_eq!(csv_cell(""), "");
+    }
+
+    #[test]
+    fn the_csv_export_guards_a_server_chosen_question_key() {
+        let record = AuditRecord {
+            id: 1,
+            at: 1_700_000_000_000,
+            actor: "alice".into(),
+            action: "answer".into(),
+            server: Some("demo".into()),
+            task_id: Some("-t1".into()),
+            input_key: Some("=1+2".into()),
+            detail: json!({"action": "accept"}),
+        };
+        let csv = to_csv(&[record]);
+        let row = csv.lines().nth(1).unwrap_or_default();
+        assert_eq!(
+            row, "1,1700000000000,alice,answer,demo,'-t1,'=1+2,\"{\"\"action\"\":\"\"accept\"\"}\"",
+            "task id and key must not start a formula: {csv}"
+        );
+    }
 }

@@ -195,6 +195,14 @@ pub enum EventKind {
         /// The server's message.
         message: String,
     },
+    /// The server sent something we did not take as sent (a bad advisory field ignored or
+    /// clamped); what matters of the answer was kept.
+    ServerDataIgnored {
+        /// What kind of thing: `advisory_field`.
+        code: String,
+        /// What was sent and what we did, for the timeline.
+        message: String,
+    },
     /// A server stopped answering.
     ServerUnreachable {
         /// Why.
@@ -234,6 +242,7 @@ impl EventKind {
             Self::TaskFinished { .. } => "task_finished",
             Self::TaskExpired { .. } => "task_expired",
             Self::TaskLost { .. } => "task_lost",
+            Self::ServerDataIgnored { .. } => "server_data_ignored",
             Self::ServerUnreachable { .. } => "server_unreachable",
             Self::ServerRecovered => "server_recovered",
             Self::EngineStarted { .. } => "engine_started",

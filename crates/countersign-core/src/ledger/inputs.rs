@@ -184,15 +184,18 @@ pub fn supersede_missing(conn: &Connection, task: i64, present: &[&str]) -> Resu
         let rows = stmt.query_map([task], |r| r.get::<_, String>(0))?;
         rows.collect::<rusqlite::Result<_>>()?
     };
+    // A set, not a scan of `present` per key: a server listing many keys must not make this
+    // quadratic (it runs inside the writer's transaction, where everything else waits).
+    let present: std::collections::HashSet<&str> = present.iter().copied().collect();
     let gone: Vec<String> = pending
         .into_iter()
-        .filter(|k| !present.contains(&k.as_str()))
+        .filter(|k| !present.contains(k.as_str()))
         .collect();
+    let mut supersede = conn.prepare_cached(
+        "UPDATE inputs SET state = 'superseded' WHERE task = ?1 AND key = ?2 AND state = 'pending'",
+    )?;
     for key in &gone {
-        conn.execute(
-            "UPDATE inputs SET state = 'superseded' WHERE task = ?1 AND key = ?2 AND state = 'pending'",
-            params![task, key],
-        )?;
+        supersede.execute(params![task, key])?;
     }
     Ok(gone)
 }

@@ -57,6 +57,7 @@ pub fn add(conn: &Connection, name: &str, url: &str, has_token: bool) -> Result<
     if name.trim().is_empty() {
         return Err(Error::Conflict("a server name must not be empty".into()));
     }
+    check_url(url)?;
     if by_name(conn, name)?.is_some() {
         return Err(Error::Conflict(format!(
             "a server named {name:?} already exists"
@@ -125,9 +126,10 @@ pub fn update(
     has_token: bool,
     poll_floor_ms: u64,
 ) -> Result<()> {
+    check_url(url)?;
     let n = conn.execute(
         "UPDATE servers SET url = ?2, has_token = ?3, poll_floor_ms = ?4 WHERE id = ?1",
-        params![id, url, has_token, poll_floor_ms as i64],
+        params![id, url, has_token, super::tasks::sql_ms(poll_floor_ms)],
     )?;
     if n == 0 {
         return Err(Error::NotFound(format!("server #{id}")));
@@ -139,4 +141,12 @@ pub fn update(
 pub fn remove(conn: &Connection, id: i64) -> Result<()> {
     conn.execute("DELETE FROM servers WHERE id = ?1", [id])?;
     Ok(())
+}
+
+/// The last line of defence for what the servers table keeps: no URL with credentials in it,
+/// whichever face adds the server.
+fn check_url(url: &str) -> Result<()> {
+    crate::mcp::check_server_url(url)
+        .map(drop)
+        .map_err(|e| Error::Invalid(e.to_string()))
 }

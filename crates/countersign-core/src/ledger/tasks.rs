@@ -163,6 +163,23 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<TaskRecord> {
     })
 }
 
+/// The row of the task `task_id` on server `server_id`, if the ledger tracks it.
+pub fn row_of(conn: &Connection, server_id: i64, task_id: &str) -> Result<Option<i64>> {
+    Ok(conn
+        .query_row(
+            "SELECT id FROM tasks WHERE server_id = ?1 AND task_id = ?2",
+            params![server_id, task_id],
+            |r| r.get(0),
+        )
+        .optional()?)
+}
+
+/// A server's millisecond count as an SQLite integer: clamped, never wrapped (`u64::MAX as i64`
+/// is -1, which would make a task with an endless TTL expire at once).
+pub fn sql_ms(ms: u64) -> i64 {
+    i64::try_from(ms).unwrap_or(i64::MAX)
+}
+
 /// Records a task the moment its handle arrives (or when adopted). Fails with `Conflict` if the
 /// server already has a task with that id in the ledger.
 pub fn insert(
@@ -201,8 +218,8 @@ pub fn insert(
             status.as_str(),
             task.status_message,
             task.to_json().to_string(),
-            task.poll_interval_ms.map(|v| v as i64),
-            task.ttl_ms.map(|v| v as i64),
+            task.poll_interval_ms.map(sql_ms),
+            task.ttl_ms.map(sql_ms),
             task.created_at,
             now,
             status.is_finished().then_some(now),
@@ -224,8 +241,8 @@ pub fn store_state(conn: &Connection, id: i64, task: &mcp::Task) -> Result<()> {
         status.as_str(),
         task.status_message,
         task.to_json().to_string(),
-        task.poll_interval_ms.map(|v| v as i64),
-        task.ttl_ms.map(|v| v as i64),
+        task.poll_interval_ms.map(sql_ms),
+        task.ttl_ms.map(sql_ms),
         now,
         status.is_finished().then_some(now),
     ])?;

@@ -111,6 +111,81 @@ struct ToolHeaders {
     excluded: HashMap<String, String>,
 }
 
+/// Checks a server URL before anything is sent to or stored for it: `http` or `https`, and no
+/// user name or password in it (`http://user:pass@host/` would be sent as Basic auth and kept
+/// in plain text wherever the URL goes: the servers table, events, the audit log). Tokens
+/// belong in the OS keyring. The error never repeats the credentials.
+pub fn check_server_url(url: &str) -> Result<reqwest::Url> {
+    let parsed = reqwest::Url::parse(url).map_err(|e| Error::InvalidUrl {
+        url: redact_userinfo(url),
+        reason: e.to_string(),
+    })?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err(Error::InvalidUrl {
+            url: redact_userinfo(url),
+            reason: "only http and https are supported".into(),
+        });
+    }
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        return Err(Error::InvalidUrl {
+            url: redact_userinfo(url),
+            reason: "it contains a user name or password; Countersign sends no credentials in URLs: remove them and give the server's token instead (it is kept in the OS keyring)".into(),
+        });
+    }
+    Ok(parsed)
+}
+
+/// `url` with anything between `://` and the last `@` of the authority replaced by `***`.
+fn redact_userinfo(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => format!("{scheme}://***@{}", &rest[at + 1..]),
+        None => url.to_owned(),
+    }
+}
+
+/// Redirects: followed only on the same origin (scheme, host and port) as the request that
+/// was redirected, at most [`MAX_REDIRECTS`](super::error::MAX_REDIRECTS) times. Anything else
+/// is not followed, and the 3xx answer becomes [`Error::Redirected`] naming the target: a
+/// redirect to another origin would re-send the whole request (a `307` keeps the body) to a
+/// server the user never added, and its answer would be taken as our server's.
+fn redirect_policy() -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(|attempt| {
+        let same_origin = attempt
+            .previous()
+            .last()
+            .is_some_and(|from| from.origin() == attempt.url().origin());
+        if same_origin && attempt.previous().len() <= super::error::MAX_REDIRECTS {
+            attempt.follow()
+        } else {
+            attempt.stop()
+        }
+    })
+}
+
+fn redirected(method: &str, status: u16, headers: &reqwest::header::HeaderMap) -> Error {
+    let mut location = headers
+        .get(reqwest::header::LOCATION)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+        .unwrap_or_else(|| "(no Location)".into());
+    if location.len() > 200 {
+        let cut = (0..=200)
+            .rev()
+            .find(|i| location.is_char_boundary(*i))
+            .unwrap_or(0);
+        location.truncate(cut);
+        location.push('…');
+    }
+    Error::Redirected {
+        method: method.into(),
+        status,
+        location,
+    }
+}
+
 /// A stateless MCP 2026-07-28 client for one server. Cheap to clone; clones share the connection
 /// pool and the tool-header cache.
 #[derive(Debug, Clone)]
@@ -147,17 +222,9 @@ impl Client {
         options: ClientOptions,
         notifications: Option<mpsc::UnboundedSender<Value>>,
     ) -> Result<Self> {
-        let url = reqwest::Url::parse(&endpoint.url).map_err(|e| Error::InvalidUrl {
-            url: endpoint.url.clone(),
-            reason: e.to_string(),
-        })?;
-        if !matches!(url.scheme(), "http" | "https") {
-            return Err(Error::InvalidUrl {
-                url: endpoint.url.clone(),
-                reason: "only http and https are supported".into(),
-            });
-        }
+        let url = check_server_url(&endpoint.url)?;
         let http = reqwest::Client::builder()
+            .redirect(redirect_policy())
             .connect_timeout(options.connect_timeout)
             .timeout(options.request_timeout)
             .pool_idle_timeout(Duration::from_secs(90))
@@ -167,6 +234,7 @@ impl Client {
                 message: e.to_string(),
             })?;
         let listen_http = reqwest::Client::builder()
+            .redirect(redirect_policy())
             .connect_timeout(options.connect_timeout)
             .tcp_keepalive(Duration::from_secs(30))
             .pool_idle_timeout(Duration::from_secs(90))
@@ -489,6 +557,9 @@ impl Client {
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
 
+        if (300..400).contains(&status) {
+            return Err(redirected(method, status, response.headers()));
+        }
         if status == 406 {
             return Err(Error::NotAcceptable {
                 method: method.into(),
@@ -670,6 +741,9 @@ impl Client {
                 .unwrap_or_default()
         };
 
+        if (300..400).contains(&status) {
+            return Err(redirected(method, status, response.headers()));
+        }
         if status == 406 {
             return Err(Error::NotAcceptable {
                 method: method.into(),

@@ -65,6 +65,18 @@ pub enum Error {
         /// The `WWW-Authenticate` challenge, if any.
         www_authenticate: Option<String>,
     },
+    /// A redirect we do not follow: to another origin (the request, its body and our
+    /// credentials would go to a server the user never added), or past [`MAX_REDIRECTS`] on
+    /// the same one.
+    #[error("server redirected {method} (HTTP {status}) to {location}; Countersign follows no redirect to another origin and at most {MAX_REDIRECTS} on the same one: update the server's URL if it moved")]
+    Redirected {
+        /// The method sent.
+        method: String,
+        /// The 3xx status.
+        status: u16,
+        /// The `Location` the server named (as sent, shortened).
+        location: String,
+    },
     /// HTTP 429: slow down; retry no sooner than `retry_after` when the server says.
     #[error("server is rate-limiting {method}{}", retry_after.map(|d| format!(" (retry after {}s)", d.as_secs())).unwrap_or_default())]
     RateLimited {
@@ -165,6 +177,9 @@ pub enum Error {
     InvalidRequest(String),
 }
 
+/// Redirects followed on the same origin before giving up.
+pub const MAX_REDIRECTS: usize = 3;
+
 /// Coarse classes of [`Error`] that decide what an engine does next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorClass {
@@ -209,6 +224,7 @@ impl Error {
     pub fn code(&self) -> &'static str {
         match self {
             Self::InvalidUrl { .. } => "invalid_url",
+            Self::Redirected { .. } => "redirected",
             Self::Connect { .. } => "connect",
             Self::Tls { .. } => "tls",
             Self::Timeout { .. } => "timeout",

@@ -23,6 +23,17 @@ pub const META_CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
 /// `_meta` key of the server identity on results.
 pub const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
 
+/// Most questions one task (or one MRTR answer) may ask at once. A person answers a handful;
+/// thousands are a flood, refused whole with a clear error rather than stored and notified.
+pub const MAX_INPUT_REQUESTS: usize = 100;
+/// Largest one question may be, as JSON (its message and form schema).
+pub const MAX_INPUT_REQUEST_BYTES: usize = 64 * 1024;
+/// Longest input-request key.
+pub const MAX_INPUT_KEY_BYTES: usize = 1024;
+/// Largest millisecond count kept from a server (`ttlMs`, `pollIntervalMs`): SQLite's largest
+/// integer, so a stored number never changes sign.
+pub const MAX_SERVER_MS: u64 = i64::MAX as u64;
+
 /// A JSON-RPC error object, as a server sent it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RpcError {
@@ -290,6 +301,27 @@ pub struct Task {
     /// The status the server reported when it differs from `state` — only for a handle that
     /// is already terminal but, being a handle, carries no result or error to build the state from.
     pub handle_status: Option<TaskStatus>,
+    /// Advisory fields (`ttlMs`, `pollIntervalMs`) the server sent in an unusable form, and what
+    /// was done with each (ignored or clamped). A bad hint never costs the task handle itself:
+    /// `taskId` and `status` are what matter. Empty for a well-formed task.
+    pub ignored: Vec<IgnoredField>,
+}
+
+/// An advisory field of a task that was not taken as sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IgnoredField {
+    /// The field (`ttlMs`, `pollIntervalMs`).
+    pub field: &'static str,
+    /// What was sent, shortened for display.
+    pub sent: String,
+    /// What we did: `ignored`, or `clamped to N`.
+    pub outcome: String,
+}
+
+impl std::fmt::Display for IgnoredField {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "`{}` {} was {}", self.field, self.sent, self.outcome)
+    }
 }
 
 /// How much of the task the server included.
@@ -339,6 +371,7 @@ impl Task {
         let status = TaskStatus::parse(status_text)
             .ok_or_else(|| format!("unknown task status {status_text:?}"))?;
         let full = detail == TaskDetail::Full;
+        let mut ignored = Vec::new();
         let state = match status {
             TaskStatus::Working => TaskState::Working,
             TaskStatus::Cancelled => TaskState::Cancelled,
@@ -375,8 +408,9 @@ impl Task {
             status_message: optional_string(map, "statusMessage")?,
             created_at: optional_string(map, "createdAt")?,
             last_updated_at: optional_string(map, "lastUpdatedAt")?,
-            ttl_ms: optional_u64(map, "ttlMs")?,
-            poll_interval_ms: optional_u64(map, "pollIntervalMs")?,
+            ttl_ms: advisory_ms(map, "ttlMs", &mut ignored),
+            poll_interval_ms: advisory_ms(map, "pollIntervalMs", &mut ignored),
+            ignored,
             meta: map.get("_meta").and_then(Value::as_object).cloned(),
             detail,
             handle_status: (state.status() != status).then_some(status),
@@ -438,27 +472,86 @@ fn optional_string(map: &Map<String, Value>, key: &str) -> Result<Option<String>
     }
 }
 
-fn optional_u64(map: &Map<String, Value>, key: &str) -> Result<Option<u64>, String> {
-    match map.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => match (v.as_u64(), v.as_f64()) {
-            (Some(n), _) => Ok(Some(n)),
-            // Some servers serialise integers as floats (500.0); accept whole, non-negative values.
-            (None, Some(f)) if f >= 0.0 && f.fract() == 0.0 && f <= u64::MAX as f64 => {
-                Ok(Some(f as u64))
+/// An advisory millisecond count: a usable number is kept (whole floats like `500.0` too, as
+/// some servers serialise integers that way), one past [`MAX_SERVER_MS`] is clamped to it, and
+/// anything else (negative, fractional, a string) is ignored; both are noted in `ignored`.
+fn advisory_ms(
+    map: &Map<String, Value>,
+    key: &'static str,
+    ignored: &mut Vec<IgnoredField>,
+) -> Option<u64> {
+    let value = match map.get(key) {
+        None | Some(Value::Null) => return None,
+        Some(v) => v,
+    };
+    let mut note = |outcome: String| {
+        let mut sent = value.to_string();
+        if sent.len() > 40 {
+            let cut = (0..=40)
+                .rev()
+                .find(|i| sent.is_char_boundary(*i))
+                .unwrap_or(0);
+            sent.truncate(cut);
+            sent.push('…');
+        }
+        ignored.push(IgnoredField {
+            field: key,
+            sent,
+            outcome,
+        });
+    };
+    let clamped = |n: u64| (n > MAX_SERVER_MS).then_some(MAX_SERVER_MS);
+    match (value.as_u64(), value.as_f64()) {
+        (Some(n), _) => match clamped(n) {
+            Some(max) => {
+                note(format!("clamped to {max}"));
+                Some(max)
             }
-            _ => Err(format!("`{key}` must be a non-negative integer")),
+            None => Some(n),
         },
+        (None, Some(f)) if f >= 0.0 && f.fract() == 0.0 && f < MAX_SERVER_MS as f64 => {
+            Some(f as u64)
+        }
+        (None, Some(f)) if f >= MAX_SERVER_MS as f64 => {
+            note(format!("clamped to {MAX_SERVER_MS}"));
+            Some(MAX_SERVER_MS)
+        }
+        _ => {
+            note("ignored".into());
+            None
+        }
     }
 }
 
-/// Parses an `inputRequests` map; every entry must have a string `method`.
+/// Parses an `inputRequests` map; every entry must have a string `method`. A flood is refused
+/// whole: more than [`MAX_INPUT_REQUESTS`] entries, a key over [`MAX_INPUT_KEY_BYTES`] or a
+/// request over [`MAX_INPUT_REQUEST_BYTES`].
 pub fn parse_input_requests(value: &Value) -> Result<InputRequests, String> {
     let map = value
         .as_object()
         .ok_or("`inputRequests` must be an object")?;
+    if map.len() > MAX_INPUT_REQUESTS {
+        return Err(format!(
+            "the server asks {} questions at once; Countersign accepts at most {MAX_INPUT_REQUESTS} per task",
+            map.len()
+        ));
+    }
     let mut out = InputRequests::new();
     for (key, request) in map {
+        if key.len() > MAX_INPUT_KEY_BYTES {
+            return Err(format!(
+                "an input-request key is {} bytes long; at most {MAX_INPUT_KEY_BYTES} are accepted",
+                key.len()
+            ));
+        }
+        let size = serde_json::to_vec(request)
+            .map(|v| v.len())
+            .unwrap_or(usize::MAX);
+        if size > MAX_INPUT_REQUEST_BYTES {
+            return Err(format!(
+                "input request {key:?} is {size} bytes; at most {MAX_INPUT_REQUEST_BYTES} are accepted per question"
+            ));
+        }
         let parsed: InputRequest = serde_json::from_value(request.clone())
             .map_err(|e| format!("input request {key:?} is malformed: {e}"))?;
         out.insert(key.clone(), parsed);
@@ -717,10 +810,6 @@ mod tests {
             (json!({"taskId": 7, "status": "working"}), "taskId"),
             (json!({"taskId": "t"}), "status"),
             (
-                json!({"taskId": "t", "status": "working", "pollIntervalMs": -5}),
-                "pollIntervalMs",
-            ),
-            (
                 json!({"taskId": "t", "status": "working", "statusMessage": 3}),
                 "statusMessage",
             ),
@@ -729,6 +818,83 @@ mod tests {
             let err = Task::parse_full(&value).unwrap_err();
             assert!(err.contains(needle), "{err} should mention {needle}");
         }
+    }
+
+    #[test]
+    fn bad_advisory_fields_are_ignored_or_clamped_and_noted_never_fatal() {
+        for (field, sent, kept, outcome) in [
+            ("pollIntervalMs", json!(-5), None, "ignored"),
+            ("pollIntervalMs", json!("500"), None, "ignored"),
+            ("pollIntervalMs", json!(2.5), None, "ignored"),
+            (
+                "pollIntervalMs",
+                json!(1e19),
+                Some(MAX_SERVER_MS),
+                "clamped",
+            ),
+            ("ttlMs", json!(1e308), Some(MAX_SERVER_MS), "clamped"),
+            ("ttlMs", json!(u64::MAX), Some(MAX_SERVER_MS), "clamped"),
+            ("ttlMs", json!(-1), None, "ignored"),
+            ("ttlMs", json!({"ms": 5}), None, "ignored"),
+        ] {
+            let mut value = json!({"taskId": "t", "status": "working", "resultType": "task"});
+            value[field] = sent.clone();
+            let task = Task::parse_handle(&value)
+                .unwrap_or_else(|e| panic!("{field}: {sent} must not lose the handle: {e}"));
+            assert_eq!(task.task_id, "t");
+            let got = if field == "ttlMs" {
+                task.ttl_ms
+            } else {
+                task.poll_interval_ms
+            };
+            assert_eq!(got, kept, "{field}: {sent}");
+            assert_eq!(task.ignored.len(), 1, "{field}: {sent} is noted");
+            assert_eq!(task.ignored[0].field, field);
+            assert!(
+                task.ignored[0].outcome.starts_with(outcome),
+                "{:?}",
+                task.ignored[0]
+            );
+        }
+        let fine = Task::parse_handle(
+            &json!({"taskId": "t", "status": "working", "ttlMs": 500.0, "pollIntervalMs": 250}),
+        )
+        .expect("valid");
+        assert_eq!((fine.ttl_ms, fine.poll_interval_ms), (Some(500), Some(250)));
+        assert!(
+            fine.ignored.is_empty(),
+            "whole floats are numbers, not noise"
+        );
+    }
+
+    #[test]
+    fn a_flood_of_questions_is_refused_whole_with_the_limit_named() {
+        let ask = |n: usize| {
+            let requests: Map<String, Value> = (0..n)
+                .map(|i| {
+                    (
+                        format!("k{i}"),
+                        json!({"method": "elicitation/create", "params": {"mode": "form", "message": "?", "requestedSchema": {"type": "object"}}}),
+                    )
+                })
+                .collect();
+            json!({"taskId": "t", "status": "input_required", "inputRequests": requests})
+        };
+        assert!(Task::parse_full(&ask(MAX_INPUT_REQUESTS)).is_ok());
+        let err = Task::parse_full(&ask(100_000)).unwrap_err();
+        assert!(
+            err.contains("100000") && err.contains(&MAX_INPUT_REQUESTS.to_string()),
+            "{err}"
+        );
+        let big = json!({"taskId": "t", "status": "input_required", "inputRequests": {
+            "k": {"method": "elicitation/create", "params": {"mode": "form", "message": "x".repeat(MAX_INPUT_REQUEST_BYTES), "requestedSchema": {"type": "object"}}}
+        }});
+        let err = Task::parse_full(&big).unwrap_err();
+        assert!(err.contains("at most"), "{err}");
+        let long_key = json!({"taskId": "t", "status": "input_required", "inputRequests": {
+            "k".repeat(MAX_INPUT_KEY_BYTES + 1): {"method": "elicitation/create", "params": {}}
+        }});
+        assert!(Task::parse_full(&long_key).unwrap_err().contains("key"));
     }
 
     #[test]

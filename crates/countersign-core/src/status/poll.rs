@@ -13,7 +13,9 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::{CheckFailure, FirstCheck, Links, Observation, StatusSource, Watch};
+use super::{
+    supervise, CheckFailure, FirstCheck, Links, Observation, StatusSource, Watch, Watched,
+};
 use crate::ledger::Via;
 use crate::mcp::ErrorClass;
 use crate::scheduler::{self, DeadlineQueue};
@@ -77,12 +79,16 @@ pub struct PollStats {
     pub polls: u64,
     /// Of those, failed.
     pub failures: u64,
+    /// Times the polling loop crashed and was restarted (a bug if ever non-zero).
+    pub restarts: u32,
 }
 
 /// Polls every watched task no faster than its interval.
 pub struct PollSource {
     commands: mpsc::UnboundedSender<Command>,
     stats: std::sync::Arc<std::sync::Mutex<PollStats>>,
+    watched: Watched,
+    restarts: std::sync::Arc<std::sync::atomic::AtomicU32>,
 }
 
 impl PollSource {
@@ -90,14 +96,41 @@ impl PollSource {
     /// dropped.
     pub fn start(links: Links, sink: mpsc::UnboundedSender<Observation>) -> Self {
         let (commands, rx) = mpsc::unbounded_channel();
+        // Shared with every incarnation of the loop: a restarted loop takes the same commands.
+        let rx = std::sync::Arc::new(tokio::sync::Mutex::new(rx));
         let stats = std::sync::Arc::new(std::sync::Mutex::new(PollStats::default()));
-        tokio::spawn(run(links, sink, rx, stats.clone()));
-        Self { commands, stats }
+        let watched = Watched::default();
+        let restarts = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let loop_stats = stats.clone();
+        let loop_watched = watched.clone();
+        supervise("poll", restarts.clone(), move |restart| {
+            let resume = if restart > 0 {
+                loop_watched.all()
+            } else {
+                Vec::new()
+            };
+            run(
+                links.clone(),
+                sink.clone(),
+                rx.clone(),
+                loop_stats.clone(),
+                loop_watched.clone(),
+                resume,
+            )
+        });
+        Self {
+            commands,
+            stats,
+            watched,
+            restarts,
+        }
     }
 
     /// Polls sent so far.
     pub fn stats(&self) -> PollStats {
-        self.stats.lock().map(|s| *s).unwrap_or_default()
+        let mut stats = self.stats.lock().map(|s| *s).unwrap_or_default();
+        stats.restarts = self.restarts.load(std::sync::atomic::Ordering::SeqCst);
+        stats
     }
 
     /// Tells the poller whether another source now delivers `task`'s changes: covered tasks are
@@ -114,10 +147,12 @@ impl StatusSource for PollSource {
     }
 
     fn watch(&self, watch: Watch) {
+        self.watched.insert(&watch);
         let _ = self.commands.send(Command::Watch(watch));
     }
 
     fn unwatch(&self, task: i64) {
+        self.watched.remove(task);
         let _ = self.commands.send(Command::Unwatch(task));
     }
 }
@@ -125,17 +160,30 @@ impl StatusSource for PollSource {
 async fn run(
     links: Links,
     sink: mpsc::UnboundedSender<Observation>,
-    mut commands: mpsc::UnboundedReceiver<Command>,
+    commands: std::sync::Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<Command>>>,
     stats: std::sync::Arc<std::sync::Mutex<PollStats>>,
+    watched: Watched,
+    resume: Vec<Watch>,
 ) {
+    // Held for the loop's life; a panic releases it for the restarted loop.
+    let mut commands = commands.lock().await;
     let mut queue = DeadlineQueue::new();
     let mut entries: HashMap<i64, Entry> = HashMap::new();
     let mut generation = 0u64;
     let (done_tx, mut done_rx) = mpsc::unbounded_channel::<Done>();
+    let mut resume = resume
+        .into_iter()
+        .map(Command::Watch)
+        .collect::<std::collections::VecDeque<_>>();
     loop {
         let next = queue.next_deadline();
         tokio::select! {
-            command = commands.recv() => match command {
+            command = async {
+                match resume.pop_front() {
+                    Some(command) => Some(command),
+                    None => commands.recv().await,
+                }
+            } => match command {
                 None => return,
                 Some(Command::Watch(w)) => {
                     generation += 1;
@@ -145,7 +193,7 @@ async fn run(
                         FirstCheck::AfterInterval => interval,
                         FirstCheck::Spread => scheduler::spread(interval),
                     };
-                    queue.schedule(w.task, Instant::now() + first);
+                    queue.schedule(w.task, scheduler::after(Instant::now(), first));
                     entries.insert(w.task, Entry {
                         server_id: w.server_id,
                         task_id: w.task_id,
@@ -171,11 +219,12 @@ async fn run(
                         continue; // the answer (or the backoff) sets the next deadline
                     }
                     let due = if covered {
-                        entry.last_answer + safety_net(entry.interval)
+                        scheduler::after(entry.last_answer, safety_net(entry.interval))
                     } else {
                         // Spread over one interval: a broken stream uncovers every task of a
                         // server at once, and they must not all be polled in the same instant.
-                        (Instant::now() + scheduler::spread(entry.interval)).max(entry.last_answer + entry.interval)
+                        scheduler::after(Instant::now(), scheduler::spread(entry.interval))
+                            .max(scheduler::after(entry.last_answer, entry.interval))
                     };
                     queue.schedule(task, due);
                 }
@@ -195,8 +244,9 @@ async fn run(
                         entry.interval = scheduler::interval(task.poll_interval_ms, floor);
                         if task.status().is_terminal() {
                             entries.remove(&done.task);
+                            watched.remove(done.task);
                         } else {
-                            queue.schedule(done.task, now + entry.next_wait());
+                            queue.schedule(done.task, scheduler::after(now, entry.next_wait()));
                         }
                         Ok(task)
                     }
@@ -208,10 +258,11 @@ async fn run(
                         let class = error.class();
                         let retry_in = if class == ErrorClass::Lost {
                             entries.remove(&done.task);
+                            watched.remove(done.task);
                             Duration::ZERO
                         } else {
                             let wait = scheduler::backoff(entry.next_wait(), entry.failures, error.retry_after());
-                            queue.schedule(done.task, now + wait);
+                            queue.schedule(done.task, scheduler::after(now, wait));
                             wait
                         };
                         Err(CheckFailure {
@@ -237,7 +288,7 @@ async fn run(
                         // No client for the server (being removed, or its client could not be
                         // built yet): look again one interval later rather than dropping the
                         // task; the engine unwatches the tasks of a removed server.
-                        queue.schedule(task, Instant::now() + entry.interval);
+                        queue.schedule(task, scheduler::after(Instant::now(), entry.interval));
                         continue;
                     };
                     entry.in_flight = true;

@@ -71,7 +71,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::poll::PollSource;
-use super::{Links, Observation, StatusSource, Watch};
+use super::{supervise, Links, Observation, StatusSource, Watch, Watched};
 use crate::ledger::Via;
 use crate::mcp::{self, Client, ErrorClass, ListenEvent, ListenRequest};
 use crate::scheduler::{self, DeadlineQueue};
@@ -159,6 +159,7 @@ enum Command {
 pub struct PushSource {
     commands: mpsc::UnboundedSender<Command>,
     stats: Arc<Mutex<PushStats>>,
+    watched: Watched,
 }
 
 impl PushSource {
@@ -180,25 +181,47 @@ impl PushSource {
         config: PushConfig,
     ) -> Self {
         let (commands, rx) = mpsc::unbounded_channel();
+        // Shared with every incarnation of the hub: a restarted hub takes the same commands.
+        let rx = Arc::new(tokio::sync::Mutex::new(rx));
         let stats = Arc::new(Mutex::new(PushStats::default()));
-        let (stream_tx, stream_rx) = mpsc::unbounded_channel();
-        let hub = Hub {
-            links,
-            sink,
-            poll,
-            config,
-            stats: stats.clone(),
-            stream_tx,
-            feeds: HashMap::new(),
-            feed_of_key: HashMap::new(),
-            feed_of_row: HashMap::new(),
-            declined: HashMap::new(),
-            queue: DeadlineQueue::new(),
-            next_feed: 0,
-            next_generation: 0,
-        };
-        tokio::spawn(hub.run(rx, stream_rx));
-        Self { commands, stats }
+        let watched = Watched::default();
+        let hub_stats = stats.clone();
+        let hub_watched = watched.clone();
+        let restarts = Arc::new(std::sync::atomic::AtomicU32::new(0));
+        supervise("push", restarts, move |restart| {
+            let (stream_tx, stream_rx) = mpsc::unbounded_channel();
+            let hub = Hub {
+                links: links.clone(),
+                sink: sink.clone(),
+                poll: poll.clone(),
+                config: config.clone(),
+                stats: hub_stats.clone(),
+                stream_tx,
+                feeds: HashMap::new(),
+                feed_of_key: HashMap::new(),
+                feed_of_row: HashMap::new(),
+                declined: HashMap::new(),
+                queue: DeadlineQueue::new(),
+                next_feed: 0,
+                next_generation: 0,
+            };
+            let resume = if restart > 0 {
+                // The crashed hub's streams are gone with it: nothing covers these tasks now.
+                let all = hub_watched.all();
+                for w in &all {
+                    hub.poll.cover(w.task, false);
+                }
+                all
+            } else {
+                Vec::new()
+            };
+            hub.run(rx.clone(), stream_rx, resume)
+        });
+        Self {
+            commands,
+            stats,
+            watched,
+        }
     }
 
     /// Counters so far.
@@ -213,10 +236,12 @@ impl StatusSource for PushSource {
     }
 
     fn watch(&self, watch: Watch) {
+        self.watched.insert(&watch);
         let _ = self.commands.send(Command::Watch(watch));
     }
 
     fn unwatch(&self, task: i64) {
+        self.watched.remove(task);
         let _ = self.commands.send(Command::Unwatch(task));
     }
 }
@@ -324,9 +349,15 @@ struct Hub {
 impl Hub {
     async fn run(
         mut self,
-        mut commands: mpsc::UnboundedReceiver<Command>,
+        commands: Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<Command>>>,
         mut streams: mpsc::UnboundedReceiver<StreamMsg>,
+        resume: Vec<Watch>,
     ) {
+        // Held for the hub's life; a panic releases it for the restarted hub.
+        let mut commands = commands.lock().await;
+        for watch in resume {
+            self.watch(watch);
+        }
         loop {
             let next = self.queue.next_deadline();
             tokio::select! {
@@ -458,7 +489,7 @@ impl Hub {
             return; // that open (or the acknowledgement) will pick the new ids up
         }
         let now = Instant::now();
-        let mut at = (now + self.config.coalesce).max(feed.not_before);
+        let mut at = scheduler::after(now, self.config.coalesce).max(feed.not_before);
         if let Some(until) = self.declined.get(&feed.server_id) {
             at = at.max(*until);
         }
@@ -616,7 +647,7 @@ impl Hub {
                 server = feed.server_id,
                 "the server does not acknowledge task notifications; polling only"
             );
-            let until = Instant::now() + self.config.declined_retry;
+            let until = scheduler::after(Instant::now(), self.config.declined_retry);
             self.declined.insert(feed.server_id, until);
             drop(stream);
             self.stats(|s| s.declined += 1);
@@ -741,7 +772,7 @@ impl Hub {
                 } else {
                     tracing::warn!(server = feed.server_id, error = %e, "push refused; polling only");
                 }
-                let until = now + self.config.declined_retry;
+                let until = scheduler::after(now, self.config.declined_retry);
                 self.declined.insert(feed.server_id, until);
             }
             _ => {
@@ -763,7 +794,7 @@ impl Hub {
                 if let Some(e) = &error {
                     tracing::info!(server = feed.server_id, error = %e, retry_in = ?wait, "push stream broke; polling until it is back");
                 }
-                feed.not_before = feed.not_before.max(now + wait);
+                feed.not_before = feed.not_before.max(scheduler::after(now, wait));
             }
         }
         let rows: Vec<i64> = stream

@@ -94,6 +94,8 @@ export function describe(f: Fact): Line {
       return { label: "expired", text: `outlived its TTL of ${Math.round(f.ttlMs / 1000)} s`, tone: "bad" };
     case "task_lost":
       return { label: "lost", text: f.message, tone: "bad" };
+    case "server_data_ignored":
+      return { label: "server sent an unusable value", text: f.message, tone: "bad" };
     case "server_unreachable":
       return { label: "server unreachable", text: f.message, tone: "bad" };
     case "server_recovered":

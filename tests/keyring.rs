@@ -1,0 +1,159 @@
+//! Tokens come from the OS keyring in every face: the CLI stores `servers add --token` in the
+//! keyring for that server only, and ledger commands (`call`, `watch`) send each server its own
+//! token and never one server's token to another. Needs a real, unlocked Secret Service: CI runs
+//! it inside the private session (`.ci/with-session.sh`, from `.ci/e2e/run.sh`) with `--ignored`.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use countersign_core::secrets::Secrets;
+use countersign_tests::hostile::{self, Hostile, Reply};
+use countersign_tests::ledger_view::wait_for;
+use countersign_tests::procs::DataDir;
+use serde_json::json;
+
+type Seen = Arc<Mutex<Vec<(String, Option<String>)>>>;
+
+/// A server that records every request's method and `Authorization` header, and refuses
+/// requests without `expected` (when given) as a protected server would.
+async fn server(expected: Option<&'static str>, seen: Seen) -> Hostile {
+    let record = move |req: &hostile::Request| {
+        seen.lock().unwrap_or_else(|e| e.into_inner()).push((
+            req.method.clone(),
+            req.header("authorization").map(str::to_owned),
+        ));
+        match expected {
+            Some(token)
+                if req.header("authorization") != Some(format!("Bearer {token}").as_str()) =>
+            {
+                Some(Reply::Http {
+                    status: 401,
+                    headers: vec![("WWW-Authenticate".into(), "Bearer".into())],
+                    body: Vec::new(),
+                })
+            }
+            _ => None,
+        }
+    };
+    let discover = record.clone();
+    let list = record.clone();
+    Hostile::builder()
+        .tool("work", move |req| {
+            if let Some(refused) = record(req) {
+                return refused;
+            }
+            match req.method.as_str() {
+                "tools/call" => Reply::Result(hostile::created(hostile::task(&req.new_task_id(), "working"))),
+                _ if req.nth < 1 => Reply::Result(hostile::task(req.task_id().unwrap_or(""), "working")),
+                _ => Reply::Result(hostile::completed(req.task_id().unwrap_or(""), "done")),
+            }
+        })
+        .on("server/discover", move |req| {
+            discover(req).unwrap_or_else(|| {
+                Reply::Result(json!({
+                    "supportedVersions": ["2026-07-28"],
+                    "capabilities": {"tools": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}},
+                    "resultType": "complete",
+                }))
+            })
+        })
+        .on("tools/list", move |req| {
+            list(req).unwrap_or_else(|| {
+                Reply::Result(json!({"tools": [{"name": "work", "inputSchema": {"type": "object"}}], "resultType": "complete"}))
+            })
+        })
+        .start()
+        .await
+}
+
+fn seen(log: &Seen) -> Vec<(String, Option<String>)> {
+    log.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs an unlocked Secret Service: run inside .ci/with-session.sh with --ignored"]
+async fn ledger_commands_send_each_server_its_own_keyring_token_and_no_other() {
+    let (seen_a, seen_b): (Seen, Seen) = Default::default();
+    let a = server(Some("tok-a"), seen_a.clone()).await;
+    let b = server(None, seen_b.clone()).await;
+    let dir = DataDir::new("keyring");
+
+    dir.run(&["--token", "tok-a", "servers", "add", "a", &a.url()])
+        .await
+        .expect_code(0);
+    dir.run(&["servers", "add", "b", &b.url()])
+        .await
+        .expect_code(0);
+    // Dropped at once: reading the SQLite files below with `std::fs` while this process has a
+    // connection open would release that connection's POSIX locks.
+    let id_a = dir.ledger().server_id("a");
+    let entry = format!("{id_a}@{}", dir.path().display());
+    let stored = Secrets::default()
+        .load(&entry)
+        .expect("the keyring answers");
+    assert_eq!(
+        stored.as_ref().map(|t| t.expose().as_str()),
+        Some("tok-a"),
+        "the token is in the keyring"
+    );
+    for file in ["ledger.sqlite3", "ledger.sqlite3-wal"] {
+        let bytes = std::fs::read(dir.path().join(file)).unwrap_or_default();
+        assert!(
+            !bytes.windows(5).any(|w| w == b"tok-a"),
+            "no token in {file}"
+        );
+    }
+
+    // A `--token` given to a ledger command is not sent anywhere: each server has its own.
+    dir.run(&["--token", "leak", "call", "a", "work", "{}", "--no-follow"])
+        .await
+        .expect_code(0);
+    dir.run(&["--token", "leak", "call", "b", "work", "{}", "--no-follow"])
+        .await
+        .expect_code(0);
+    let mut watch = dir.watch().await;
+    wait_for(
+        "both tasks to complete under `watch`",
+        Duration::from_secs(30),
+        || {
+            let tasks = dir.ledger().tasks();
+            (tasks.len() == 2 && tasks.iter().all(|t| t.status == "completed")).then_some(())
+        },
+    )
+    .await;
+    watch.kill9().await;
+
+    let a_seen = seen(&seen_a);
+    assert!(
+        a_seen.iter().any(|(m, _)| m == "tasks/get"),
+        "a was polled: {a_seen:?}"
+    );
+    for (method, auth) in &a_seen {
+        assert_eq!(
+            auth.as_deref(),
+            Some("Bearer tok-a"),
+            "{method} to a carries a's own token"
+        );
+    }
+    let b_seen = seen(&seen_b);
+    assert!(
+        b_seen.iter().any(|(m, _)| m == "tasks/get"),
+        "b was polled: {b_seen:?}"
+    );
+    for (method, auth) in &b_seen {
+        assert_eq!(
+            auth, &None,
+            "{method} to b carries no token (neither a's nor --token's)"
+        );
+    }
+
+    dir.run(&["servers", "remove", "a"]).await.expect_code(0);
+    assert_eq!(
+        Secrets::default()
+            .load(&entry)
+            .expect("the keyring answers")
+            .map(|t| t.expose().clone()),
+        None,
+        "removing the server deletes its token"
+    );
+}
