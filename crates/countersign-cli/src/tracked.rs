@@ -294,11 +294,11 @@ pub(crate) async fn watch(desk: &mut Desk, json_out: bool) -> Result<u8, CliErro
         tokio::select! {
             _ = &mut stop => break,
             Ok(()) = health.changed() => match &*health.borrow_and_update() {
-                engine::LedgerHealth::Unwritable { pending, message } => eprintln!(
+                engine::LedgerHealth::Unwritable { pending, message } => tell!(
                     "engine: cannot write the ledger ({message}); {pending} task change(s) kept and retried"
                 ),
                 engine::LedgerHealth::Writable => {
-                    eprintln!("engine: the ledger is writable again; pending changes are recorded")
+                    tell!("engine: the ledger is writable again; pending changes are recorded")
                 }
             },
             batch = desk.ledger.events_after(cursor, 512, Duration::from_millis(100), Duration::from_millis(500)) => {
