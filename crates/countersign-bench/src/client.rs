@@ -105,13 +105,16 @@ pub struct ClientRun {
     /// `notifications/tasks` the server pushed in the window.
     #[serde(default)]
     pub window_notifications: u64,
+    /// TCP connections the server accepted in the window.
+    #[serde(default)]
+    pub window_connections: u64,
 }
 
 /// Runs a started client through its phases against `server` (reset just before the client
 /// started). Every wait is bounded by the given durations plus a margin.
 pub async fn drive(
     child: &mut Child,
-    server: &mut DemoProcess,
+    mut server: Option<&mut DemoProcess>,
     create_budget: Duration,
     warmup: Duration,
     window: Duration,
@@ -131,11 +134,17 @@ pub async fn drive(
         }
     }
     expect_phase(child, "window_start", warmup + MARGIN).await?;
-    let start = server.report().await?;
+    let start = match server.as_deref_mut() {
+        Some(server) => Some(server.report().await?),
+        None => None,
+    };
     child.send("ok").await?;
     eprintln!("  steady window: {window:?}");
     expect_phase(child, "window_end", window + MARGIN).await?;
-    let end = server.report().await?;
+    let end = match server {
+        Some(server) => Some(server.report().await?),
+        None => None,
+    };
     child.send("ok").await?;
     let client = match child.recv::<ClientMessage>("its result", MARGIN).await? {
         ClientMessage::Result(result) => result,
@@ -144,6 +153,18 @@ pub async fn drive(
                 "expected `result`, got {other:?}"
             )))
         }
+    };
+    // Without our demo server (the fastmcp peer) only the client's own figures exist.
+    let (Some(start), Some(end)) = (start, end) else {
+        return Ok(ClientRun {
+            client,
+            window: Gaps::default(),
+            life: Gaps::default(),
+            window_requests: BTreeMap::new(),
+            server_cpu_percent: 0.0,
+            window_notifications: 0,
+            window_connections: 0,
+        });
     };
     let window_requests = end
         .requests
@@ -162,6 +183,7 @@ pub async fn drive(
         life: end.gaps,
         window_requests,
         window_notifications: end.notifications.saturating_sub(start.notifications),
+        window_connections: end.connections.saturating_sub(start.connections),
         server_cpu_percent: if wall > 0.0 {
             (end.cpu_s - start.cpu_s) / wall * 100.0
         } else {

@@ -10,7 +10,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::path::Path;
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
-use countersign_demo::{DemoConfig, DemoServer, PollGapStats};
+use countersign_demo::{DemoConfig, DemoServer, PollGapStats, ResponseMode};
 use serde::{Deserialize, Serialize};
 use tokio::process::Command;
 
@@ -27,6 +27,8 @@ pub struct ServeOptions {
     pub time_scale: f64,
     /// Serve `subscriptions/listen` (push runs only).
     pub push: bool,
+    /// Answer every request with `text/event-stream`, as rmcp servers do by default.
+    pub sse: bool,
 }
 
 /// Server-side poll gaps in a form that crosses the pipe.
@@ -138,6 +140,9 @@ pub struct ServerReport {
     /// `notifications/tasks` pushed since the last reset.
     #[serde(default)]
     pub notifications: u64,
+    /// TCP connections accepted since the server started (cumulative: subtract snapshots).
+    #[serde(default)]
+    pub connections: u64,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -162,6 +167,11 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
         // the engine asks for `subscriptions/listen` once, gets -32601, and polls. Push runs
         // (`--source push|both`) turn it on.
         push: options.push,
+        response_mode: if options.sse {
+            ResponseMode::Sse
+        } else {
+            ResponseMode::Json
+        },
         ..DemoConfig::default()
     };
     let server = DemoServer::start(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), config)
@@ -185,6 +195,7 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
                 let stats = server.stats();
                 parent.emit(&ServerReport {
                     notifications: stats.notifications,
+                    connections: server.connections(),
                     requests: stats.requests,
                     gaps: Gaps::of(&server.poll_gaps()),
                     cpu_s: now.cpu.saturating_sub(since.1.cpu).as_secs_f64(),
@@ -221,6 +232,9 @@ impl DemoProcess {
             .arg(options.time_scale.to_string());
         if options.push {
             command.arg("--push");
+        }
+        if options.sse {
+            command.arg("--sse");
         }
         let mut child = Child::spawn("demo server", command)?;
         let hello: Hello = child.recv("its URL", Duration::from_secs(30)).await?;

@@ -36,7 +36,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::error::{Error, Result};
 use crate::report::{Document, Machine};
-use crate::run::{Fastmcp, Plan};
+use crate::run::{Fastmcp, Plan, Workload};
 use crate::sources::{Scheme, Source, SourceArg};
 
 /// Benchmarks Countersign's durable task engine against the demo server (and, optionally, the
@@ -95,6 +95,17 @@ struct RunArgs {
     /// How push runs group their listen streams.
     #[arg(long, value_enum, default_value_t = Scheme::Batched)]
     push_scheme: Scheme,
+    /// Workloads of the steady runs; list them (`--workload calm,sse-every-poll`). `calm` is the
+    /// main table's; the others are the shapes of real servers' traffic, in their own table.
+    /// `peer-every-poll` puts our engine on the fastmcp peer server (needs --fastmcp-python).
+    /// [default: calm,sse-every-poll, and peer-every-poll with --fastmcp-python; quick: calm]
+    #[arg(long, value_enum, value_delimiter = ',')]
+    workload: Vec<Workload>,
+    /// Another build of this benchmark (e.g. of the previous commit): its engine runs every
+    /// steady run and the resume right after ours, and the report shows both, "before" and
+    /// "after", from the same run.
+    #[arg(long)]
+    compare_exe: Option<PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -109,6 +120,9 @@ enum Mode {
         /// Serve `subscriptions/listen`.
         #[arg(long)]
         push: bool,
+        /// Answer with `text/event-stream`.
+        #[arg(long)]
+        sse: bool,
     },
     /// (internal) Our engine in the steady-state measurement.
     #[command(hide = true)]
@@ -147,6 +161,8 @@ struct SteadyArgs {
     source: Source,
     #[arg(long, value_enum, default_value_t = Scheme::Batched)]
     push_scheme: Scheme,
+    #[arg(long)]
+    peer_steps: Option<u64>,
 }
 
 fn main() -> ExitCode {
@@ -169,10 +185,12 @@ fn main() -> ExitCode {
                 poll_interval_ms,
                 time_scale,
                 push,
+                sse,
             }) => demo::serve(demo::ServeOptions {
                 poll_interval_ms,
                 time_scale,
                 push,
+                sse,
             })
             .await
             .map(|()| ExitCode::SUCCESS),
@@ -211,6 +229,7 @@ impl From<SteadyArgs> for steady::SteadyOptions {
             data_dir: a.data_dir,
             source: a.source,
             push_scheme: a.push_scheme,
+            peer_steps: a.peer_steps,
         }
     }
 }
@@ -255,6 +274,21 @@ fn plan(args: &RunArgs) -> Result<Plan> {
         quick: args.quick,
         sources: args.source.sources(),
         push_scheme: args.push_scheme,
+        workloads: match (args.workload.is_empty(), args.quick) {
+            (false, _) => {
+                let mut workloads = args.workload.clone();
+                workloads.dedup();
+                workloads
+            }
+            (true, true) => vec![Workload::Calm],
+            (true, false) if args.fastmcp_python.is_some() => vec![
+                Workload::Calm,
+                Workload::SseEveryPoll,
+                Workload::PeerEveryPoll,
+            ],
+            (true, false) => vec![Workload::Calm, Workload::SseEveryPoll],
+        },
+        compare_exe: args.compare_exe.clone(),
     })
 }
 

@@ -137,6 +137,27 @@ fn window_ideal(run: &ClientRun, interval_ms: u64) -> f64 {
     run.client.tasks as f64 * run.client.window_seconds * 1000.0 / interval_ms as f64
 }
 
+/// Engine CPU per poll in the window, µs (`None` without polls).
+fn cpu_per_poll_us(run: &ClientRun) -> Option<f64> {
+    let polls = run.client.polls_window;
+    (polls > 0).then(|| {
+        run.client.cpu_percent / 100.0 * run.client.window_seconds * 1_000_000.0 / polls as f64
+    })
+}
+
+/// Engine CPU-milliseconds per tracked task-minute: what one live task costs.
+fn cpu_ms_per_task_minute(run: &ClientRun) -> f64 {
+    if run.client.tasks == 0 {
+        return 0.0;
+    }
+    run.client.cpu_percent / 100.0 * 60_000.0 / run.client.tasks as f64
+}
+
+/// New TCP connections the server accepted per 100 polls in the window.
+fn connections_per_100_polls(run: &ClientRun) -> Option<f64> {
+    (run.window.polls > 0).then(|| run.window_connections as f64 * 100.0 / run.window.polls as f64)
+}
+
 /// One table row: a label and one cell per column.
 struct Table {
     widths: Vec<usize>,
@@ -276,6 +297,20 @@ pub fn render(document: &Document, plan: &Plan) -> String {
         "≤ 15 % at 10k",
     );
     line(
+        "engine CPU per poll (3 in 4 unchanged)",
+        cell(&|r| {
+            cpu_per_poll_us(r)
+                .map(|us| format!("{us:.0} µs"))
+                .unwrap_or_else(|| "—".into())
+        }),
+        "≤ 50 µs",
+    );
+    line(
+        "new TCP connections in the window",
+        cell(&|r| thousands(r.window_connections)),
+        "",
+    );
+    line(
         "engine peak RSS, whole run",
         cell(&|r| mb(r.client.peak_rss_kb)),
         "≤ 100 MB at 10k",
@@ -405,8 +440,296 @@ pub fn render(document: &Document, plan: &Plan) -> String {
             );
         }
     }
+    render_shapes(&mut out, document);
+    render_before_after(&mut out, document, plan);
     crate::sources::render(&mut out, document);
     out
+}
+
+/// `--compare-exe`: the other build's engine ("before") beside ours ("after"), run for run.
+fn render_before_after(out: &mut String, document: &Document, plan: &Plan) {
+    let results = &document.results;
+    let Some(exe) = &plan.compare_exe else {
+        return;
+    };
+    let interval_ms = document.interval_ms;
+    let after = |b: &crate::run::SteadyResult| {
+        results
+            .steady
+            .iter()
+            .chain(&results.shapes)
+            .find(|a| a.tasks == b.tasks && a.workload == b.workload && a.source == b.source)
+            .and_then(|a| a.outcome.measured())
+    };
+    let pairs: Vec<_> = results
+        .before
+        .iter()
+        .map(|b| (b, b.outcome.measured(), after(b)))
+        .collect();
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "Before → after, same run (before: the engine of {})",
+        exe.display()
+    );
+    let mut widths = vec![42];
+    widths.extend(pairs.iter().flat_map(|_| [12, 16]));
+    let mut table = Table::new(widths);
+    let mut header = vec![String::new()];
+    for (b, _, _) in &pairs {
+        header.push(format!(
+            "{}, N={}",
+            b.workload.label(),
+            thousands(b.tasks as u64)
+        ));
+        header.push(String::new());
+    }
+    table.row(&header);
+    let mut sub = vec![String::new()];
+    for _ in &pairs {
+        sub.push("before".into());
+        sub.push("after".into());
+    }
+    table.row(&sub);
+    let mut line = |label: &str, f: &dyn Fn(&ClientRun) -> String| {
+        let mut row = vec![format!("  {label}")];
+        for (_, before, after) in &pairs {
+            for run in [before, after] {
+                row.push(run.map(f).unwrap_or_else(|| "failed".into()));
+            }
+        }
+        table.row(&row);
+    };
+    line("engine CPU, % of one core", &|r| {
+        format!("{:.1} %", r.client.cpu_percent)
+    });
+    line("engine CPU per poll", &|r| {
+        cpu_per_poll_us(r)
+            .map(|us| format!("{us:.0} µs"))
+            .unwrap_or_else(|| "—".into())
+    });
+    line("CPU-ms per tracked task-minute", &|r| {
+        format!("{:.2}", cpu_ms_per_task_minute(r))
+    });
+    line("new TCP connections (window)", &|r| {
+        thousands(r.window_connections)
+    });
+    // The fastmcp peer counts nothing for us: there, the engine's own count.
+    line("polls ÷ ideal (server; engine on the peer)", &|r| {
+        let polls = if r.window.polls > 0 {
+            r.window.polls
+        } else {
+            r.client.polls_window
+        };
+        format!("{:.4}", polls as f64 / window_ideal(r, interval_ms))
+    });
+    line("early polls (server)", &|r| {
+        if r.window.polls > 0 {
+            thousands(r.life.early)
+        } else {
+            "—".into()
+        }
+    });
+    line("engine peak RSS", &|r| mb(r.client.peak_rss_kb));
+    out.push_str(&table.out);
+    if let (Some(Outcome::Measured(b)), Some(Outcome::Measured(a))) =
+        (&results.before_resume, &results.resume)
+    {
+        let _ = writeln!(
+            out,
+            "  cold resume of {} tasks: ready {} → {}; peak RSS when ready {} → {}, at the end {} → {}",
+            thousands(a.tasks as u64),
+            secs(b.ready_ms),
+            secs(a.ready_ms),
+            mb(b.ready_peak_rss_kb),
+            mb(a.ready_peak_rss_kb),
+            mb(b.peak_rss_kb),
+            mb(a.peak_rss_kb)
+        );
+    }
+}
+
+/// The real-server shapes (`--workload`): SSE replies and a change before every poll, one
+/// column per workload and N, with the targets.
+fn render_shapes(out: &mut String, document: &Document) {
+    let shapes = &document.results.shapes;
+    if shapes.is_empty() {
+        return;
+    }
+    let _ = writeln!(out);
+    let interval_ms = document.interval_ms;
+    let mut widths = vec![44];
+    widths.extend(shapes.iter().map(|_| 26));
+    widths.push(28);
+    let mut table = Table::new(widths);
+    let mut header = vec!["Real-server shapes (our engine, polling)".to_owned()];
+    header.extend(shapes.iter().map(|s| s.workload.label().to_owned()));
+    header.push("target".into());
+    table.row(&header);
+    let cell = |f: &dyn Fn(&ClientRun) -> String| -> Vec<String> {
+        shapes
+            .iter()
+            .map(|s| match &s.outcome {
+                Outcome::Measured(run) => f(run),
+                Outcome::Failed(_) => "failed".into(),
+            })
+            .collect()
+    };
+    let mut line = |label: &str, cells: Vec<String>, target: &str| {
+        let mut row = vec![format!("  {label}")];
+        row.extend(cells);
+        row.push(target.to_owned());
+        table.row(&row);
+    };
+    line(
+        "live tasks",
+        shapes
+            .iter()
+            .map(|s| format!("N={}", thousands(s.tasks as u64)))
+            .collect(),
+        "",
+    );
+    // The fastmcp peer counts nothing for us: its server-side cells stay empty.
+    let served = |r: &ClientRun| r.window.polls > 0;
+    line(
+        "polls ÷ ideal, window (server count)",
+        cell(&|r| {
+            if served(r) {
+                format!(
+                    "{:.4}",
+                    r.window.polls as f64 / window_ideal(r, interval_ms)
+                )
+            } else {
+                "—".into()
+            }
+        }),
+        "≤ 1.02",
+    );
+    line(
+        "polls ÷ ideal, window (engine count)",
+        cell(&|r| {
+            format!(
+                "{:.4}",
+                r.client.polls_window as f64 / window_ideal(r, interval_ms)
+            )
+        }),
+        "",
+    );
+    line(
+        "polls earlier than the interval (server)",
+        cell(&|r| {
+            if served(r) {
+                format!("{} of {}", thousands(r.life.early), thousands(r.life.gaps))
+            } else {
+                "—".into()
+            }
+        }),
+        "0",
+    );
+    line(
+        "engine CPU, % of one core (window)",
+        cell(&|r| format!("{:.1} %", r.client.cpu_percent)),
+        "≤ 3 % at 1k, ≤ 30 % at 10k",
+    );
+    line(
+        "engine CPU per poll",
+        cell(&|r| {
+            cpu_per_poll_us(r)
+                .map(|us| format!("{us:.0} µs"))
+                .unwrap_or_else(|| "—".into())
+        }),
+        "",
+    );
+    line(
+        "engine CPU-ms per tracked task-minute",
+        cell(&|r| format!("{:.2}", cpu_ms_per_task_minute(r))),
+        "≤ 2",
+    );
+    line(
+        "new TCP connections in the window",
+        cell(&|r| {
+            if !served(r) {
+                return "—".into();
+            }
+            format!(
+                "{} ({} per 100 polls)",
+                thousands(r.window_connections),
+                connections_per_100_polls(r)
+                    .map(|c| format!("{c:.2}"))
+                    .unwrap_or_else(|| "—".into())
+            )
+        }),
+        "≤ 1 per 100 polls",
+    );
+    line(
+        "engine peak RSS, whole run",
+        cell(&|r| mb(r.client.peak_rss_kb)),
+        "≤ 100 MB at 10k",
+    );
+    line(
+        "change → event latency p50 / p99",
+        cell(&|r| match &r.client.latency {
+            Some(l) if l.samples > 0 => format!("{} / {}", secs(l.p50_ms), secs(l.p99_ms)),
+            _ => "—".into(),
+        }),
+        "",
+    );
+    line(
+        "poll failures",
+        cell(&|r| thousands(r.client.poll_failures)),
+        "",
+    );
+    line(
+        "demo server CPU (its own process)",
+        cell(&|r| {
+            if served(r) {
+                format!("{:.1} %", r.server_cpu_percent)
+            } else {
+                "—".into()
+            }
+        }),
+        "",
+    );
+    out.push_str(&table.out);
+    for s in shapes {
+        let label = format!("{}, N={}", s.workload.label(), thousands(s.tasks as u64));
+        match &s.outcome {
+            Outcome::Measured(r) => {
+                let polls = if served(r) {
+                    r.window.polls
+                } else {
+                    r.client.polls_window
+                };
+                let ratio = polls as f64 / window_ideal(r, interval_ms);
+                let mut verdicts = vec![format!("polls ÷ ideal {}", met(ratio <= 1.02))];
+                if served(r) {
+                    verdicts.push(format!("no early poll {}", met(r.life.early == 0)));
+                }
+                if s.workload.sse() {
+                    verdicts.push(format!(
+                        "connection reuse {}",
+                        met(connections_per_100_polls(r).is_some_and(|c| c <= 1.0))
+                    ));
+                }
+                if s.workload == crate::run::Workload::SseEveryPoll {
+                    let cpu_target = if s.tasks >= 10_000 { 30.0 } else { 3.0 };
+                    verdicts.push(format!("CPU {}", met(r.client.cpu_percent <= cpu_target)));
+                    verdicts.push(format!(
+                        "CPU per task-minute {}",
+                        met(cpu_ms_per_task_minute(r) <= 2.0)
+                    ));
+                    if s.tasks >= 10_000 {
+                        verdicts.push(format!("RSS {}", met(r.client.peak_rss_kb <= 100 * 1024)));
+                    }
+                }
+                let _ = writeln!(out, "  {label}: {}", verdicts.join(", "));
+            }
+            Outcome::Failed(reason) => {
+                let _ = writeln!(out, "  {label} failed: {reason}");
+            }
+        }
+    }
+    let _ = writeln!(out);
 }
 
 fn render_resume(out: &mut String, r: &ResumeReport, interval_ms: u64) {

@@ -215,6 +215,7 @@ async fn seed(url: &str, options: &ResumeOptions) -> Result<f64> {
         &client,
         &server,
         &plans,
+        None,
         32,
         options.create_budget,
         |_| {},

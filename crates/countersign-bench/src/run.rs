@@ -50,6 +50,67 @@ pub struct Plan {
     pub sources: Vec<Source>,
     /// How push runs group their streams.
     pub push_scheme: Scheme,
+    /// The steady runs' workloads, in order (`Calm` feeds the main table).
+    pub workloads: Vec<Workload>,
+    /// Another build whose engine repeats each steady (polling) run and the resume: "before".
+    pub compare_exe: Option<PathBuf>,
+}
+
+/// The shape of a steady run's traffic.
+///
+/// `Calm` is kind to a client: JSON replies, and a task changes every 15–25 s, so most polls
+/// are unchanged and cost no ledger write. Real servers differ on both counts (rmcp answers
+/// with an event stream by default; long jobs update `statusMessage` every few hundred ms), and
+/// these shapes put a figure on each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Workload {
+    /// JSON replies, a change every 15–25 s per task.
+    #[default]
+    Calm,
+    /// SSE replies (the stream ends after the answer, as rmcp's do), calm changes.
+    Sse,
+    /// JSON replies, a change before every poll.
+    EveryPoll,
+    /// SSE replies and a change before every poll: the shape of the rmcp server.
+    SseEveryPoll,
+    /// The independent fastmcp 4.1.4 peer as the server (`tests/peers/fastmcp_server.py`,
+    /// JSON replies), its `long_job` changing `statusMessage` before every poll. Needs
+    /// `--fastmcp-python`; runs at the side-by-side's N only (Python cannot serve 10,000 tasks
+    /// at this rate). Only the engine's own figures: the peer counts nothing for us.
+    PeerEveryPoll,
+}
+
+impl Workload {
+    /// Whether the demo server answers with event streams.
+    pub fn sse(self) -> bool {
+        matches!(self, Self::Sse | Self::SseEveryPoll)
+    }
+
+    /// The per-task change period range for `interval`.
+    pub fn change_every(self, interval: Duration) -> (Duration, Duration) {
+        match self {
+            Self::Calm | Self::Sse => (
+                Duration::from_millis(CHANGE_EVERY_MS.0),
+                Duration::from_millis(CHANGE_EVERY_MS.1),
+            ),
+            // 40–60 % of the interval: every poll finds at least one change.
+            Self::EveryPoll | Self::SseEveryPoll => (interval * 2 / 5, interval * 3 / 5),
+            // The peer has one step length for all its tasks: half the interval.
+            Self::PeerEveryPoll => (interval / 2, interval / 2),
+        }
+    }
+
+    /// How the report names it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Calm => "JSON, calm",
+            Self::Sse => "SSE, calm",
+            Self::EveryPoll => "JSON, change every poll",
+            Self::SseEveryPoll => "SSE, change every poll",
+            Self::PeerEveryPoll => "fastmcp peer, every poll",
+        }
+    }
 }
 
 /// The demo server's simulated-time factor: its other tools run 100× faster (bench_job is exact).
@@ -83,6 +144,7 @@ impl Plan {
             poll_interval_ms: self.interval.as_millis() as u64,
             time_scale: TIME_SCALE,
             push: source == Source::Push,
+            sse: false,
         }
     }
 
@@ -106,6 +168,24 @@ impl Plan {
                 total += self.steady_budget(n);
             }
         }
+        for _ in self.workloads.iter().filter(|w| **w != Workload::Calm) {
+            for &n in &self.tasks {
+                total += self.steady_budget(n);
+            }
+        }
+        if self.compare_exe.is_some() {
+            // Every polling run and the resume once more.
+            for _ in &self.workloads {
+                for &n in &self.tasks {
+                    total += self.steady_budget(n);
+                }
+            }
+            if self.resume_tasks > 0 {
+                total += self.create_budget(self.resume_tasks)
+                    + self.interval * 2
+                    + Duration::from_secs(180);
+            }
+        }
         if self.resume_tasks > 0 {
             total += self.create_budget(self.resume_tasks)
                 + self.interval * 2
@@ -126,6 +206,9 @@ pub struct SteadyResult {
     /// Stream grouping (push runs).
     #[serde(default)]
     pub scheme: Scheme,
+    /// The traffic's shape.
+    #[serde(default)]
+    pub workload: Workload,
     /// The measurements, or why there are none.
     pub outcome: Outcome<ClientRun>,
 }
@@ -181,6 +264,15 @@ pub struct Results {
     /// Steady runs with push (`--source push|both`), by task count.
     #[serde(default)]
     pub push: Vec<SteadyResult>,
+    /// Steady runs (polling) of the real-server workloads, by workload then task count.
+    #[serde(default)]
+    pub shapes: Vec<SteadyResult>,
+    /// `--compare-exe`: the other build's engine on the same polling runs ("before").
+    #[serde(default)]
+    pub before: Vec<SteadyResult>,
+    /// `--compare-exe`: the other build's resume.
+    #[serde(default)]
+    pub before_resume: Option<Outcome<ResumeReport>>,
 }
 
 impl Results {
@@ -189,6 +281,7 @@ impl Results {
         self.steady
             .iter()
             .chain(&self.push)
+            .chain(&self.shapes)
             .all(|s| s.outcome.measured().is_some())
             && self.resume.as_ref().is_none_or(|r| r.measured().is_some())
             && self
@@ -202,20 +295,27 @@ impl Results {
 pub async fn execute(plan: &Plan) -> Results {
     let mut steady = Vec::new();
     let mut push = Vec::new();
+    let mut shapes = Vec::new();
+    let mut before = Vec::new();
+    let calm = plan.workloads.contains(&Workload::Calm);
     for &n in &plan.tasks {
-        for &source in &plan.sources {
+        for &source in plan.sources.iter().filter(|_| calm) {
             let result = SteadyResult {
                 tasks: n,
                 source,
                 scheme: plan.push_scheme,
+                workload: Workload::Calm,
                 outcome: match source {
                     Source::Poll => {
                         eprintln!("steady state: our engine, {n} live tasks");
-                        Outcome::of(steady_run(plan, n, Source::Poll).await)
+                        let outcome =
+                            Outcome::of(steady_run(plan, n, Source::Poll, Workload::Calm).await);
+                        before_run(plan, &mut before, n, Workload::Calm).await;
+                        outcome
                     }
                     Source::Push => {
                         eprintln!("steady state: our engine with push, {n} live tasks");
-                        Outcome::of(steady_run(plan, n, Source::Push).await)
+                        Outcome::of(steady_run(plan, n, Source::Push, Workload::Calm).await)
                     }
                 },
             };
@@ -223,6 +323,47 @@ pub async fn execute(plan: &Plan) -> Results {
                 Source::Poll => steady.push(result),
                 Source::Push => push.push(result),
             }
+        }
+    }
+    for &workload in plan.workloads.iter().filter(|w| **w != Workload::Calm) {
+        if workload == Workload::PeerEveryPoll {
+            let n = plan.fastmcp.as_ref().map_or(1000, |f| f.tasks);
+            eprintln!("steady state: our engine, {n} live tasks on the fastmcp peer server");
+            shapes.push(SteadyResult {
+                tasks: n,
+                source: Source::Poll,
+                scheme: plan.push_scheme,
+                workload,
+                outcome: Outcome::of(peer_run(plan, &plan.exe, n).await),
+            });
+            if let Some(exe) = &plan.compare_exe {
+                eprintln!(
+                    "steady state, before ({}): {n} live tasks on the fastmcp peer server",
+                    exe.display()
+                );
+                before.push(SteadyResult {
+                    tasks: n,
+                    source: Source::Poll,
+                    scheme: plan.push_scheme,
+                    workload,
+                    outcome: Outcome::of(peer_run(plan, exe, n).await),
+                });
+            }
+            continue;
+        }
+        for &n in &plan.tasks {
+            eprintln!(
+                "steady state: our engine, {n} live tasks, {}",
+                workload.label()
+            );
+            shapes.push(SteadyResult {
+                tasks: n,
+                source: Source::Poll,
+                scheme: plan.push_scheme,
+                workload,
+                outcome: Outcome::of(steady_run(plan, n, Source::Poll, workload).await),
+            });
+            before_run(plan, &mut before, n, workload).await;
         }
     }
     let comparison = match &plan.fastmcp {
@@ -236,7 +377,10 @@ pub async fn execute(plan: &Plan) -> Results {
                     tasks: fastmcp.tasks,
                     source: Source::Poll,
                     scheme: plan.push_scheme,
-                    outcome: Outcome::of(steady_run(plan, fastmcp.tasks, Source::Poll).await),
+                    workload: Workload::Calm,
+                    outcome: Outcome::of(
+                        steady_run(plan, fastmcp.tasks, Source::Poll, Workload::Calm).await,
+                    ),
                 });
             }
             eprintln!(
@@ -252,16 +396,49 @@ pub async fn execute(plan: &Plan) -> Results {
     };
     let resume = if plan.resume_tasks > 0 {
         eprintln!("cold resume: {} unfinished tasks", plan.resume_tasks);
-        Some(Outcome::of(resume_run(plan).await))
+        Some(Outcome::of(resume_run(plan, &plan.exe).await))
     } else {
         None
+    };
+    let before_resume = match &plan.compare_exe {
+        Some(exe) if plan.resume_tasks > 0 => {
+            eprintln!(
+                "cold resume, before ({}): {} unfinished tasks",
+                exe.display(),
+                plan.resume_tasks
+            );
+            Some(Outcome::of(resume_run(plan, exe).await))
+        }
+        _ => None,
     };
     Results {
         steady,
         resume,
         comparison,
         push,
+        shapes,
+        before,
+        before_resume,
     }
+}
+
+/// With `--compare-exe`, the same polling run by the other build's engine.
+async fn before_run(plan: &Plan, before: &mut Vec<SteadyResult>, n: usize, workload: Workload) {
+    let Some(exe) = &plan.compare_exe else {
+        return;
+    };
+    eprintln!(
+        "steady state, before ({}): {n} live tasks, {}",
+        exe.display(),
+        workload.label()
+    );
+    before.push(SteadyResult {
+        tasks: n,
+        source: Source::Poll,
+        scheme: plan.push_scheme,
+        workload,
+        outcome: Outcome::of(steady_run_with(plan, exe, n, Source::Poll, workload).await),
+    });
 }
 
 async fn fresh_dir(path: &Path) -> Result<PathBuf> {
@@ -288,7 +465,7 @@ async fn client_run(
     let mut child = Child::spawn(name, command(&server.url))?;
     let run = client::drive(
         &mut child,
-        &mut server,
+        Some(&mut server),
         plan.create_budget(n),
         plan.warmup(),
         plan.window,
@@ -299,9 +476,29 @@ async fn client_run(
     run
 }
 
-async fn steady_run(plan: &Plan, n: usize, source: Source) -> Result<ClientRun> {
+async fn steady_run(
+    plan: &Plan,
+    n: usize,
+    source: Source,
+    workload: Workload,
+) -> Result<ClientRun> {
+    steady_run_with(plan, &plan.exe, n, source, workload).await
+}
+
+/// A steady run whose engine is `engine_exe`'s `steady` mode (the demo server is always ours).
+async fn steady_run_with(
+    plan: &Plan,
+    engine_exe: &Path,
+    n: usize,
+    source: Source,
+    workload: Workload,
+) -> Result<ClientRun> {
     let data_dir = fresh_dir(&plan.work_dir.join(format!("steady-{n}"))).await?;
-    client_run(plan, "engine", n, plan.serve_options_for(source), |url| {
+    let serve = ServeOptions {
+        sse: workload.sse(),
+        ..plan.serve_options_for(source)
+    };
+    client_run(plan, "engine", n, serve, |url| {
         let options = SteadyOptions {
             url: url.to_owned(),
             tasks: n,
@@ -310,15 +507,13 @@ async fn steady_run(plan: &Plan, n: usize, source: Source) -> Result<ClientRun> 
             warmup: plan.warmup(),
             create_budget: plan.create_budget(n),
             life: plan.life(n),
-            change_every: (
-                Duration::from_millis(CHANGE_EVERY_MS.0),
-                Duration::from_millis(CHANGE_EVERY_MS.1),
-            ),
+            change_every: workload.change_every(plan.interval),
             data_dir,
             source,
             push_scheme: plan.push_scheme,
+            peer_steps: None,
         };
-        let mut command = Command::new(&plan.exe);
+        let mut command = Command::new(engine_exe);
         command.arg("steady").args(steady_args(&options));
         command
     })
@@ -327,7 +522,7 @@ async fn steady_run(plan: &Plan, n: usize, source: Source) -> Result<ClientRun> 
 
 /// The `steady` child's command line for `options`.
 fn steady_args(options: &SteadyOptions) -> Vec<String> {
-    vec![
+    let mut args = vec![
         "--url".into(),
         options.url.clone(),
         "--tasks".into(),
@@ -355,7 +550,111 @@ fn steady_args(options: &SteadyOptions) -> Vec<String> {
         },
         "--push-scheme".into(),
         options.push_scheme.arg().into(),
-    ]
+    ];
+    if let Some(steps) = options.peer_steps {
+        args.push("--peer-steps".into());
+        args.push(steps.to_string());
+    }
+    args
+}
+
+/// Our engine (`engine_exe`'s) against the fastmcp peer server instead of the demo server:
+/// `long_job` tasks whose `statusMessage` changes every half interval.
+async fn peer_run(plan: &Plan, engine_exe: &Path, n: usize) -> Result<ClientRun> {
+    let Some(fastmcp) = &plan.fastmcp else {
+        return Err(Error::Unexpected(
+            "the fastmcp peer server needs --fastmcp-python".into(),
+        ));
+    };
+    let script = fastmcp.script.with_file_name("fastmcp_server.py");
+    for (path, hint) in [
+        (
+            &fastmcp.python,
+            "install the peer with `bash .ci/setup-peer.sh`",
+        ),
+        (
+            &script,
+            "run from the repository root or pass --fastmcp-script",
+        ),
+    ] {
+        if !path.exists() {
+            return Err(Error::Missing {
+                path: path.clone(),
+                hint,
+            });
+        }
+    }
+    let step = plan.interval / 2;
+    let life = plan.life(n);
+    let steps = (life.as_millis() / step.as_millis().max(1)) as u64 + 1;
+    let mut command = Command::new(&fastmcp.python);
+    command
+        .arg(&script)
+        .arg("--port")
+        .arg("0")
+        .env(
+            "PEER_POLL_INTERVAL_MS",
+            plan.interval.as_millis().to_string(),
+        )
+        .env("PEER_STEP_SECONDS", step.as_secs_f64().to_string())
+        // Past the run: a task must not be forgotten mid-window.
+        .env("PEER_TTL_MS", (life * 2).as_millis().to_string())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true);
+    let mut peer = command
+        .spawn()
+        .map_err(|e| Error::io(format!("starting {}", script.display()), e))?;
+    let stdout = peer
+        .stdout
+        .take()
+        .ok_or_else(|| Error::Unexpected("the peer has no stdout".into()))?;
+    let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(stdout));
+    let url = match tokio::time::timeout(Duration::from_secs(60), lines.next_line()).await {
+        Ok(Ok(Some(url))) if url.starts_with("http://127.0.0.1:") => url,
+        Ok(other) => {
+            return Err(Error::Unexpected(format!(
+                "the fastmcp peer server did not print its URL: {other:?}"
+            )))
+        }
+        Err(_) => {
+            return Err(Error::Timeout {
+                what: "the fastmcp peer server to start".into(),
+                after: Duration::from_secs(60),
+            })
+        }
+    };
+    let data_dir = fresh_dir(&plan.work_dir.join(format!("peer-{n}"))).await?;
+    let options = SteadyOptions {
+        url,
+        tasks: n,
+        window: plan.window,
+        interval: plan.interval,
+        warmup: plan.warmup(),
+        create_budget: plan.create_budget(n),
+        life,
+        change_every: Workload::PeerEveryPoll.change_every(plan.interval),
+        data_dir,
+        source: Source::Poll,
+        push_scheme: plan.push_scheme,
+        peer_steps: Some(steps),
+    };
+    let mut command = Command::new(engine_exe);
+    command.arg("steady").args(steady_args(&options));
+    let mut child = Child::spawn("engine", command)?;
+    let run = client::drive(
+        &mut child,
+        None,
+        plan.create_budget(n),
+        plan.warmup(),
+        plan.window,
+    )
+    .await;
+    child.finish(Duration::from_secs(30)).await;
+    let _ = peer.start_kill();
+    let _ = tokio::time::timeout(Duration::from_secs(10), peer.wait()).await;
+    run
 }
 
 async fn fastmcp_run(plan: &Plan, fastmcp: &Fastmcp) -> Result<ClientRun> {
@@ -404,7 +703,7 @@ async fn fastmcp_run(plan: &Plan, fastmcp: &Fastmcp) -> Result<ClientRun> {
     .await
 }
 
-async fn resume_run(plan: &Plan) -> Result<ResumeReport> {
+async fn resume_run(plan: &Plan, engine_exe: &Path) -> Result<ResumeReport> {
     let mut server = DemoProcess::start(&plan.exe, plan.serve_options()).await?;
     let options = ResumeOptions {
         tasks: plan.resume_tasks,
@@ -412,7 +711,7 @@ async fn resume_run(plan: &Plan) -> Result<ResumeReport> {
         create_budget: plan.create_budget(plan.resume_tasks),
         data_dir: fresh_dir(&plan.work_dir.join("resume")).await?,
     };
-    let report = resume::measure(&plan.exe, &mut server, &options).await;
+    let report = resume::measure(engine_exe, &mut server, &options).await;
     server.stop().await;
     report
 }

@@ -48,6 +48,9 @@ pub struct SteadyOptions {
     pub source: Source,
     /// How push streams are grouped.
     pub push_scheme: Scheme,
+    /// The server is the fastmcp peer: create its `long_job` with this many steps instead of
+    /// `bench_job` (change times are then unknown, so no latency is measured).
+    pub peer_steps: Option<u64>,
 }
 
 /// Calls to `bench_job` in flight while creating tasks.
@@ -86,6 +89,7 @@ pub async fn run(options: SteadyOptions) -> Result<()> {
         &client,
         &server,
         &plans,
+        options.peer_steps,
         CREATE_CONCURRENCY,
         options.create_budget,
         |n| {
@@ -153,7 +157,7 @@ pub async fn run(options: SteadyOptions) -> Result<()> {
         cpu_percent: usage::cpu_percent(&u0, &u1, wall),
         peak_rss_kb: peak_before.max(u1.peak_rss_kb),
         window_peak_rss_kb: peak_reset.then_some(u1.peak_rss_kb),
-        latency: Some(latency),
+        latency: options.peer_steps.is_none().then_some(latency),
         push: Some(Box::new(engine.push_stats().into())),
     }))?;
     if tokio::time::timeout(Duration::from_secs(15), engine.shutdown())

@@ -22,6 +22,9 @@ use crate::error::{Error, Result};
 
 /// The tool every task runs.
 pub const TOOL: &str = "bench_job";
+/// The fastmcp peer's tool for the peer runs: `steps` steps of `PEER_STEP_SECONDS` each, with
+/// `statusMessage` "step i/n".
+pub const PEER_TOOL: &str = "long_job";
 /// `bench_job` accepts at most this many steps.
 const MAX_STEPS: u64 = 100;
 
@@ -113,21 +116,31 @@ impl Job {
     }
 }
 
-/// Calls `bench_job` once per plan, `concurrency` at a time, through `actions::call`;
-/// `progress` hears the count of tasks created so far. Fails if any call does not create a task
-/// or the whole batch takes longer than `budget`.
+/// Calls `bench_job` once per plan (or, with `peer_steps`, the fastmcp peer's `long_job` with
+/// that many steps), `concurrency` at a time, through `actions::call`; `progress` hears the
+/// count of tasks created so far. Fails if any call does not create a task or the whole batch
+/// takes longer than `budget`.
+#[allow(clippy::too_many_arguments)]
 pub async fn create(
     ledger: &Ledger,
     client: &Client,
     server: &ServerRecord,
     plans: &[JobPlan],
+    peer_steps: Option<u64>,
     concurrency: usize,
     budget: Duration,
     mut progress: impl FnMut(usize),
 ) -> Result<Vec<Job>> {
     let calls = futures_util::stream::iter(plans.iter().copied())
         .map(|plan| async move {
-            let call = ToolCall::new(TOOL, Some(plan.arguments()));
+            let call = match peer_steps {
+                Some(steps) => {
+                    let mut arguments = Map::new();
+                    arguments.insert("steps".into(), json!(steps));
+                    ToolCall::new(PEER_TOOL, Some(arguments))
+                }
+                None => ToolCall::new(TOOL, Some(plan.arguments())),
+            };
             match actions::call(ledger, client, server, &call, "countersign-bench").await? {
                 Called::Task(record) => {
                     let created_us = record

@@ -283,11 +283,24 @@ pub(crate) async fn watch(desk: &mut Desk, json_out: bool) -> Result<u8, CliErro
         "countersign engine on {} — resumed {resumed} unfinished task(s); Ctrl-C to stop",
         desk.data_dir.display()
     );
+    // The ledger cannot carry news of its own unwritability: that goes to stderr.
+    let mut health = match desk.engine.as_ref() {
+        Some(engine) => engine.ledger_health(),
+        None => tokio::sync::watch::channel(engine::LedgerHealth::Writable).1,
+    };
     let stop = crate::shutdown_signal();
     tokio::pin!(stop);
     loop {
         tokio::select! {
             _ = &mut stop => break,
+            Ok(()) = health.changed() => match &*health.borrow_and_update() {
+                engine::LedgerHealth::Unwritable { pending, message } => tell!(
+                    "engine: cannot write the ledger ({message}); {pending} task change(s) kept and retried"
+                ),
+                engine::LedgerHealth::Writable => {
+                    tell!("engine: the ledger is writable again; pending changes are recorded")
+                }
+            },
             batch = desk.ledger.events_after(cursor, 512, Duration::from_millis(100), Duration::from_millis(500)) => {
                 for event in batch? {
                     cursor = event.id;

@@ -16,14 +16,14 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{broadcast, mpsc, Notify, Semaphore};
+use tokio::sync::{broadcast, mpsc, watch, Notify, Semaphore};
 use tokio::task::JoinHandle;
 
 use crate::ledger::events::NewEvent;
 use crate::ledger::outbox::{self, Delivery, OutboxItem};
 use crate::ledger::servers::{self, ServerRecord};
 use crate::ledger::tasks::{self, LedgerStatus, TaskRecord};
-use crate::ledger::{inputs, intents, now_ms, EventKind, Ledger, StoredEvent, Via};
+use crate::ledger::{inputs, intents, now_ms, EventKind, Ledger, StoredEvent, Via, WriteCtx};
 use crate::mcp::{self, Client, ClientOptions, Endpoint, ErrorClass};
 use crate::secret::Sensitive;
 use crate::status::poll::{PollSource, PollStats};
@@ -34,6 +34,29 @@ use lock::{EngineLock, LockError};
 
 /// How often the engine looks for calls whose sending process died.
 const ORPHAN_CHECK: Duration = Duration::from_secs(5);
+
+/// Unfinished tasks read per page at resume.
+const RESUME_PAGE: usize = 256;
+
+/// First wait before a ledger write that did not commit is tried again (then backoff with
+/// jitter). SQLite already waited its busy timeout inside the failed attempt.
+const WRITE_RETRY: Duration = Duration::from_secs(1);
+
+/// Whether the engine can record what it learns. While the ledger is unwritable (another process
+/// holds the write lock, the disk is full) changes stay pending in memory and are retried; they
+/// reach the ledger, in order, once a commit succeeds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LedgerHealth {
+    /// Every change so far is committed (or on its way).
+    Writable,
+    /// Writes fail; `pending` tasks have a change waiting to be committed.
+    Unwritable {
+        /// Tasks with a change not yet committed.
+        pending: usize,
+        /// Why the last write failed.
+        message: String,
+    },
+}
 
 /// Supplies a server's bearer token (from the OS keyring in the app, the environment in the CLI).
 pub type TokenProvider = Arc<dyn Fn(&ServerRecord) -> Option<Sensitive<String>> + Send + Sync>;
@@ -109,6 +132,7 @@ pub struct Engine {
     loop_handle: Option<JoinHandle<()>>,
     resumed: usize,
     reload_links: Arc<std::sync::atomic::AtomicBool>,
+    health: watch::Receiver<LedgerHealth>,
     _lock: EngineLock,
 }
 
@@ -144,6 +168,8 @@ impl Engine {
         let stop = Arc::new(Notify::new());
 
         let reload_links = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (health_tx, health) = watch::channel(LedgerHealth::Writable);
+        let (written_tx, written_rx) = mpsc::unbounded_channel();
         let mut state = State {
             ledger: ledger.clone(),
             links: links.clone(),
@@ -156,9 +182,12 @@ impl Engine {
             unreachable: HashSet::new(),
             servers_seen: Vec::new(),
             reload_links: reload_links.clone(),
+            written: written_tx,
+            unwritten: HashSet::new(),
+            health: health_tx,
         };
         let resumed = state.resume().await?;
-        let loop_handle = tokio::spawn(state.run(obs_rx, nudge.clone(), stop.clone()));
+        let loop_handle = tokio::spawn(state.run(obs_rx, written_rx, nudge.clone(), stop.clone()));
         Ok(Self {
             ledger,
             nudge,
@@ -170,6 +199,7 @@ impl Engine {
             loop_handle: Some(loop_handle),
             resumed,
             reload_links,
+            health,
             _lock: lock,
         })
     }
@@ -200,6 +230,12 @@ impl Engine {
     /// How many unfinished tasks were resumed at start.
     pub fn resumed(&self) -> usize {
         self.resumed
+    }
+
+    /// Whether what the engine learns reaches the ledger; changes when writes start or stop
+    /// failing (a front end shows it: nothing else can, while the ledger cannot take events).
+    pub fn ledger_health(&self) -> watch::Receiver<LedgerHealth> {
+        self.health.clone()
     }
 
     /// Poll counters.
@@ -259,6 +295,13 @@ struct Tracked {
     expires_at: Option<i64>,
     /// The newest `lastUpdatedAt` applied (see [`Tracked::is_stale`]).
     last_updated: Option<time::OffsetDateTime>,
+    /// A write of this task's change is in flight or waiting to be retried: `known` and
+    /// `failures` still describe what is committed, and observations wait in `next`.
+    writing: bool,
+    /// The newest observation that arrived while writing (older ones are superseded by it).
+    next: Option<Observation>,
+    /// Failed write attempts in a row (for the retry backoff).
+    write_failures: u32,
 }
 
 /// How far back a `lastUpdatedAt` may be and still count as a race rather than a server clock
@@ -290,6 +333,40 @@ impl Tracked {
     }
 }
 
+/// What committing an observation changes in memory: applied only once the write commits, so a
+/// change that fails to commit is still a change at the next attempt.
+struct Applied {
+    known: Option<Known>,
+    ttl_ms: Option<u64>,
+    failures: u32,
+    /// The task is finished (or concluded): stop tracking it once committed.
+    done: bool,
+    server: ServerChange,
+}
+
+/// A server's reachability, changed in memory when a write is planned (so other tasks of the
+/// server do not record it again) and undone if that write fails.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ServerChange {
+    None,
+    Recovered,
+    Down,
+}
+
+/// A write started by the loop, reported back to it.
+enum Written {
+    /// An observation's write finished, committed or not.
+    Observation {
+        row: i64,
+        observation: Observation,
+        applied: Applied,
+        server_id: i64,
+        outcome: crate::ledger::Result<()>,
+    },
+    /// The backoff after a failed write has passed: try the task's newest observation again.
+    Retry { row: i64 },
+}
+
 enum Delivered {
     Acknowledged(OutboxItem),
     Abandoned(OutboxItem, String),
@@ -308,6 +385,11 @@ struct State {
     servers_seen: Vec<(i64, String, u64, bool)>,
     /// Set by [`Engine::reload_links`]: rebuild every client on the next scan.
     reload_links: Arc<std::sync::atomic::AtomicBool>,
+    /// Where observation writes report their outcome.
+    written: mpsc::UnboundedSender<Written>,
+    /// Tasks whose last write failed and waits to be retried.
+    unwritten: HashSet<i64>,
+    health: watch::Sender<LedgerHealth>,
 }
 
 fn expires_at(record: &TaskRecord) -> Option<i64> {
@@ -338,10 +420,25 @@ impl State {
                 .filter(|r| !r.reachable)
                 .map(|r| r.server_id),
         );
-        let unfinished = self.ledger.read_async(tasks::unfinished).await?;
-        let resumed = unfinished.len();
-        for record in unfinished {
-            self.track(record, FirstCheck::Spread);
+        // Page by page: a whole ledger of records (with their last states) held at once was
+        // resume's memory peak, above the steady state's.
+        let mut resumed = 0;
+        let mut after = 0;
+        loop {
+            let page = self
+                .ledger
+                .read_async(move |c| tasks::unfinished_page(c, after, RESUME_PAGE))
+                .await?;
+            let Some(last) = page.last() else { break };
+            after = last.id;
+            let full = page.len() == RESUME_PAGE;
+            resumed += page.len();
+            for record in page {
+                self.track(record, FirstCheck::Spread);
+            }
+            if !full {
+                break;
+            }
         }
         self.ledger
             .write(move |ctx| {
@@ -386,6 +483,9 @@ impl State {
                 ttl_ms: record.ttl_ms,
                 expires_at: expires_at(&record),
                 last_updated: None,
+                writing: false,
+                next: None,
+                write_failures: 0,
             },
         );
         for source in &self.sources {
@@ -395,6 +495,14 @@ impl State {
 
     fn untrack(&mut self, task: i64) {
         self.tracked.remove(&task);
+        if self.unwritten.remove(&task) {
+            self.report_health(None);
+        }
+        self.unwatch(task);
+    }
+
+    /// Stops every source from checking `task` (which stays tracked until its last write commits).
+    fn unwatch(&self, task: i64) {
         for source in &self.sources {
             source.unwatch(task);
         }
@@ -487,6 +595,7 @@ impl State {
     async fn run(
         mut self,
         mut observations: mpsc::UnboundedReceiver<Observation>,
+        mut written: mpsc::UnboundedReceiver<Written>,
         nudge: Arc<Notify>,
         stop: Arc<Notify>,
     ) {
@@ -503,6 +612,8 @@ impl State {
             tokio::select! {
                 biased;
                 _ = stop.notified() => break,
+                // Before new observations: a commit frees its task for the next change.
+                Some(outcome) = written.recv() => self.written(outcome),
                 Some(observation) = observations.recv() => self.observe(observation),
                 Some(delivered) = delivered_rx.recv() => self.delivered(delivered),
                 _ = nudge.notified() => self.scan(&delivered_tx).await,
@@ -641,80 +752,103 @@ impl State {
         match delivered {
             Delivered::Acknowledged(item) => {
                 self.delivering.remove(&item.id);
-                let write = self.ledger.write(move |ctx| {
-                    outbox::acknowledge(ctx.conn, item.id)?;
-                    let kind = match &item.delivery {
-                        Delivery::Update { responses } => {
-                            let keys: Vec<String> = responses.keys().cloned().collect();
-                            inputs::mark_delivered(ctx.conn, item.task, &keys)?;
-                            EventKind::UpdateAcknowledged { keys }
-                        }
-                        Delivery::Cancel => EventKind::CancelAcknowledged,
-                    };
-                    ctx.append(NewEvent {
-                        task: Some(item.task),
-                        server_id: None,
-                        via: Via::Engine,
-                        kind,
-                    })?;
-                    Ok(())
+                spawn_until_committed(self.ledger.clone(), "record a delivery", move || {
+                    let item = item.clone();
+                    move |ctx: &mut WriteCtx<'_>| {
+                        outbox::acknowledge(ctx.conn, item.id)?;
+                        let kind = match &item.delivery {
+                            Delivery::Update { responses } => {
+                                let keys: Vec<String> = responses.keys().cloned().collect();
+                                inputs::mark_delivered(ctx.conn, item.task, &keys)?;
+                                EventKind::UpdateAcknowledged { keys }
+                            }
+                            Delivery::Cancel => EventKind::CancelAcknowledged,
+                        };
+                        ctx.append(NewEvent {
+                            task: Some(item.task),
+                            server_id: None,
+                            via: Via::Engine,
+                            kind,
+                        })?;
+                        Ok(())
+                    }
                 });
-                spawn_logged(write, "record a delivery");
             }
             Delivered::Abandoned(item, message) => {
                 self.delivering.remove(&item.id);
-                let write = self.ledger.write(move |ctx| {
-                    outbox::abandon(ctx.conn, item.id, &message)?;
-                    let kind = match &item.delivery {
-                        Delivery::Update { responses } => EventKind::UpdateFailed {
-                            keys: responses.keys().cloned().collect(),
-                            message,
-                        },
-                        Delivery::Cancel => EventKind::CancelFailed { message },
-                    };
-                    ctx.append(NewEvent {
-                        task: Some(item.task),
-                        server_id: None,
-                        via: Via::Engine,
-                        kind,
-                    })?;
-                    Ok(())
+                spawn_until_committed(self.ledger.clone(), "record a delivery", move || {
+                    let (item, message) = (item.clone(), message.clone());
+                    move |ctx: &mut WriteCtx<'_>| {
+                        outbox::abandon(ctx.conn, item.id, &message)?;
+                        let kind = match &item.delivery {
+                            Delivery::Update { responses } => EventKind::UpdateFailed {
+                                keys: responses.keys().cloned().collect(),
+                                message,
+                            },
+                            Delivery::Cancel => EventKind::CancelFailed { message },
+                        };
+                        ctx.append(NewEvent {
+                            task: Some(item.task),
+                            server_id: None,
+                            via: Via::Engine,
+                            kind,
+                        })?;
+                        Ok(())
+                    }
                 });
-                spawn_logged(write, "record a delivery");
             }
         }
     }
 
+    /// Applies one observation: an unchanged poll writes nothing; a change becomes one write,
+    /// and what the engine knows of the task advances only when that write commits.
     fn observe(&mut self, observation: Observation) {
         let row = observation.task;
         let Some(tracked) = self.tracked.get_mut(&row) else {
             return;
         };
+        if tracked.writing {
+            // One write per task at a time keeps its events in order and each change computed
+            // against what is committed; the newest observation waits for the write to end.
+            tracked.next = Some(observation);
+            return;
+        }
         let server_id = tracked.server_id;
-        match observation.outcome {
+        let via = observation.via;
+        match &observation.outcome {
             Ok(task) => {
                 if task.task_id != tracked.task_id {
                     tracing::warn!(row, "observation for another task id; ignored");
                     return;
                 }
-                if tracked.is_stale(&task) {
-                    tracing::debug!(row, via = ?observation.via, "observation older than one already applied; ignored");
+                if tracked.is_stale(task) {
+                    tracing::debug!(row, via = ?via, "observation older than one already applied; ignored");
                     return;
                 }
-                let recovered = std::mem::take(&mut tracked.failures);
+                let recovered = tracked.failures;
                 let server_recovered = self.unreachable.remove(&server_id);
-                if !tracked.known.differs(&task) && recovered == 0 && !server_recovered {
+                if !tracked.known.differs(task) && recovered == 0 && !server_recovered {
                     return; // nothing new: no write
                 }
                 let before = tracked.known.clone();
-                tracked.known = Known::of(&task);
-                if let Some(ttl) = task.ttl_ms {
-                    tracked.ttl_ms = Some(ttl);
-                }
+                let known = Known::of(task);
+                let changed = before != known;
                 let finished = task.status().is_terminal();
-                let via = observation.via;
-                let changed = before != tracked.known;
-                let write = self.ledger.write(move |ctx| {
+                let applied = Applied {
+                    known: Some(known),
+                    ttl_ms: task.ttl_ms,
+                    failures: 0,
+                    done: finished,
+                    server: if server_recovered {
+                        ServerChange::Recovered
+                    } else {
+                        ServerChange::None
+                    },
+                };
+                let task = task.clone();
+                // Relaxed: all of this is what the server said, and it says it again if the
+                // machine loses the last moments before a crash (see ARCHITECTURE.md).
+                let write = self.ledger.write_relaxed(move |ctx| {
                     if server_recovered {
                         ctx.append(NewEvent {
                             task: None,
@@ -739,15 +873,14 @@ impl State {
                     }
                     Ok(())
                 });
-                spawn_logged(write, "record an observation");
                 if finished {
-                    self.untrack(row);
+                    self.unwatch(row); // nothing more to ask; the row goes once this commits
                 }
+                self.start_write(row, server_id, observation, applied, write);
             }
             Err(failure) => {
                 // One event per streak, also when the streak began before a restart.
                 let first_of_streak = tracked.failures == 0;
-                tracked.failures = failure.failures;
                 // `>=`: both sides are whole milliseconds (truncated), so a server that forgets the
                 // task the instant its TTL ends can be answering within the same millisecond.
                 let past_ttl = tracked.expires_at.is_some_and(|at| now_ms() >= at);
@@ -758,60 +891,224 @@ impl State {
                     _ if past_ttl => Some(LedgerStatus::Expired),
                     _ => None,
                 };
+                let applied = Applied {
+                    known: None,
+                    ttl_ms: None,
+                    failures: failure.failures,
+                    done: conclusion.is_some(),
+                    server: ServerChange::None,
+                };
                 if let Some(status) = conclusion {
                     let message = failure.message.clone();
-                    spawn_logged(
-                        self.ledger.write(move |ctx| {
-                            tracking::conclude(ctx, row, status, ttl_ms, &message)
-                        }),
-                        "conclude a task",
-                    );
-                    self.untrack(row);
+                    let write = self
+                        .ledger
+                        .write(move |ctx| tracking::conclude(ctx, row, status, ttl_ms, &message));
+                    self.unwatch(row);
+                    self.start_write(row, server_id, observation, applied, write);
                     return;
                 }
                 let server_down = failure.code == "connect" && self.unreachable.insert(server_id);
-                if first_of_streak || server_down {
-                    let failure = failure.clone();
-                    let write = self.ledger.write(move |ctx| {
-                        if server_down {
-                            ctx.append(NewEvent {
-                                task: None,
-                                server_id: Some(server_id),
-                                via: Via::Engine,
-                                kind: EventKind::ServerUnreachable {
-                                    message: failure.message.clone(),
-                                },
-                            })?;
-                        }
-                        if first_of_streak {
-                            tasks::set_poll_error(ctx.conn, row, Some(&failure.message))?;
-                            ctx.append(NewEvent {
-                                task: Some(row),
-                                server_id: None,
-                                via: Via::Poll,
-                                kind: EventKind::PollFailed {
-                                    code: failure.code.into(),
-                                    message: failure.message,
-                                    retry_in_ms: failure.retry_in.as_millis() as u64,
-                                },
-                            })?;
-                        }
-                        Ok(())
-                    });
-                    spawn_logged(write, "record a poll failure");
+                if !first_of_streak && !server_down {
+                    tracked.failures = failure.failures;
+                    return;
+                }
+                let applied = Applied {
+                    server: if server_down {
+                        ServerChange::Down
+                    } else {
+                        ServerChange::None
+                    },
+                    ..applied
+                };
+                let failure = failure.clone();
+                let write = self.ledger.write_relaxed(move |ctx| {
+                    if server_down {
+                        ctx.append(NewEvent {
+                            task: None,
+                            server_id: Some(server_id),
+                            via: Via::Engine,
+                            kind: EventKind::ServerUnreachable {
+                                message: failure.message.clone(),
+                            },
+                        })?;
+                    }
+                    if first_of_streak {
+                        tasks::set_poll_error(ctx.conn, row, Some(&failure.message))?;
+                        ctx.append(NewEvent {
+                            task: Some(row),
+                            server_id: None,
+                            via: Via::Poll,
+                            kind: EventKind::PollFailed {
+                                code: failure.code.into(),
+                                message: failure.message,
+                                retry_in_ms: failure.retry_in.as_millis() as u64,
+                            },
+                        })?;
+                    }
+                    Ok(())
+                });
+                self.start_write(row, server_id, observation, applied, write);
+            }
+        }
+    }
+
+    /// Marks `row` as writing and reports the write's outcome back to the loop.
+    fn start_write(
+        &mut self,
+        row: i64,
+        server_id: i64,
+        observation: Observation,
+        applied: Applied,
+        write: impl std::future::Future<Output = crate::ledger::Result<()>> + Send + 'static,
+    ) {
+        if let Some(tracked) = self.tracked.get_mut(&row) {
+            tracked.writing = true;
+        }
+        let done = self.written.clone();
+        tokio::spawn(async move {
+            let outcome = write.await;
+            let _ = done.send(Written::Observation {
+                row,
+                observation,
+                applied,
+                server_id,
+                outcome,
+            });
+        });
+    }
+
+    /// A write started by [`State::observe`] ended, or its retry is due.
+    fn written(&mut self, written: Written) {
+        match written {
+            Written::Observation {
+                row,
+                applied,
+                outcome: Ok(()),
+                ..
+            } => {
+                if self.unwritten.remove(&row) {
+                    self.report_health(None);
+                }
+                let Some(tracked) = self.tracked.get_mut(&row) else {
+                    return; // untracked meanwhile (its server was removed)
+                };
+                tracked.writing = false;
+                tracked.write_failures = 0;
+                if let Some(known) = applied.known {
+                    tracked.known = known;
+                }
+                if let Some(ttl) = applied.ttl_ms {
+                    tracked.ttl_ms = Some(ttl);
+                }
+                tracked.failures = applied.failures;
+                let next = tracked.next.take();
+                if applied.done {
+                    self.untrack(row);
+                } else if let Some(next) = next {
+                    self.observe(next);
+                }
+            }
+            Written::Observation {
+                row,
+                observation,
+                applied,
+                server_id,
+                outcome: Err(error),
+            } => {
+                // Undo what was changed in memory ahead of the write, so the next attempt (of
+                // this task or another on the server) records it again.
+                match applied.server {
+                    ServerChange::Recovered => {
+                        self.unreachable.insert(server_id);
+                    }
+                    ServerChange::Down => {
+                        self.unreachable.remove(&server_id);
+                    }
+                    ServerChange::None => {}
+                }
+                let Some(tracked) = self.tracked.get_mut(&row) else {
+                    return;
+                };
+                // Still `writing`: observations keep waiting until the retry.
+                tracked.write_failures = tracked.write_failures.saturating_add(1);
+                // A newer observation supersedes the one that failed; otherwise retry this one.
+                tracked.next.get_or_insert(observation);
+                let wait = crate::scheduler::backoff(WRITE_RETRY, tracked.write_failures, None);
+                tracing::debug!(row, error = %error, retry_in = ?wait, "a task's change did not commit; retrying");
+                self.unwritten.insert(row);
+                self.report_health(Some(&error));
+                let done = self.written.clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep(wait).await;
+                    let _ = done.send(Written::Retry { row });
+                });
+            }
+            Written::Retry { row } => {
+                let Some(tracked) = self.tracked.get_mut(&row) else {
+                    return;
+                };
+                tracked.writing = false;
+                if let Some(next) = tracked.next.take() {
+                    self.observe(next);
                 }
             }
         }
     }
+
+    /// Publishes the ledger's health: notifies when it turns unwritable, when the reason changes
+    /// and when it is writable again (not on every failed retry).
+    fn report_health(&self, error: Option<&crate::ledger::Error>) {
+        let pending = self.unwritten.len();
+        self.health.send_if_modified(|health| match (error, &*health) {
+            (Some(error), LedgerHealth::Unwritable { message, .. })
+                if *message == error.to_string() =>
+            {
+                *health = LedgerHealth::Unwritable {
+                    pending,
+                    message: message.clone(),
+                };
+                false
+            }
+            (Some(error), _) => {
+                let message = error.to_string();
+                tracing::error!(pending, error = %message, "the ledger is unwritable; changes are kept and retried");
+                *health = LedgerHealth::Unwritable { pending, message };
+                true
+            }
+            (None, LedgerHealth::Unwritable { message, .. }) if pending > 0 => {
+                *health = LedgerHealth::Unwritable {
+                    pending,
+                    message: message.clone(),
+                };
+                false
+            }
+            (None, LedgerHealth::Unwritable { .. }) => {
+                tracing::info!("the ledger is writable again; pending changes are committed");
+                *health = LedgerHealth::Writable;
+                true
+            }
+            (None, LedgerHealth::Writable) => false,
+        });
+    }
 }
 
-fn spawn_logged<T: Send + 'static>(
-    write: impl std::future::Future<Output = crate::ledger::Result<T>> + Send + 'static,
-    what: &'static str,
-) {
+/// Runs the write `make` builds until it commits, backing off between attempts: what it records
+/// (a delivery's outcome) is known only to this process and would be lost until a restart.
+fn spawn_until_committed<F, J>(ledger: Arc<Ledger>, what: &'static str, make: F)
+where
+    F: Fn() -> J + Send + 'static,
+    J: for<'c> FnOnce(&mut WriteCtx<'c>) -> crate::ledger::Result<()> + Send + 'static,
+{
     tokio::spawn(async move {
-        if let Err(e) = write.await {
-            tracing::error!(error = %e, "failed to {what}");
+        let mut failures = 0u32;
+        while let Err(e) = ledger.write(make()).await {
+            if matches!(e, crate::ledger::Error::WriterGone) {
+                return; // shutting down: the outbox row is still open, the next start redoes it
+            }
+            failures = failures.saturating_add(1);
+            let wait = crate::scheduler::backoff(WRITE_RETRY, failures, None);
+            tracing::warn!(error = %e, retry_in = ?wait, "failed to {what}; retrying");
+            tokio::time::sleep(wait).await;
         }
     });
 }

@@ -3,10 +3,11 @@
 //! One writer per process: all writes go through [`Ledger::write`], which runs them on a dedicated
 //! thread that batches whatever is queued into one transaction (each job in its own savepoint, so
 //! one bad job cannot poison its neighbours) and replies only after the commit. Events appended
-//! in a batch are published to subscribers after that commit, in order. Reads use a separate
-//! connection. Other processes (the CLI next to a running engine) open their own `Ledger`; SQLite
-//! serialises writers across processes and the engine notices their commits through
-//! [`Ledger::data_version`].
+//! in a batch are published to subscribers after that commit, in order. A write is synced
+//! (fsynced before it resolves) unless it is [`Ledger::write_relaxed`]: see [`Durability`], and
+//! ARCHITECTURE.md for which writes are which. Reads use a separate connection. Other processes
+//! (the CLI next to a running engine) open their own `Ledger`; SQLite serialises writers across
+//! processes and the engine notices their commits through [`Ledger::data_version`].
 //!
 //! Tables, one module each: [`servers`], [`intents`] (call intents), [`tasks`], [`events`] (the
 //! append-only timeline), [`inputs`] (questions by key), [`outbox`] (answers and cancels not yet
@@ -74,6 +75,38 @@ pub enum Error {
     /// The writer thread is gone (the process is shutting down).
     #[error("the ledger writer has stopped")]
     WriterGone,
+    /// The batch this write was part of could not be committed, so nothing of it was written
+    /// (e.g. another process held the write lock past the busy timeout). Retrying can succeed.
+    #[error("the ledger could not be written{}: {message}", if *.busy { " (another connection holds the write lock)" } else { "" })]
+    Unwritable {
+        /// SQLite said busy or locked: another connection holds the write lock.
+        busy: bool,
+        /// SQLite's message.
+        message: String,
+    },
+}
+
+impl Error {
+    /// The commit failure every job of a failed batch is told about.
+    fn unwritable(error: &Error) -> Self {
+        match error {
+            Error::Unwritable { busy, message } => Error::Unwritable {
+                busy: *busy,
+                message: message.clone(),
+            },
+            Error::Sql(e) => Error::Unwritable {
+                busy: matches!(
+                    e.sqlite_error_code(),
+                    Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+                ),
+                message: e.to_string(),
+            },
+            other => Error::Unwritable {
+                busy: false,
+                message: other.to_string(),
+            },
+        }
+    }
 }
 
 /// Result with the ledger's error.
@@ -190,28 +223,55 @@ impl WriteCtx<'_> {
     }
 }
 
+/// How soon a write must reach the disk itself (not just the OS) once it is committed.
+///
+/// Every commit survives a killed process (WAL: the commit is in the file before the writer
+/// replies). What differs is power loss or an OS crash: a [`Durability::Synced`] commit is
+/// fsynced before anyone is told it happened; a [`Durability::Relaxed`] one is fsynced with the
+/// next synced commit or WAL checkpoint, so the relaxed commits since then can be lost with the
+/// machine. Only what can be learnt again may be relaxed: the engine's records
+/// of what a server said (the next poll says it again). Task handles, call intents, answers,
+/// cancels and audit records are synced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// fsynced before the write's future resolves (`synchronous=FULL`).
+    Synced,
+    /// Committed (visible, survives a killed process) but fsynced later (`synchronous=NORMAL`).
+    Relaxed,
+}
+
 type Finish = Box<dyn FnOnce(Option<&Error>) + Send>;
-/// A job runs inside the batch and says whether its writes stand, and how to reply after commit.
-type Job = Box<dyn for<'c> FnOnce(&mut WriteCtx<'c>) -> (bool, Finish) + Send>;
+/// A job runs inside the batch (`Some` context) and says whether its writes stand, and how to
+/// reply after commit; with `None` it is told the batch could not even begin, and only replies.
+type Run = Box<dyn for<'c> FnOnce(Option<&mut WriteCtx<'c>>) -> (bool, Finish) + Send>;
+
+/// One queued write.
+struct Job {
+    durability: Durability,
+    run: Run,
+}
 
 /// Wraps a write closure as a batch job: it runs inside the batch, says whether its writes stand,
 /// and hands its outcome to `reply` once the commit is known (a failed commit fails it too).
-fn job<T, F>(f: F, reply: impl FnOnce(Result<T>) + Send + 'static) -> Job
+fn job<T, F>(durability: Durability, f: F, reply: impl FnOnce(Result<T>) + Send + 'static) -> Job
 where
     T: Send + 'static,
     F: for<'c> FnOnce(&mut WriteCtx<'c>) -> Result<T> + Send + 'static,
 {
-    Box::new(move |ctx| {
-        let outcome = f(ctx);
-        let ok = outcome.is_ok();
+    let run: Run = Box::new(move |ctx| {
+        let outcome = ctx.map(f);
+        let ok = matches!(outcome, Some(Ok(_)));
         let finish: Finish = Box::new(move |commit_error: Option<&Error>| {
             reply(match (outcome, commit_error) {
-                (Ok(_), Some(e)) => Err(Error::Conflict(format!("commit failed: {e}"))),
-                (other, _) => other,
+                (Some(Ok(_)) | None, Some(e)) => Err(Error::unwritable(e)),
+                (Some(other), _) => other,
+                // Never happens: a job that did not run is only finished with the reason.
+                (None, None) => Err(Error::WriterGone),
             });
         });
         (ok, finish)
-    })
+    });
+    Job { durability, run }
 }
 
 /// The ledger: a writer thread, a reader connection and an event feed.
@@ -239,6 +299,9 @@ fn open_connection(path: &Path) -> Result<Connection> {
     // FULL: a committed task handle survives power loss, not just a killed process.
     conn.pragma_update(None, "synchronous", "FULL")?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
+    // Room for every statement of the hot paths (observations, the change feed, the CLI's
+    // reads) so none is evicted and parsed again.
+    conn.set_prepared_statement_cache_capacity(64);
     Ok(conn)
 }
 
@@ -307,14 +370,40 @@ impl Ledger {
     }
 
     /// Queues `f` for the next write batch NOW (so writes keep the order of these calls) and
-    /// returns a future that resolves after the batch commits.
+    /// returns a future that resolves after the batch commits and is fsynced
+    /// ([`Durability::Synced`]).
     pub fn write<T, F>(&self, f: F) -> impl std::future::Future<Output = Result<T>> + Send + 'static
     where
         T: Send + 'static,
         F: for<'c> FnOnce(&mut WriteCtx<'c>) -> Result<T> + Send + 'static,
     {
+        self.write_with(Durability::Synced, f)
+    }
+
+    /// [`Ledger::write`] for what can be learnt again ([`Durability::Relaxed`]): such writes are
+    /// grouped, so a burst of them costs one commit and no fsync of its own.
+    pub fn write_relaxed<T, F>(
+        &self,
+        f: F,
+    ) -> impl std::future::Future<Output = Result<T>> + Send + 'static
+    where
+        T: Send + 'static,
+        F: for<'c> FnOnce(&mut WriteCtx<'c>) -> Result<T> + Send + 'static,
+    {
+        self.write_with(Durability::Relaxed, f)
+    }
+
+    fn write_with<T, F>(
+        &self,
+        durability: Durability,
+        f: F,
+    ) -> impl std::future::Future<Output = Result<T>> + Send + 'static
+    where
+        T: Send + 'static,
+        F: for<'c> FnOnce(&mut WriteCtx<'c>) -> Result<T> + Send + 'static,
+    {
         let (reply, done) = oneshot::channel::<Result<T>>();
-        let submitted = self.submit(job(f, move |outcome| {
+        let submitted = self.submit(job(durability, f, move |outcome| {
             let _ = reply.send(outcome);
         }));
         async move {
@@ -330,7 +419,7 @@ impl Ledger {
         F: for<'c> FnOnce(&mut WriteCtx<'c>) -> Result<T> + Send + 'static,
     {
         let (reply, done) = std_mpsc::channel::<Result<T>>();
-        self.submit(job(f, move |outcome| {
+        self.submit(job(Durability::Synced, f, move |outcome| {
             let _ = reply.send(outcome);
         }))?;
         done.recv().map_err(|_| Error::WriterGone)?
@@ -416,22 +505,68 @@ impl Drop for Ledger {
 /// Most jobs one transaction takes: bounds the latency of the first job in a burst.
 const MAX_BATCH: usize = 512;
 
+/// How long a batch of relaxed writes waits for more to join it. Polls of many tasks arrive a few
+/// milliseconds apart; waiting this long turns a commit per observation into a commit per burst.
+/// A synced write ends the wait at once.
+pub const GROUP_WINDOW: std::time::Duration = std::time::Duration::from_millis(5);
+
+/// Collects the next batch: everything queued, and while only relaxed writes are in it, whatever
+/// arrives within [`GROUP_WINDOW`] of the first. `None` once every sender is gone.
+fn next_batch(jobs: &std_mpsc::Receiver<Job>) -> Option<Vec<Job>> {
+    let first = jobs.recv().ok()?;
+    let started = std::time::Instant::now();
+    let mut synced = first.durability == Durability::Synced;
+    let mut batch = vec![first];
+    while batch.len() < MAX_BATCH {
+        let next = match jobs.try_recv() {
+            Ok(job) => Some(job),
+            Err(std_mpsc::TryRecvError::Disconnected) => None,
+            Err(std_mpsc::TryRecvError::Empty) if synced => None,
+            Err(std_mpsc::TryRecvError::Empty) => {
+                match GROUP_WINDOW.checked_sub(started.elapsed()) {
+                    Some(left) if !left.is_zero() => jobs.recv_timeout(left).ok(),
+                    _ => None,
+                }
+            }
+        };
+        let Some(job) = next else { break };
+        synced |= job.durability == Durability::Synced;
+        batch.push(job);
+    }
+    Some(batch)
+}
+
 fn writer_loop(
     mut conn: Connection,
     jobs: std_mpsc::Receiver<Job>,
     events: broadcast::Sender<StoredEvent>,
 ) {
-    while let Ok(first) = jobs.recv() {
-        let mut batch = vec![first];
-        while batch.len() < MAX_BATCH {
-            match jobs.try_recv() {
-                Ok(job) => batch.push(job),
-                Err(_) => break,
-            }
-        }
+    // The connection opens with FULL; switched only when the kind of batch changes.
+    let mut current = Durability::Synced;
+    while let Some(mut batch) = next_batch(&jobs) {
+        let wanted = if batch.iter().any(|j| j.durability == Durability::Synced) {
+            Durability::Synced
+        } else {
+            Durability::Relaxed
+        };
         let mut finishes: Vec<Finish> = Vec::with_capacity(batch.len());
         let mut appended = Vec::new();
         let commit = (|| -> Result<()> {
+            if wanted != current {
+                let level = match wanted {
+                    Durability::Synced => "FULL",
+                    Durability::Relaxed => "NORMAL",
+                };
+                match conn.pragma_update(None, "synchronous", level) {
+                    Ok(()) => current = wanted,
+                    // A relaxed batch under FULL is only slower; a synced one must not commit
+                    // under NORMAL, so it fails (its callers retry) rather than lie.
+                    Err(e) if wanted == Durability::Relaxed => {
+                        tracing::warn!(error = %e, "cannot relax the ledger's sync level")
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            }
             let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
             for job in batch.drain(..) {
                 tx.execute_batch("SAVEPOINT job")?;
@@ -439,7 +574,7 @@ fn writer_loop(
                     conn: &tx,
                     appended: Vec::new(),
                 };
-                let (ok, finish) = job(&mut ctx);
+                let (ok, finish) = (job.run)(Some(&mut ctx));
                 let job_events = std::mem::take(&mut ctx.appended);
                 finishes.push(finish);
                 if ok {
@@ -454,6 +589,15 @@ fn writer_loop(
             Ok(())
         })();
         let error = commit.err();
+        if let Some(e) = &error {
+            tracing::warn!(error = %e, jobs = finishes.len() + batch.len(), "a ledger batch did not commit");
+            // Jobs the failed transaction never reached are told why, rather than seeing their
+            // reply channel close as if the writer had stopped.
+            for job in batch.drain(..) {
+                let (_, finish) = (job.run)(None);
+                finishes.push(finish);
+            }
+        }
         for finish in finishes {
             finish(error.as_ref());
         }
@@ -462,7 +606,5 @@ fn writer_loop(
                 let _ = events.send(event);
             }
         }
-        // Any jobs left in `batch` (only if the transaction could not even start) are dropped,
-        // which closes their reply channels: callers see WriterGone rather than hanging.
     }
 }

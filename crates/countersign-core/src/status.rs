@@ -55,7 +55,7 @@ pub enum FirstCheck {
 }
 
 /// One thing a source learnt about a task.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Observation {
     /// The task row.
     pub task: i64,

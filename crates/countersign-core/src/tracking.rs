@@ -39,7 +39,21 @@ impl Known {
 
     /// Whether `task` says anything new (an unchanged poll writes nothing).
     pub fn differs(&self, task: &mcp::Task) -> bool {
-        *self != Self::of(task)
+        // Runs on every poll: compares in place rather than building a `Known` to compare.
+        let same_keys = match &task.state {
+            TaskState::InputRequired { input_requests } => {
+                self.keys.len() == input_requests.len()
+                    && self
+                        .keys
+                        .iter()
+                        .zip(input_requests.keys())
+                        .all(|(a, b)| a == b)
+            }
+            _ => self.keys.is_empty(),
+        };
+        !(same_keys
+            && self.status == LedgerStatus::from(task.status())
+            && self.message.as_deref() == task.status_message.as_deref())
     }
 }
 

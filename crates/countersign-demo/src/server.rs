@@ -59,6 +59,8 @@ pub struct DemoServer {
     app: Arc<App>,
     shutdown: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
+    /// TCP connections accepted since start.
+    connections: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl DemoServer {
@@ -93,8 +95,14 @@ impl DemoServer {
             .route("/", post(transport::handle))
             .with_state(app.clone());
         let (shutdown, stop) = watch::channel(false);
+        let connections = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let tasks = vec![
-            tokio::spawn(accept_loop(listener, router, stop.clone())),
+            tokio::spawn(accept_loop(
+                listener,
+                router,
+                stop.clone(),
+                connections.clone(),
+            )),
             tokio::spawn(sweep_loop(app.clone(), stop.clone())),
             tokio::spawn(subscriptions::run(app.clone(), stop)),
         ];
@@ -104,6 +112,7 @@ impl DemoServer {
             app,
             shutdown,
             tasks,
+            connections,
         })
     }
 
@@ -120,6 +129,11 @@ impl DemoServer {
     /// The configuration the server runs with.
     pub fn config(&self) -> &DemoConfig {
         &self.app.config
+    }
+
+    /// TCP connections accepted since start: how well a client reuses its connections.
+    pub fn connections(&self) -> u64 {
+        self.connections.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Counters of requests per method and responses per HTTP status.
@@ -268,12 +282,18 @@ impl hyper::service::Service<Request<Incoming>> for Connection {
     }
 }
 
-async fn accept_loop(listener: TcpListener, router: Router, mut stop: watch::Receiver<bool>) {
+async fn accept_loop(
+    listener: TcpListener,
+    router: Router,
+    mut stop: watch::Receiver<bool>,
+    connections: Arc<std::sync::atomic::AtomicU64>,
+) {
     let graceful = GracefulShutdown::new();
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, _peer)) => {
+                    connections.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     if let Err(error) = stream.set_nodelay(true) {
                         tracing::debug!(%error, "could not set TCP_NODELAY");
                     }

@@ -108,10 +108,11 @@ pub fn record(
     key: &str,
     request: &Value,
 ) -> Result<Option<InputRecord>> {
-    let inserted = conn.execute(
-        "INSERT OR IGNORE INTO inputs (task, key, request, state, requested_at) VALUES (?1, ?2, ?3, 'pending', ?4)",
-        params![task, key, request.to_string(), now_ms()],
-    )?;
+    let inserted = conn
+        .prepare_cached(
+            "INSERT OR IGNORE INTO inputs (task, key, request, state, requested_at) VALUES (?1, ?2, ?3, 'pending', ?4)",
+        )?
+        .execute(params![task, key, request.to_string(), now_ms()])?;
     if inserted == 0 {
         return Ok(None);
     }
@@ -120,11 +121,10 @@ pub fn record(
 
 /// One question.
 pub fn get(conn: &Connection, task: i64, key: &str) -> Result<InputRecord> {
-    conn.query_row(
-        &format!("SELECT {COLUMNS} FROM inputs i WHERE i.task = ?1 AND i.key = ?2"),
-        params![task, key],
-        from_row,
-    )
+    conn.prepare_cached(&format!(
+        "SELECT {COLUMNS} FROM inputs i WHERE i.task = ?1 AND i.key = ?2"
+    ))?
+    .query_row(params![task, key], from_row)
     .optional()?
     .ok_or_else(|| Error::NotFound(format!("question {key:?} of task #{task}")))
 }

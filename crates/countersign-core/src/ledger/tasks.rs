@@ -223,8 +223,7 @@ pub fn insert(
             task.created_at,
             now,
             status.is_finished().then_some(now),
-        ],
-    )?;
+    ])?;
     get(conn, conn.last_insert_rowid())
 }
 
@@ -232,21 +231,21 @@ pub fn insert(
 pub fn store_state(conn: &Connection, id: i64, task: &mcp::Task) -> Result<()> {
     let now = now_ms();
     let status = LedgerStatus::from(task.status());
-    conn.execute(
+    conn.prepare_cached(
         "UPDATE tasks SET status = ?2, status_message = ?3, state = ?4, poll_interval_ms = ?5,
              ttl_ms = COALESCE(?6, ttl_ms), updated_at = ?7, finished_at = ?8, poll_error = NULL
          WHERE id = ?1",
-        params![
-            id,
-            status.as_str(),
-            task.status_message,
-            task.to_json().to_string(),
-            task.poll_interval_ms.map(sql_ms),
-            task.ttl_ms.map(sql_ms),
-            now,
-            status.is_finished().then_some(now),
-        ],
-    )?;
+    )?
+    .execute(params![
+        id,
+        status.as_str(),
+        task.status_message,
+        task.to_json().to_string(),
+        task.poll_interval_ms.map(sql_ms),
+        task.ttl_ms.map(sql_ms),
+        now,
+        status.is_finished().then_some(now),
+    ])?;
     Ok(())
 }
 
@@ -262,16 +261,15 @@ pub fn conclude(conn: &Connection, id: i64, status: LedgerStatus) -> Result<()> 
 
 /// Records the start (Some) or end (None) of a poll-error streak.
 pub fn set_poll_error(conn: &Connection, id: i64, message: Option<&str>) -> Result<()> {
-    conn.execute(
-        "UPDATE tasks SET poll_error = ?2 WHERE id = ?1",
-        params![id, message],
-    )?;
+    conn.prepare_cached("UPDATE tasks SET poll_error = ?2 WHERE id = ?1")?
+        .execute(params![id, message])?;
     Ok(())
 }
 
 /// One task by row id.
 pub fn get(conn: &Connection, id: i64) -> Result<TaskRecord> {
-    conn.query_row(&format!("{SELECT} WHERE t.id = ?1"), [id], from_row)
+    conn.prepare_cached(&format!("{SELECT} WHERE t.id = ?1"))?
+        .query_row([id], from_row)
         .optional()?
         .ok_or_else(|| Error::NotFound(format!("task #{id}")))
 }
@@ -312,6 +310,17 @@ pub fn unfinished(conn: &Connection) -> Result<Vec<TaskRecord>> {
         "{SELECT} WHERE t.finished_at IS NULL ORDER BY t.id"
     ))?;
     let rows = stmt.query_map([], from_row)?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// Up to `limit` unfinished tasks with a row id above `after`, oldest first: resume reads the
+/// ledger page by page, so its memory peak does not grow with the number of tasks.
+pub fn unfinished_page(conn: &Connection, after: i64, limit: usize) -> Result<Vec<TaskRecord>> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "{SELECT} WHERE t.finished_at IS NULL AND t.id > ?1 ORDER BY t.id LIMIT ?2"
+    ))?;
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let rows = stmt.query_map(params![after, limit], from_row)?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 

@@ -599,19 +599,20 @@ impl Client {
             ));
         };
         let mut reader = ResponseReader::new(framing, Value::from(id));
-        let mut stream = response.bytes_stream();
+        let mut stream: Body = Box::pin(response.bytes_stream());
         let answer = loop {
             match stream.next().await {
                 Some(Ok(chunk)) => {
-                    let fed = reader.feed(&chunk).map_err(|r| invalid(method, r))?;
+                    let fed = reader.feed(&chunk).map_err(|f| f.into_error(method))?;
                     self.forward_notifications(&mut reader);
                     if let Some(answer) = fed {
+                        drain_after_answer(stream).await;
                         break answer;
                     }
                 }
                 Some(Err(e)) => return Err(self.transport_error(e)),
                 None => {
-                    let answer = reader.finish().map_err(|r| invalid(method, r))?;
+                    let answer = reader.finish().map_err(|f| f.into_error(method))?;
                     self.forward_notifications(&mut reader);
                     break answer;
                 }
@@ -902,8 +903,53 @@ impl Listening {
     }
 }
 
+/// The most of an event stream read after our answer arrived: a server that ends its stream
+/// right after the answer (rmcp, most servers) gets its connection back into the pool; one that
+/// keeps writing, or stays open past [`DRAIN_TIME`], loses it.
+const DRAIN_BYTES: usize = 64 * 1024;
+/// How long the rest of a stream may take to end after our answer.
+const DRAIN_TIME: Duration = Duration::from_millis(500);
+/// How long the caller itself waits for that end: usually the last chunk is already on its way,
+/// and waiting for it means the very next request finds the connection in the pool. Past this,
+/// the rest is drained in the background so a server that holds its streams open does not slow
+/// our requests.
+const DRAIN_INLINE: Duration = Duration::from_millis(10);
+
+type Body =
+    std::pin::Pin<Box<dyn futures_util::Stream<Item = reqwest::Result<bytes::Bytes>> + Send>>;
+
+/// Reads the rest of an event stream whose answer we already have. Dropping a body before its
+/// end closes the connection, and every SSE-replying poll would then pay a new TCP connect.
+async fn drain_after_answer(mut stream: Body) {
+    let mut read = 0usize;
+    if tokio::time::timeout(DRAIN_INLINE, drain(&mut stream, &mut read))
+        .await
+        .is_ok()
+    {
+        return;
+    }
+    tokio::spawn(async move {
+        // Ended, too long or too slow: either way the stream is dropped here.
+        let _ = tokio::time::timeout(DRAIN_TIME, drain(&mut stream, &mut read)).await;
+    });
+}
+
+/// Reads until the stream ends (or fails), or `read` passes [`DRAIN_BYTES`].
+async fn drain(stream: &mut Body, read: &mut usize) {
+    while let Some(Ok(chunk)) = stream.next().await {
+        *read = read.saturating_add(chunk.len());
+        if *read > DRAIN_BYTES {
+            return;
+        }
+    }
+}
+
 fn stream_fault(fault: StreamFault) -> Error {
     match fault {
+        StreamFault::TooLarge { limit } => Error::ResponseTooLarge {
+            method: LISTEN_METHOD.into(),
+            limit,
+        },
         StreamFault::Invalid(reason) => invalid(LISTEN_METHOD, reason),
         StreamFault::Rpc(error) => rpc_error(LISTEN_METHOD, None, error),
     }

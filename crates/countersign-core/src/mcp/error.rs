@@ -163,6 +163,15 @@ pub enum Error {
         /// What was wrong.
         reason: String,
     },
+    /// The server sent more than we buffer for one message: a JSON body over the limit, or an
+    /// event stream with more than the limit of bytes before completing an event.
+    #[error("response to {method} too large: more than {limit} bytes without a complete message")]
+    ResponseTooLarge {
+        /// The method sent.
+        method: String,
+        /// The limit in bytes.
+        limit: usize,
+    },
     /// The caller asked for something this client refuses to send.
     #[error("{0}")]
     InvalidRequest(String),
@@ -193,6 +202,9 @@ impl Error {
             Self::Http { status, .. } if *status >= 500 || *status == 408 => ErrorClass::Transient,
             // A malformed body is most often a proxy or a server mid-restart: try again later.
             Self::InvalidResponse { .. } => ErrorClass::Transient,
+            // Likewise: a task whose state is briefly huge (or a stream gone wrong) may be fine
+            // on the next try, and the backoff keeps a server that insists from costing much.
+            Self::ResponseTooLarge { .. } => ErrorClass::Transient,
             // -32603 (internal error, e.g. under a 5xx) says nothing about the request itself.
             Self::Rpc { error, .. } if error.code == -32603 => ErrorClass::Transient,
             Self::UnknownTask { .. } => ErrorClass::Lost,
@@ -229,6 +241,7 @@ impl Error {
             Self::InvalidParams { .. } => "invalid_params",
             Self::Rpc { .. } => "rpc",
             Self::InvalidResponse { .. } => "invalid_response",
+            Self::ResponseTooLarge { .. } => "response_too_large",
             Self::InvalidRequest(_) => "invalid_request",
         }
     }

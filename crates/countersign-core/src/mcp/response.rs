@@ -78,6 +78,63 @@ pub(crate) fn classify(message: Value, id: &Value) -> Result<Message, String> {
     }
 }
 
+/// Why a body yields no answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Fault {
+    /// The body is not a valid answer (the reason says how).
+    Invalid(String),
+    /// The body crossed a size limit before completing a message.
+    TooLarge {
+        /// The limit in bytes.
+        limit: usize,
+    },
+}
+
+impl From<String> for Fault {
+    fn from(reason: String) -> Self {
+        Self::Invalid(reason)
+    }
+}
+
+impl From<&str> for Fault {
+    fn from(reason: &str) -> Self {
+        Self::Invalid(reason.into())
+    }
+}
+
+impl From<super::sse::TooLarge> for Fault {
+    fn from(e: super::sse::TooLarge) -> Self {
+        Self::TooLarge { limit: e.limit }
+    }
+}
+
+impl Fault {
+    /// The typed client error for `method`.
+    pub(crate) fn into_error(self, method: &str) -> Error {
+        match self {
+            Self::Invalid(reason) => Error::InvalidResponse {
+                method: method.into(),
+                reason,
+            },
+            Self::TooLarge { limit } => Error::ResponseTooLarge {
+                method: method.into(),
+                limit,
+            },
+        }
+    }
+}
+
+impl std::fmt::Display for Fault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Invalid(reason) => f.write_str(reason),
+            Self::TooLarge { limit } => {
+                write!(f, "more than {limit} bytes without a complete message")
+            }
+        }
+    }
+}
+
 /// Incremental reader of one response body.
 #[derive(Debug)]
 pub(crate) struct ResponseReader {
@@ -103,26 +160,26 @@ impl ResponseReader {
     }
 
     /// Feeds a chunk; returns the answer as soon as it is complete.
-    pub(crate) fn feed(&mut self, chunk: &[u8]) -> Result<Option<Result<Value, RpcError>>, String> {
+    pub(crate) fn feed(&mut self, chunk: &[u8]) -> Result<Option<Result<Value, RpcError>>, Fault> {
         match self.framing {
             Framing::Json => {
-                if self.buffer.len() + chunk.len() > MAX_BODY_BYTES {
-                    return Err(format!("response body larger than {MAX_BODY_BYTES} bytes"));
+                if self.buffer.len().saturating_add(chunk.len()) > MAX_BODY_BYTES {
+                    return Err(Fault::TooLarge {
+                        limit: MAX_BODY_BYTES,
+                    });
                 }
                 self.buffer.extend_from_slice(chunk);
                 Ok(None)
             }
             Framing::Sse => {
-                self.sse
-                    .feed(chunk, &mut self.events)
-                    .map_err(|e| e.to_string())?;
-                self.drain_events()
+                self.sse.feed(chunk, &mut self.events)?;
+                Ok(self.drain_events()?)
             }
         }
     }
 
     /// The body ended: the answer, or why there is none.
-    pub(crate) fn finish(&mut self) -> Result<Result<Value, RpcError>, String> {
+    pub(crate) fn finish(&mut self) -> Result<Result<Value, RpcError>, Fault> {
         match self.framing {
             Framing::Json => {
                 if self.buffer.iter().all(u8::is_ascii_whitespace) {
@@ -132,16 +189,18 @@ impl ResponseReader {
                     .map_err(|e| format!("response is not valid JSON: {e}"))?;
                 match classify(value, &self.id)? {
                     Message::Response(answer) => Ok(answer),
-                    Message::Notification(_) | Message::Other => {
-                        Err("the JSON body does not answer our request id".into())
-                    }
+                    Message::Notification(_) | Message::Other => Err(Fault::Invalid(
+                        "the JSON body does not answer our request id".into(),
+                    )),
                 }
             }
             Framing::Sse => {
                 self.sse.finish(&mut self.events);
                 match self.drain_events()? {
                     Some(answer) => Ok(answer),
-                    None => Err("the event stream ended without answering our request".into()),
+                    None => Err(Fault::Invalid(
+                        "the event stream ended without answering our request".into(),
+                    )),
                 }
             }
         }
@@ -255,9 +314,9 @@ pub fn fuzz_decode(content_type: Option<&str>, body: &[u8]) -> Result<Value, Str
     let id = Value::from(1);
     let framing = Framing::from_content_type(content_type).unwrap_or(Framing::Json);
     let mut reader = ResponseReader::new(framing, id);
-    let answer = match reader.feed(body)? {
+    let answer = match reader.feed(body).map_err(|f| f.to_string())? {
         Some(answer) => answer,
-        None => reader.finish()?,
+        None => reader.finish().map_err(|f| f.to_string())?,
     };
     let result = answer.map_err(|e| rpc_error("tasks/get", Some("t"), e).to_string())?;
     let _ = super::client::interpret_call_result(&result);
@@ -274,10 +333,46 @@ mod tests {
 
     fn read(framing: Framing, body: &[u8]) -> Result<Result<Value, RpcError>, String> {
         let mut reader = ResponseReader::new(framing, json!(7));
-        match reader.feed(body)? {
+        match reader.feed(body).map_err(|f| f.to_string())? {
             Some(answer) => Ok(answer),
-            None => reader.finish(),
+            None => reader.finish().map_err(|f| f.to_string()),
         }
+    }
+
+    #[test]
+    fn a_json_body_over_the_limit_is_too_large() {
+        let mut reader = ResponseReader::new(Framing::Json, json!(7));
+        let chunk = vec![b' '; 1024 * 1024];
+        let fault = (0..=MAX_BODY_BYTES / chunk.len())
+            .find_map(|_| reader.feed(&chunk).err())
+            .expect("the limit is reached");
+        assert_eq!(
+            fault,
+            Fault::TooLarge {
+                limit: MAX_BODY_BYTES
+            }
+        );
+        assert!(reader.buffer.len() <= MAX_BODY_BYTES);
+    }
+
+    #[test]
+    fn an_sse_body_without_a_complete_event_is_too_large_at_the_json_limit() {
+        let mut reader = ResponseReader::new(Framing::Sse, json!(7));
+        let chunk =
+            b"data: xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\n".repeat(16 * 1024);
+        reader
+            .feed(b"data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\"}\n\n")
+            .expect("a notification");
+        let fault = (0..=MAX_BODY_BYTES / chunk.len())
+            .find_map(|_| reader.feed(&chunk).err())
+            .expect("the limit is reached");
+        assert_eq!(
+            fault,
+            Fault::TooLarge {
+                limit: MAX_BODY_BYTES
+            }
+        );
+        assert_eq!(fault.into_error("tools/call").code(), "response_too_large");
     }
 
     #[test]

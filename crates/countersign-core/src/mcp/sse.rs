@@ -18,8 +18,9 @@ pub struct SseEvent {
     pub retry_ms: Option<u64>,
 }
 
-/// Feeds bytes in, gets whole events out. Never panics, whatever the input.
-#[derive(Debug, Default)]
+/// Feeds bytes in, gets whole events out. Never panics, whatever the input, and never holds more
+/// than its limit of bytes that have not yet made a complete event.
+#[derive(Debug)]
 pub struct SseDecoder {
     /// Bytes of the current, not yet terminated line.
     line: Vec<u8>,
@@ -32,51 +33,90 @@ pub struct SseDecoder {
     retry_ms: Option<u64>,
     /// Whether the very first bytes of the stream were checked for a UTF-8 BOM.
     bom_checked: bool,
+    /// Bytes read since the last event that carried data (comments and blank lines included).
+    pending: usize,
+    /// The most `pending` may reach.
+    limit: usize,
 }
 
-/// The most a single line may hold before the stream is rejected (16 MiB): a hostile server must
-/// not be able to grow our memory without bound.
-pub const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
+impl Default for SseDecoder {
+    fn default() -> Self {
+        Self::with_limit(super::response::MAX_BODY_BYTES)
+    }
+}
 
-/// The stream broke the decoder's limits.
+/// The stream sent more than the decoder's limit of bytes without completing an event: one
+/// event's data larger than a JSON body may be, or an endless line, or endless comments and
+/// empty events. A hostile server must not be able to grow our memory (or burn our CPU) without
+/// bound, on a single response or on a stream meant to stay open for days.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("event-stream line longer than {MAX_LINE_BYTES} bytes")]
-pub struct LineTooLong;
+#[error("the event stream sent more than {limit} bytes without a complete event")]
+pub struct TooLarge {
+    /// The limit that was crossed.
+    pub limit: usize,
+}
 
 impl SseDecoder {
-    /// A decoder at the start of a stream.
+    /// A decoder at the start of a stream, with the same limit as a JSON body
+    /// ([`super::response::MAX_BODY_BYTES`]).
     pub fn new() -> Self {
         Self::default()
     }
 
+    /// A decoder that fails once `limit` bytes arrive without completing an event with data.
+    pub fn with_limit(limit: usize) -> Self {
+        Self {
+            line: Vec::new(),
+            pending_cr: false,
+            event: None,
+            data: String::new(),
+            has_data: false,
+            id: None,
+            retry_ms: None,
+            bom_checked: false,
+            pending: 0,
+            limit,
+        }
+    }
+
     /// Decodes one chunk, appending every event it completes to `out`.
-    pub fn feed(&mut self, mut chunk: &[u8], out: &mut Vec<SseEvent>) -> Result<(), LineTooLong> {
+    pub fn feed(&mut self, mut chunk: &[u8], out: &mut Vec<SseEvent>) -> Result<(), TooLarge> {
         if !self.bom_checked && !chunk.is_empty() {
             self.bom_checked = true;
             if chunk.starts_with(&[0xEF, 0xBB, 0xBF]) {
                 chunk = &chunk[3..];
             }
         }
-        for &byte in chunk {
-            if self.pending_cr {
-                self.pending_cr = false;
-                if byte == b'\n' {
-                    continue;
-                }
+        while let Some((&first, rest)) = chunk.split_first() {
+            if std::mem::take(&mut self.pending_cr) && first == b'\n' {
+                self.count(1)?;
+                chunk = rest;
+                continue;
             }
-            match byte {
-                b'\n' => self.end_line(out),
-                b'\r' => {
-                    self.pending_cr = true;
+            // Whole runs of line bytes at a time: the hot path for large results.
+            match chunk.iter().position(|&b| b == b'\n' || b == b'\r') {
+                Some(end) => {
+                    self.count(end + 1)?;
+                    self.line.extend_from_slice(&chunk[..end]);
+                    self.pending_cr = chunk[end] == b'\r';
                     self.end_line(out);
+                    chunk = &chunk[end + 1..];
                 }
-                _ => {
-                    if self.line.len() >= MAX_LINE_BYTES {
-                        return Err(LineTooLong);
-                    }
-                    self.line.push(byte);
+                None => {
+                    self.count(chunk.len())?;
+                    self.line.extend_from_slice(chunk);
+                    break;
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// Counts `bytes` more without a complete event; fails past the limit (before buffering them).
+    fn count(&mut self, bytes: usize) -> Result<(), TooLarge> {
+        self.pending = self.pending.saturating_add(bytes);
+        if self.pending > self.limit {
+            return Err(TooLarge { limit: self.limit });
         }
         Ok(())
     }
@@ -132,6 +172,7 @@ impl SseDecoder {
             return;
         }
         self.has_data = false;
+        self.pending = 0;
         out.push(SseEvent {
             event,
             data: std::mem::take(&mut self.data),
@@ -199,6 +240,74 @@ mod tests {
     fn strips_a_leading_bom() {
         let events = decode_all(b"\xEF\xBB\xBFdata: z\n\n");
         assert_eq!(events[0].data, "z");
+    }
+
+    #[test]
+    fn an_endless_data_line_fails_at_the_limit_without_buffering_more() {
+        let mut decoder = SseDecoder::with_limit(1000);
+        let mut out = Vec::new();
+        decoder.feed(b"data: ", &mut out).expect("within the limit");
+        let chunk = [b'x'; 100];
+        let mut fed = 6;
+        let error = loop {
+            match decoder.feed(&chunk, &mut out) {
+                Ok(()) => fed += chunk.len(),
+                Err(e) => break e,
+            }
+            assert!(
+                fed <= 1000,
+                "fed {fed} bytes past the limit without an error"
+            );
+        };
+        assert_eq!(error, TooLarge { limit: 1000 });
+        assert!(out.is_empty());
+        assert!(
+            decoder.line.len() <= 1000,
+            "never buffers past the limit: {} bytes",
+            decoder.line.len()
+        );
+    }
+
+    #[test]
+    fn many_data_lines_without_a_blank_line_fail_at_the_limit() {
+        let mut decoder = SseDecoder::with_limit(1000);
+        let mut out = Vec::new();
+        let mut result = Ok(());
+        for _ in 0..200 {
+            result = decoder.feed(b"data: xxxxxxxx\n", &mut out);
+            if result.is_err() {
+                break;
+            }
+        }
+        assert_eq!(result, Err(TooLarge { limit: 1000 }));
+        assert!(
+            decoder.data.len() <= 1000,
+            "data held: {}",
+            decoder.data.len()
+        );
+    }
+
+    #[test]
+    fn endless_comments_without_an_event_fail_at_the_limit() {
+        let mut decoder = SseDecoder::with_limit(1000);
+        let mut out = Vec::new();
+        let fed = (0..200).try_for_each(|_| decoder.feed(b": ping\n\n", &mut out));
+        assert_eq!(fed, Err(TooLarge { limit: 1000 }));
+    }
+
+    #[test]
+    fn the_limit_counts_only_since_the_last_event() {
+        let mut decoder = SseDecoder::with_limit(100);
+        let mut out = Vec::new();
+        for n in 0..1000 {
+            decoder
+                .feed(
+                    format!(": ping\ndata: {{\"n\":{n}}}\n\n").as_bytes(),
+                    &mut out,
+                )
+                .expect("each event is far below the limit");
+        }
+        assert_eq!(out.len(), 1000);
     }
 
     proptest! {

@@ -78,6 +78,11 @@ pub enum ListenEvent {
 pub(crate) enum StreamFault {
     /// The server broke the protocol (the reason says how).
     Invalid(String),
+    /// The stream sent more than the decoder's limit without completing a message.
+    TooLarge {
+        /// The limit in bytes.
+        limit: usize,
+    },
     /// The server answered the listen request with a JSON-RPC error.
     Rpc(RpcError),
 }
@@ -107,7 +112,7 @@ impl ListenDecoder {
         let mut events = Vec::new();
         self.sse
             .feed(chunk, &mut events)
-            .map_err(|e| StreamFault::Invalid(e.to_string()))?;
+            .map_err(|e| StreamFault::TooLarge { limit: e.limit })?;
         self.messages(events)
     }
 
