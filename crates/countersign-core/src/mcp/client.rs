@@ -167,18 +167,11 @@ fn redirect_policy() -> reqwest::redirect::Policy {
 }
 
 fn redirected(method: &str, status: u16, headers: &reqwest::header::HeaderMap) -> Error {
-    let mut location = headers
+    let location = headers
         .get(reqwest::header::LOCATION)
         .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
         .unwrap_or_else(|| "(no Location)".into());
-    if location.len() > 200 {
-        let cut = (0..=200)
-            .rev()
-            .find(|i| location.is_char_boundary(*i))
-            .unwrap_or(0);
-        location.truncate(cut);
-        location.push('…');
-    }
+    let location = crate::notice::truncate(&location, 200);
     Error::Redirected {
         method: method.into(),
         status,

@@ -485,15 +485,7 @@ fn advisory_ms(
         Some(v) => v,
     };
     let mut note = |outcome: String| {
-        let mut sent = value.to_string();
-        if sent.len() > 40 {
-            let cut = (0..=40)
-                .rev()
-                .find(|i| sent.is_char_boundary(*i))
-                .unwrap_or(0);
-            sent.truncate(cut);
-            sent.push('…');
-        }
+        let sent = crate::notice::truncate(&value.to_string(), 40);
         ignored.push(IgnoredField {
             field: key,
             sent,
