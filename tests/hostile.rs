@@ -52,7 +52,7 @@ async fn a_huge_retry_after_neither_panics_nor_stops_polling_for_other_tasks() {
     let other = rig.call("steady", json!({})).await;
     let finished = rig.wait_finished(other.id).await;
     assert!(
-        matches!(&finished.kind, EventKind::TaskFinished { status, .. } if status == "completed"),
+        matches!(&finished.kind, EventKind::TaskFinished { status, .. } if *status == LedgerStatus::Completed),
         "{:?}",
         finished.kind
     );
@@ -298,7 +298,7 @@ async fn a_bad_advisory_field_keeps_the_task_handle_and_is_noted() {
     let task = rig.call("hints", json!({})).await;
     let finished = rig.wait_finished(task.id).await;
     assert!(
-        matches!(&finished.kind, EventKind::TaskFinished { status, .. } if status == "completed")
+        matches!(&finished.kind, EventKind::TaskFinished { status, .. } if *status == LedgerStatus::Completed)
     );
     let notes: Vec<String> = rig
         .timeline(task.id)

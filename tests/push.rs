@@ -11,6 +11,7 @@ mod rig;
 
 use std::time::{Duration, Instant};
 
+use countersign_core::ledger::tasks::LedgerStatus;
 use countersign_core::ledger::{EventKind, Via};
 use countersign_core::mcp::{self, ListenEvent, ListenRequest, TaskStatus};
 use countersign_core::status::push::StreamScheme;
@@ -423,7 +424,7 @@ async fn push_delivers_every_change_of_an_elicitation_task_without_a_single_poll
     .await;
     let finished = rig.wait_finished(record.id).await;
     match &finished.kind {
-        EventKind::TaskFinished { status, .. } => assert_eq!(status, "completed"),
+        EventKind::TaskFinished { status, .. } => assert_eq!(*status, LedgerStatus::Completed),
         other => panic!("unexpected {other:?}"),
     }
 
@@ -694,7 +695,7 @@ async fn the_fastmcp_peer_without_listen_is_polled_exactly_as_before() {
     let record = rig.call("long_job", json!({"steps": 4})).await;
     let finished = rig.wait_finished(record.id).await;
     match &finished.kind {
-        EventKind::TaskFinished { status, .. } => assert_eq!(status, "completed"),
+        EventKind::TaskFinished { status, .. } => assert_eq!(*status, LedgerStatus::Completed),
         other => panic!("unexpected {other:?}"),
     }
     let timeline = rig.timeline(record.id);

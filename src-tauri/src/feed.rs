@@ -86,7 +86,7 @@ async fn publish<R: Runtime>(
         match &e.kind {
             EventKind::InputAnswered { key, action, .. } => {
                 if let Some(row) = e.task {
-                    answered.insert((row, key.clone()), action.clone());
+                    answered.insert((row, key.clone()), action.as_str().to_owned());
                 }
                 inbox_changed = true;
             }

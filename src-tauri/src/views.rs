@@ -26,11 +26,6 @@ pub fn status(s: LedgerStatus) -> TaskStatus {
     }
 }
 
-/// A status as events spell it (unknown spellings read as `working`).
-fn status_str(s: &str) -> TaskStatus {
-    status(LedgerStatus::parse(s).unwrap_or(LedgerStatus::Working))
-}
-
 /// A list row.
 pub fn task(t: &TaskSummary) -> TaskView {
     TaskView {
@@ -168,7 +163,7 @@ pub fn fact(kind: &EventKind) -> Fact {
         } => Fact::CallFinished {
             intent,
             tool,
-            outcome,
+            outcome: outcome.as_str().into(),
         },
         EventKind::TaskCreated {
             task_id,
@@ -177,17 +172,17 @@ pub fn fact(kind: &EventKind) -> Fact {
             origin,
         } => Fact::TaskCreated {
             task_id,
-            status: status_str(&status),
+            status: self::status(status),
             tool,
-            origin,
+            origin: origin.as_str().into(),
         },
         EventKind::TaskUpdated {
             status,
             previous_status,
             status_message,
         } => Fact::TaskUpdated {
-            status: status_str(&status),
-            previous_status: status_str(&previous_status),
+            status: self::status(status),
+            previous_status: self::status(previous_status),
             status_message,
         },
         EventKind::InputRequested { key, request } => Fact::InputRequested {
@@ -201,7 +196,7 @@ pub fn fact(kind: &EventKind) -> Fact {
             by,
         } => Fact::InputAnswered {
             key,
-            action,
+            action: action.as_str().into(),
             response,
             by,
         },
@@ -217,7 +212,7 @@ pub fn fact(kind: &EventKind) -> Fact {
             message,
             retry_in_ms,
         } => Fact::DeliveryRetrying {
-            delivery,
+            delivery: delivery.as_str().into(),
             code,
             message,
             retry_in_ms,
@@ -237,7 +232,7 @@ pub fn fact(kind: &EventKind) -> Fact {
             result,
             error,
         } => Fact::TaskFinished {
-            status: status_str(&status),
+            status: self::status(status),
             result,
             error,
         },

@@ -189,7 +189,7 @@ pub fn updates(timeline: &[StoredEvent]) -> Vec<(String, Option<String>)> {
                 status,
                 status_message,
                 ..
-            } => Some((status.clone(), status_message.clone())),
+            } => Some((status.to_string(), status_message.clone())),
             _ => None,
         })
         .collect()

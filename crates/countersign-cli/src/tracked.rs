@@ -13,7 +13,7 @@ use countersign_core::actions::{self, Called};
 use countersign_core::engine::lock::LockError;
 use countersign_core::engine::{self, Engine, EngineConfig};
 use countersign_core::ledger::audit;
-use countersign_core::ledger::events::{self, EventKind, StoredEvent};
+use countersign_core::ledger::events::{self, EventKind, StoredEvent, TaskOrigin};
 use countersign_core::ledger::inputs;
 use countersign_core::ledger::servers::{self, ServerRecord};
 use countersign_core::ledger::tasks::{self, Filter, LedgerStatus, TaskRecord};
@@ -348,7 +348,11 @@ fn describe(kind: &EventKind) -> String {
         } => format!(
             "task_created {status} ({}{})",
             tool.as_deref().unwrap_or("?"),
-            if origin == "adopted" { ", adopted" } else { "" }
+            if *origin == TaskOrigin::Adopted {
+                ", adopted"
+            } else {
+                ""
+            }
         ),
         EventKind::TaskUpdated {
             status,
@@ -356,7 +360,7 @@ fn describe(kind: &EventKind) -> String {
             status_message,
         } => {
             let change = if status == previous_status {
-                status.clone()
+                status.to_string()
             } else {
                 format!("{previous_status} → {status}")
             };
@@ -831,19 +835,22 @@ async fn follow(
                     result,
                     error,
                 } => {
-                    let code = match status.as_str() {
-                        "completed"
-                            if result
-                                .as_ref()
-                                .and_then(|r| r.get("isError"))
-                                .and_then(Value::as_bool)
-                                == Some(true) =>
-                        {
-                            EXIT_TOOL_ERROR
-                        }
-                        "completed" => EXIT_COMPLETED,
-                        "failed" => EXIT_FAILED,
-                        _ => EXIT_CANCELLED,
+                    let is_error = result
+                        .as_ref()
+                        .and_then(|r| r.get("isError"))
+                        .and_then(Value::as_bool)
+                        == Some(true);
+                    let code = match status {
+                        LedgerStatus::Completed if is_error => EXIT_TOOL_ERROR,
+                        LedgerStatus::Completed => EXIT_COMPLETED,
+                        LedgerStatus::Failed => EXIT_FAILED,
+                        LedgerStatus::Cancelled => EXIT_CANCELLED,
+                        // `task_finished` is only written for the three terminal statuses
+                        // above; anything else here would be a corrupted ledger.
+                        LedgerStatus::Working
+                        | LedgerStatus::InputRequired
+                        | LedgerStatus::Expired
+                        | LedgerStatus::Lost => EXIT_UNAVAILABLE,
                     };
                     if json_out {
                         let outcome = match code {

@@ -10,7 +10,9 @@ use crate::ledger::inputs::{self, InputState};
 use crate::ledger::outbox::{self, Delivery};
 use crate::ledger::servers::{self, ServerRecord};
 use crate::ledger::tasks::{self, TaskRecord};
-use crate::ledger::{intents, now_ms, EventKind, Ledger, Via};
+use crate::ledger::{
+    intents, now_ms, AnswerAction, CallOutcomeKind, EventKind, Ledger, TaskOrigin, Via,
+};
 use crate::mcp::{self, CallOutcome, Client, Discovery, InputRequired, ToolCall, ToolResult};
 use crate::tracking;
 
@@ -112,7 +114,7 @@ pub async fn call(
                         kind: EventKind::CallFinished {
                             intent,
                             tool: t,
-                            outcome: "failed".into(),
+                            outcome: CallOutcomeKind::Failed,
                         },
                     })?;
                     Ok(())
@@ -125,9 +127,9 @@ pub async fn call(
         CallOutcome::Complete(result) => {
             let value = Value::Object(result.0.clone());
             let label = if result.is_error() {
-                "tool_error"
+                CallOutcomeKind::ToolError
             } else {
-                "completed"
+                CallOutcomeKind::Completed
             };
             ledger
                 .write(move |ctx| {
@@ -139,7 +141,7 @@ pub async fn call(
                         kind: EventKind::CallFinished {
                             intent,
                             tool,
-                            outcome: label.into(),
+                            outcome: label,
                         },
                     })?;
                     Ok(())
@@ -159,7 +161,7 @@ pub async fn call(
                         kind: EventKind::CallFinished {
                             intent,
                             tool,
-                            outcome: "input_required".into(),
+                            outcome: CallOutcomeKind::InputRequired,
                         },
                     })?;
                     Ok(())
@@ -190,7 +192,7 @@ pub async fn call(
                             kind: EventKind::CallFinished {
                                 intent,
                                 tool,
-                                outcome: "failed".into(),
+                                outcome: CallOutcomeKind::Failed,
                             },
                         })?;
                         return Ok(Err(existing));
@@ -216,9 +218,9 @@ pub async fn call(
                         via: Via::Call,
                         kind: EventKind::TaskCreated {
                             task_id: task.task_id.clone(),
-                            status: task.status().as_str().into(),
+                            status: task.status().into(),
                             tool: Some(tool),
-                            origin: "call".into(),
+                            origin: TaskOrigin::Call,
                         },
                     })?;
                     tracking::record(ctx, record.id, None, &task, Via::Call)?;
@@ -267,9 +269,9 @@ pub async fn adopt(
                 via: Via::User,
                 kind: EventKind::TaskCreated {
                     task_id: task.task_id.clone(),
-                    status: task.status().as_str().into(),
+                    status: task.status().into(),
                     tool: None,
-                    origin: "adopted".into(),
+                    origin: TaskOrigin::Adopted,
                 },
             })?;
             tracking::record(ctx, record.id, None, &task, Via::Poll)?;
@@ -287,15 +289,19 @@ pub async fn answer(
     response: Value,
     actor: &str,
 ) -> Result<()> {
-    let action = match response.get("action").and_then(Value::as_str) {
-        Some(a @ ("accept" | "decline" | "cancel")) => a.to_owned(),
-        _ => {
+    let action = match response
+        .get("action")
+        .and_then(Value::as_str)
+        .and_then(AnswerAction::parse)
+    {
+        Some(action) => action,
+        None => {
             return Err(Error::Invalid(
                 "an answer needs an action of accept, decline or cancel".into(),
             ))
         }
     };
-    if action == "accept" {
+    if action == AnswerAction::Accept {
         if let Some(content) = response.get("content") {
             if !content.is_object() {
                 return Err(Error::Invalid(

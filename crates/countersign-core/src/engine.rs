@@ -23,7 +23,9 @@ use crate::ledger::events::NewEvent;
 use crate::ledger::outbox::{self, Delivery, OutboxItem};
 use crate::ledger::servers::{self, ServerRecord};
 use crate::ledger::tasks::{self, LedgerStatus, TaskRecord};
-use crate::ledger::{inputs, intents, now_ms, EventKind, Ledger, StoredEvent, Via, WriteCtx};
+use crate::ledger::{
+    inputs, intents, now_ms, DeliveryKind, EventKind, Ledger, StoredEvent, Via, WriteCtx,
+};
 use crate::mcp::{self, Client, ClientOptions, Endpoint, ErrorClass};
 use crate::secret::Sensitive;
 use crate::status::poll::{PollSource, PollStats};
@@ -713,8 +715,8 @@ impl State {
                         let (id, task, message, code) =
                             (item.id, item.task, e.to_string(), e.code());
                         let delivery = match item.delivery {
-                            Delivery::Update { .. } => "update",
-                            Delivery::Cancel => "cancel",
+                            Delivery::Update { .. } => DeliveryKind::Update,
+                            Delivery::Cancel => DeliveryKind::Cancel,
                         };
                         let first = failures == 1;
                         let _ = ledger
@@ -727,7 +729,7 @@ impl State {
                                         server_id: None,
                                         via: Via::Engine,
                                         kind: EventKind::DeliveryRetrying {
-                                            delivery: delivery.into(),
+                                            delivery,
                                             code: code.into(),
                                             message,
                                             retry_in_ms: wait.as_millis() as u64,

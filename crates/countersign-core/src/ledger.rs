@@ -28,7 +28,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use rusqlite::Connection;
 use tokio::sync::{broadcast, oneshot};
 
-pub use events::{EventKind, StoredEvent, Via};
+pub use events::{
+    AnswerAction, CallOutcomeKind, DeliveryKind, EventKind, StoredEvent, TaskOrigin, Via,
+};
 
 /// Migrations, applied in order; `PRAGMA user_version` records how many ran.
 const MIGRATIONS: &[&str] = &[include_str!("../migrations/0001_init.sql")];

@@ -90,8 +90,8 @@ pub fn record(
                 server_id: None,
                 via,
                 kind: EventKind::TaskUpdated {
-                    status: now.status.as_str().into(),
-                    previous_status: before.status.as_str().into(),
+                    status: now.status,
+                    previous_status: before.status,
                     status_message: now.message.clone(),
                 },
             })?;
@@ -133,7 +133,7 @@ pub fn record(
             server_id: None,
             via,
             kind: EventKind::TaskFinished {
-                status: now.status.as_str().into(),
+                status: now.status,
                 result,
                 error,
             },

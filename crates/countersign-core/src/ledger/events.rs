@@ -5,6 +5,7 @@ use rusqlite::{params, Connection, OptionalExtension as _, Row};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::tasks::LedgerStatus;
 use super::{now_ms, Error, Result};
 
 /// How the fact reached us.
@@ -44,6 +45,93 @@ impl Via {
     }
 }
 
+/// Declares a closed set of words stored in events: an enum that (de)serialises as its
+/// snake_case spelling (so stored JSON reads the same as before the enums), with `as_str` and
+/// `Display` for text output.
+macro_rules! stored_words {
+    ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident => $text:literal),+ $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        pub enum $name {
+            $($(#[$vmeta])* $variant),+
+        }
+
+        impl $name {
+            /// The stored spelling.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(Self::$variant => $text),+
+                }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+stored_words! {
+    /// How a task joined the ledger.
+    TaskOrigin {
+        /// We made the call that created it.
+        Call => "call",
+        /// A person added it by id.
+        Adopted => "adopted",
+    }
+}
+
+stored_words! {
+    /// How a `tools/call` ended when it created no task.
+    CallOutcomeKind {
+        /// The tool ran and returned a result.
+        Completed => "completed",
+        /// The tool ran and returned a result with `isError`.
+        ToolError => "tool_error",
+        /// The server asked questions first (MRTR).
+        InputRequired => "input_required",
+        /// The call failed (a JSON-RPC error, a refused handle…).
+        Failed => "failed",
+    }
+}
+
+stored_words! {
+    /// A person's answer to a question, as sent (`ElicitResult.action`).
+    AnswerAction {
+        /// The form was filled in and sent.
+        Accept => "accept",
+        /// The person said no to the question.
+        Decline => "decline",
+        /// The person dismissed the question.
+        Cancel => "cancel",
+    }
+}
+
+impl AnswerAction {
+    /// Parses the wire spelling.
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "accept" => Self::Accept,
+            "decline" => Self::Decline,
+            "cancel" => Self::Cancel,
+            _ => return None,
+        })
+    }
+}
+
+stored_words! {
+    /// What the outbox delivers.
+    DeliveryKind {
+        /// Answers, with `tasks/update`.
+        Update => "update",
+        /// A cancel, with `tasks/cancel`.
+        Cancel => "cancel",
+    }
+}
+
 /// What happened: past-tense facts with typed payloads.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -80,26 +168,26 @@ pub enum EventKind {
         intent: i64,
         /// The tool.
         tool: String,
-        /// `completed`, `tool_error`, `input_required` or `failed`.
-        outcome: String,
+        /// How it ended.
+        outcome: CallOutcomeKind,
     },
     /// A task joined the ledger (from a call, or adopted by id).
     TaskCreated {
         /// The server's task id.
         task_id: String,
         /// Its first known status.
-        status: String,
+        status: LedgerStatus,
         /// The tool, when we made the call.
         tool: Option<String>,
-        /// `call` or `adopted`.
-        origin: String,
+        /// How it joined.
+        origin: TaskOrigin,
     },
     /// Status and/or status message changed.
     TaskUpdated {
         /// The new status.
-        status: String,
+        status: LedgerStatus,
         /// The status before.
-        previous_status: String,
+        previous_status: LedgerStatus,
         /// The new message.
         status_message: Option<String>,
     },
@@ -114,8 +202,8 @@ pub enum EventKind {
     InputAnswered {
         /// The key.
         key: String,
-        /// accept, decline or cancel.
-        action: String,
+        /// What the person chose.
+        action: AnswerAction,
         /// The exact response that is sent.
         response: Value,
         /// Who answered.
@@ -153,8 +241,8 @@ pub enum EventKind {
     /// Delivering an answer or a cancel failed for a passing reason; it is retried with backoff
     /// until the server acknowledges (recorded on the first failure of each delivery).
     DeliveryRetrying {
-        /// `update` or `cancel`.
-        delivery: String,
+        /// What is being delivered.
+        delivery: DeliveryKind,
         /// A stable error code (`connect`, `http`, …).
         code: String,
         /// The message.
@@ -179,7 +267,7 @@ pub enum EventKind {
     /// The task reached a terminal state.
     TaskFinished {
         /// completed, failed or cancelled.
-        status: String,
+        status: LedgerStatus,
         /// The tool result, when completed.
         result: Option<Value>,
         /// The JSON-RPC error, when failed.
@@ -454,4 +542,75 @@ pub fn reachability(conn: &Connection) -> Result<Vec<ServerReachability>> {
         });
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn typed_payloads_are_stored_with_the_same_spelling_as_before() {
+        let cases = [
+            (
+                EventKind::TaskUpdated {
+                    status: LedgerStatus::InputRequired,
+                    previous_status: LedgerStatus::Working,
+                    status_message: None,
+                },
+                json!({"kind": "task_updated", "status": "input_required", "previous_status": "working", "status_message": null}),
+            ),
+            (
+                EventKind::TaskCreated {
+                    task_id: "t".into(),
+                    status: LedgerStatus::Working,
+                    tool: None,
+                    origin: TaskOrigin::Adopted,
+                },
+                json!({"kind": "task_created", "task_id": "t", "status": "working", "tool": null, "origin": "adopted"}),
+            ),
+            (
+                EventKind::CallFinished {
+                    intent: 1,
+                    tool: "x".into(),
+                    outcome: CallOutcomeKind::ToolError,
+                },
+                json!({"kind": "call_finished", "intent": 1, "tool": "x", "outcome": "tool_error"}),
+            ),
+            (
+                EventKind::InputAnswered {
+                    key: "k".into(),
+                    action: AnswerAction::Decline,
+                    response: json!({"action": "decline"}),
+                    by: "me".into(),
+                },
+                json!({"kind": "input_answered", "key": "k", "action": "decline", "response": {"action": "decline"}, "by": "me"}),
+            ),
+            (
+                EventKind::DeliveryRetrying {
+                    delivery: DeliveryKind::Cancel,
+                    code: "connect".into(),
+                    message: "down".into(),
+                    retry_in_ms: 5,
+                },
+                json!({"kind": "delivery_retrying", "delivery": "cancel", "code": "connect", "message": "down", "retry_in_ms": 5}),
+            ),
+        ];
+        for (kind, stored) in cases {
+            assert_eq!(serde_json::to_value(&kind).expect("serialises"), stored);
+            let read: EventKind =
+                serde_json::from_value(stored).expect("rows written before the enums still read");
+            assert_eq!(read, kind);
+        }
+    }
+
+    #[test]
+    fn an_unknown_stored_status_is_an_error_not_a_guess() {
+        let stored =
+            json!({"kind": "task_finished", "status": "paused", "result": null, "error": null});
+        assert!(
+            serde_json::from_value::<EventKind>(stored).is_err(),
+            "an unknown status must not read as `working` (the app) or `cancelled` (the CLI)"
+        );
+    }
 }
