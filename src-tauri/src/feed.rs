@@ -101,6 +101,8 @@ async fn publish<R: Runtime>(
                 inbox_changed = true;
             }
             EventKind::ServerAdded { .. }
+            | EventKind::ServerUpdated { .. }
+            | EventKind::ServerDiscovered { .. }
             | EventKind::ServerUnreachable { .. }
             | EventKind::ServerRecovered => servers_changed = true,
             _ => {}

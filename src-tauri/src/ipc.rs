@@ -731,6 +731,21 @@ pub enum Fact {
         /// The server's message.
         message: String,
     },
+    /// A server's URL, token flag or poll floor changed.
+    ServerUpdated {
+        /// Its name.
+        name: String,
+        /// Its URL now.
+        url: String,
+    },
+    /// A server described itself again.
+    #[serde(rename_all = "camelCase")]
+    ServerDiscovered {
+        /// Its name.
+        name: String,
+        /// Whether it declares the Tasks extension.
+        supports_tasks: bool,
+    },
     /// The server sent something we did not take as sent (ignored or clamped).
     ServerDataIgnored {
         /// What kind of thing.

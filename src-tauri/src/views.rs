@@ -154,6 +154,14 @@ pub fn fact(kind: &EventKind) -> Fact {
     match kind.clone() {
         EventKind::ServerAdded { name, url } => Fact::ServerAdded { name, url },
         EventKind::ServerRemoved { name } => Fact::ServerRemoved { name },
+        EventKind::ServerUpdated { name, url } => Fact::ServerUpdated { name, url },
+        EventKind::ServerDiscovered {
+            name,
+            supports_tasks,
+        } => Fact::ServerDiscovered {
+            name,
+            supports_tasks,
+        },
         EventKind::CallStarted { intent, tool } => Fact::CallStarted { intent, tool },
         EventKind::CallOutcomeUnknown { intent, tool } => Fact::CallOutcomeUnknown { intent, tool },
         EventKind::CallFinished {

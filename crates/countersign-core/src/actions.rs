@@ -471,6 +471,16 @@ pub async fn update_server(
                     }),
                 },
             )?;
+            // An event, so every window and `watch` (in any process) sees the change.
+            ctx.append(NewEvent {
+                task: None,
+                server_id: Some(id),
+                via: Via::User,
+                kind: EventKind::ServerUpdated {
+                    name: before.name,
+                    url: url.clone(),
+                },
+            })?;
             servers::get(ctx.conn, id)
         })
         .await?)
@@ -484,10 +494,21 @@ pub async fn record_discovery(
 ) -> Result<ServerRecord> {
     let capabilities = Value::Object(discovery.capabilities.clone());
     let info = discovery.server_info.clone();
+    let supports_tasks = discovery.supports_tasks();
     Ok(ledger
         .write(move |ctx| {
             servers::set_discovery(ctx.conn, id, &capabilities, info.as_ref())?;
-            servers::get(ctx.conn, id)
+            let record = servers::get(ctx.conn, id)?;
+            ctx.append(NewEvent {
+                task: None,
+                server_id: Some(id),
+                via: Via::Engine,
+                kind: EventKind::ServerDiscovered {
+                    name: record.name.clone(),
+                    supports_tasks,
+                },
+            })?;
+            Ok(record)
         })
         .await?)
 }

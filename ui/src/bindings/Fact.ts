@@ -175,7 +175,23 @@ ttlMs: number, } | { "kind": "task_lost",
 /**
  * The server's message.
  */
-message: string, } | { "kind": "server_data_ignored", 
+message: string, } | { "kind": "server_updated", 
+/**
+ * Its name.
+ */
+name: string, 
+/**
+ * Its URL now.
+ */
+url: string, } | { "kind": "server_discovered", 
+/**
+ * Its name.
+ */
+name: string, 
+/**
+ * Whether it declares the Tasks extension.
+ */
+supportsTasks: boolean, } | { "kind": "server_data_ignored", 
 /**
  * What kind of thing.
  */

@@ -143,6 +143,20 @@ pub enum EventKind {
         /// Its URL.
         url: String,
     },
+    /// A server's URL, token flag or poll floor changed (never the token itself).
+    ServerUpdated {
+        /// Its name.
+        name: String,
+        /// Its URL now.
+        url: String,
+    },
+    /// A server described itself again (`server/discover`): capabilities and identity stored.
+    ServerDiscovered {
+        /// Its name.
+        name: String,
+        /// Whether it declares the Tasks extension.
+        supports_tasks: bool,
+    },
     /// A server was removed (its tasks with it).
     ServerRemoved {
         /// Its name.
@@ -310,6 +324,8 @@ impl EventKind {
     pub fn name(&self) -> &'static str {
         match self {
             Self::ServerAdded { .. } => "server_added",
+            Self::ServerUpdated { .. } => "server_updated",
+            Self::ServerDiscovered { .. } => "server_discovered",
             Self::ServerRemoved { .. } => "server_removed",
             Self::CallStarted { .. } => "call_started",
             Self::CallOutcomeUnknown { .. } => "call_outcome_unknown",

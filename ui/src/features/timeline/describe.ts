@@ -94,6 +94,10 @@ export function describe(f: Fact): Line {
       return { label: "expired", text: `outlived its TTL of ${Math.round(f.ttlMs / 1000)} s`, tone: "bad" };
     case "task_lost":
       return { label: "lost", text: f.message, tone: "bad" };
+    case "server_updated":
+      return { label: "server updated", text: `${f.name} → ${f.url}`, tone: "user" };
+    case "server_discovered":
+      return { label: "server described itself", text: `${f.name}${f.supportsTasks ? "" : " (no tasks extension)"}`, tone: "info" };
     case "server_data_ignored":
       return { label: "server sent an unusable value", text: f.message, tone: "bad" };
     case "server_unreachable":
