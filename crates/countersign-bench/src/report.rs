@@ -231,20 +231,9 @@ pub fn render(document: &Document, plan: &Plan) -> String {
     );
     header.push("target".into());
     table.row(&header);
-    let cell = |f: &dyn Fn(&ClientRun) -> String| -> Vec<String> {
-        steady
-            .iter()
-            .map(|s| match &s.outcome {
-                Outcome::Measured(run) => f(run),
-                Outcome::Failed(_) => "failed".into(),
-            })
-            .collect()
-    };
+    let cell = |f: &dyn Fn(&ClientRun) -> String| cells(steady.iter().map(|s| &s.outcome), f);
     let mut line = |label: &str, cells: Vec<String>, target: &str| {
-        let mut row = vec![format!("  {label}")];
-        row.extend(cells);
-        row.push(target.to_owned());
-        table.row(&row);
+        target_row(&mut table, label, cells, target)
     };
     line(
         "tasks created in",
@@ -566,20 +555,9 @@ fn render_shapes(out: &mut String, document: &Document) {
     header.extend(shapes.iter().map(|s| s.workload.label().to_owned()));
     header.push("target".into());
     table.row(&header);
-    let cell = |f: &dyn Fn(&ClientRun) -> String| -> Vec<String> {
-        shapes
-            .iter()
-            .map(|s| match &s.outcome {
-                Outcome::Measured(run) => f(run),
-                Outcome::Failed(_) => "failed".into(),
-            })
-            .collect()
-    };
+    let cell = |f: &dyn Fn(&ClientRun) -> String| cells(shapes.iter().map(|s| &s.outcome), f);
     let mut line = |label: &str, cells: Vec<String>, target: &str| {
-        let mut row = vec![format!("  {label}")];
-        row.extend(cells);
-        row.push(target.to_owned());
-        table.row(&row);
+        target_row(&mut table, label, cells, target)
     };
     line(
         "live tasks",
@@ -900,6 +878,27 @@ fn render_comparison(out: &mut String, ours: &ClientRun, theirs: &ClientRun, int
         String::new(),
     ]);
     out.push_str(&table.out);
+}
+
+/// One cell per run: `f` of a measured run, `failed` for a run that could not be measured.
+fn cells<'a>(
+    outcomes: impl Iterator<Item = &'a Outcome<ClientRun>>,
+    f: &dyn Fn(&ClientRun) -> String,
+) -> Vec<String> {
+    outcomes
+        .map(|outcome| match outcome {
+            Outcome::Measured(run) => f(run),
+            Outcome::Failed(_) => "failed".into(),
+        })
+        .collect()
+}
+
+/// A labelled row of cells with the target in the last column.
+fn target_row(table: &mut Table, label: &str, cells: Vec<String>, target: &str) {
+    let mut row = vec![format!("  {label}")];
+    row.extend(cells);
+    row.push(target.to_owned());
+    table.row(&row);
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use crate::ledger::outbox::{self, Delivery};
 use crate::ledger::servers::{self, ServerRecord};
 use crate::ledger::tasks::{self, TaskRecord};
 use crate::ledger::{
-    intents, now_ms, AnswerAction, CallOutcomeKind, EventKind, Ledger, TaskOrigin, Via,
+    intents, now_ms, AnswerAction, CallOutcomeKind, EventKind, Ledger, TaskOrigin, Via, WriteCtx,
 };
 use crate::mcp::{self, CallOutcome, Client, Discovery, InputRequired, ToolCall, ToolResult};
 use crate::tracking;
@@ -54,6 +54,35 @@ pub enum Called {
     InputRequired(InputRequired),
     /// A task, already committed to the ledger.
     Task(TaskRecord),
+}
+
+/// Resolves a call intent that created no task (its outcome in `call_intents`, `detail` kept
+/// there) and appends its `call_finished` event, in the caller's transaction.
+fn finish_call(
+    ctx: &mut WriteCtx<'_>,
+    server_id: i64,
+    intent: i64,
+    tool: String,
+    outcome: CallOutcomeKind,
+    detail: &Value,
+) -> crate::ledger::Result<()> {
+    let state = match outcome {
+        CallOutcomeKind::Completed | CallOutcomeKind::ToolError => "completed",
+        CallOutcomeKind::InputRequired => "input_required",
+        CallOutcomeKind::Failed => "failed",
+    };
+    intents::resolve(ctx.conn, intent, state, None, Some(detail))?;
+    ctx.append(NewEvent {
+        task: None,
+        server_id: Some(server_id),
+        via: Via::Call,
+        kind: EventKind::CallFinished {
+            intent,
+            tool,
+            outcome,
+        },
+    })?;
+    Ok(())
 }
 
 /// Calls a tool with the call intent on disk first and the task handle on disk before return.
@@ -106,18 +135,7 @@ pub async fn call(
             let t = tool.clone();
             ledger
                 .write(move |ctx| {
-                    intents::resolve(ctx.conn, intent, "failed", None, Some(&detail))?;
-                    ctx.append(NewEvent {
-                        task: None,
-                        server_id: Some(server_id),
-                        via: Via::Call,
-                        kind: EventKind::CallFinished {
-                            intent,
-                            tool: t,
-                            outcome: CallOutcomeKind::Failed,
-                        },
-                    })?;
-                    Ok(())
+                    finish_call(ctx, server_id, intent, t, CallOutcomeKind::Failed, &detail)
                 })
                 .await?;
             return Err(error.into());
@@ -132,20 +150,7 @@ pub async fn call(
                 CallOutcomeKind::Completed
             };
             ledger
-                .write(move |ctx| {
-                    intents::resolve(ctx.conn, intent, "completed", None, Some(&value))?;
-                    ctx.append(NewEvent {
-                        task: None,
-                        server_id: Some(server_id),
-                        via: Via::Call,
-                        kind: EventKind::CallFinished {
-                            intent,
-                            tool,
-                            outcome: label,
-                        },
-                    })?;
-                    Ok(())
-                })
+                .write(move |ctx| finish_call(ctx, server_id, intent, tool, label, &value))
                 .await?;
             Ok(Called::Complete(result))
         }
@@ -153,18 +158,14 @@ pub async fn call(
             let value = json!({"inputRequests": question.input_requests});
             ledger
                 .write(move |ctx| {
-                    intents::resolve(ctx.conn, intent, "input_required", None, Some(&value))?;
-                    ctx.append(NewEvent {
-                        task: None,
-                        server_id: Some(server_id),
-                        via: Via::Call,
-                        kind: EventKind::CallFinished {
-                            intent,
-                            tool,
-                            outcome: CallOutcomeKind::InputRequired,
-                        },
-                    })?;
-                    Ok(())
+                    finish_call(
+                        ctx,
+                        server_id,
+                        intent,
+                        tool,
+                        CallOutcomeKind::InputRequired,
+                        &value,
+                    )
                 })
                 .await?;
             Ok(Called::InputRequired(question))
@@ -184,17 +185,14 @@ pub async fn call(
                             "existingRow": existing,
                             "task": task.to_json(),
                         });
-                        intents::resolve(ctx.conn, intent, "failed", None, Some(&detail))?;
-                        ctx.append(NewEvent {
-                            task: None,
-                            server_id: Some(server_id),
-                            via: Via::Call,
-                            kind: EventKind::CallFinished {
-                                intent,
-                                tool,
-                                outcome: CallOutcomeKind::Failed,
-                            },
-                        })?;
+                        finish_call(
+                            ctx,
+                            server_id,
+                            intent,
+                            tool,
+                            CallOutcomeKind::Failed,
+                            &detail,
+                        )?;
                         return Ok(Err(existing));
                     }
                     let record = tasks::insert(
