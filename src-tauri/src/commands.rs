@@ -2,9 +2,12 @@
 //! `build.rs` and declared with its types in [`crate::ipc`]'s contract).
 //!
 //! Every command takes at most one argument, named `request`, so the UI's typed `call` maps one
-//! Rust type to one TypeScript type. They delegate to the [`Console`](crate::console::Console).
+//! Rust type to one TypeScript type. They delegate to the core's
+//! [`Console`](countersign_core::console::Console), the one the CLI uses too.
 
-use crate::console::Result;
+use countersign_core::console::{Console, Error as ConsoleError};
+use countersign_core::mcp::ToolCall;
+
 use crate::ipc::{
     AppInfo, AuditEntry, AuditExport, AuditExportRequest, CommandError, DndRequest, ErrorCode,
     InputAnswerRequest, InputRequestView, ServerAddRequest, ServerRef, ServerUpdateRequest,
@@ -14,6 +17,13 @@ use crate::ipc::{
 use crate::Shell;
 use tauri::{AppHandle, Emitter, Manager, Runtime, State};
 
+/// Result of a command: errors cross IPC as `{code, message}`.
+pub type Result<T, E = CommandError> = std::result::Result<T, E>;
+
+fn ipc<T>(r: std::result::Result<T, ConsoleError>) -> Result<T> {
+    r.map_err(CommandError::from)
+}
+
 /// Version, data directory, engine and shell state.
 #[tauri::command]
 pub async fn app_info(shell: State<'_, Shell>) -> Result<AppInfo> {
@@ -21,7 +31,11 @@ pub async fn app_info(shell: State<'_, Shell>) -> Result<AppInfo> {
         version: env!("CARGO_PKG_VERSION").to_owned(),
         data_dir: shell.console.data_dir().display().to_string(),
         user: shell.console.actor().to_owned(),
-        engine: shell.console.engine_state(),
+        // The app opens its console with `Start::Now`: it has asked who serves the ledger.
+        engine: shell
+            .console
+            .engine_state()
+            .unwrap_or(crate::ipc::EngineState::Elsewhere { pid: None }),
         demo_url: shell.demo_url.clone(),
         shell: shell.state().await,
     })
@@ -57,49 +71,50 @@ pub async fn view_set(shell: State<'_, Shell>, request: ViewRequest) -> Result<(
 /// Pending questions, oldest first.
 #[tauri::command]
 pub async fn input_list(shell: State<'_, Shell>) -> Result<Vec<InputRequestView>> {
-    shell.console.inbox().await
+    ipc(shell.console.inbox().await)
 }
 
 /// Answers one question.
 #[tauri::command]
 pub async fn input_answer(shell: State<'_, Shell>, request: InputAnswerRequest) -> Result<()> {
-    shell
+    ipc(shell
         .console
-        .answer(request.task_row, &request.key, request.response)
-        .await
+        .answer(request.task_row, &request.key, &request.response)
+        .await)
 }
 
 /// Tasks, newest first.
 #[tauri::command]
 pub async fn task_list(shell: State<'_, Shell>, request: TaskListRequest) -> Result<Vec<TaskView>> {
-    shell.console.tasks(request.limit).await
+    ipc(shell.console.tasks(request.limit).await)
 }
 
 /// One task with its timeline, questions and outcome.
 #[tauri::command]
 pub async fn task_get(shell: State<'_, Shell>, request: TaskRef) -> Result<TaskDetail> {
-    shell.console.task_detail(request.row).await
+    ipc(shell.console.task_detail(request.row).await)
 }
 
 /// Requests cancellation of a task.
 #[tauri::command]
 pub async fn task_cancel(shell: State<'_, Shell>, request: TaskRef) -> Result<()> {
-    shell.console.cancel(request.row).await
+    ipc(shell.console.cancel(request.row).await)
 }
 
 /// Starts tracking a task created elsewhere, by its id.
 #[tauri::command]
 pub async fn task_adopt(shell: State<'_, Shell>, request: TaskAdoptRequest) -> Result<TaskView> {
-    shell
+    let record = ipc(shell
         .console
         .adopt(request.server_id, &request.task_id)
-        .await
+        .await)?;
+    ipc(shell.console.task(record.id).await)
 }
 
 /// Registered servers.
 #[tauri::command]
 pub async fn server_list(shell: State<'_, Shell>) -> Result<Vec<ServerView>> {
-    shell.console.servers().await
+    ipc(shell.console.servers().await)
 }
 
 async fn servers_changed<R: Runtime>(app: &AppHandle<R>, shell: &Shell) {
@@ -115,9 +130,9 @@ pub async fn server_add<R: Runtime>(
     shell: State<'_, Shell>,
     request: ServerAddRequest,
 ) -> Result<ServerView> {
-    let view = shell.console.server_add(request).await?;
+    let record = ipc(shell.console.add_server(request).await)?;
     servers_changed(&app, &shell).await;
-    Ok(view)
+    ipc(shell.console.server_view(record.id).await)
 }
 
 /// Changes a server's URL, poll floor or token.
@@ -127,9 +142,9 @@ pub async fn server_update<R: Runtime>(
     shell: State<'_, Shell>,
     request: ServerUpdateRequest,
 ) -> Result<ServerView> {
-    let view = shell.console.server_update(request).await?;
+    let record = ipc(shell.console.update_server(request).await)?;
     servers_changed(&app, &shell).await;
-    Ok(view)
+    ipc(shell.console.server_view(record.id).await)
 }
 
 /// Removes a server, its tasks and its token.
@@ -139,7 +154,7 @@ pub async fn server_remove<R: Runtime>(
     shell: State<'_, Shell>,
     request: ServerRef,
 ) -> Result<()> {
-    shell.console.server_remove(request.server_id).await?;
+    ipc(shell.console.remove_server(request.server_id).await)?;
     servers_changed(&app, &shell).await;
     Ok(())
 }
@@ -151,15 +166,15 @@ pub async fn server_check<R: Runtime>(
     shell: State<'_, Shell>,
     request: ServerRef,
 ) -> Result<ServerView> {
-    let view = shell.console.server_check(request.server_id).await?;
+    let record = ipc(shell.console.check_server(request.server_id).await)?;
     servers_changed(&app, &shell).await;
-    Ok(view)
+    ipc(shell.console.server_view(record.id).await)
 }
 
 /// Tools of one server.
 #[tauri::command]
 pub async fn tool_list(shell: State<'_, Shell>, request: ServerRef) -> Result<Vec<ToolView>> {
-    shell.console.tools(request.server_id).await
+    ipc(shell.console.tools(request.server_id).await)
 }
 
 /// Calls a tool.
@@ -168,10 +183,9 @@ pub async fn tool_call(
     shell: State<'_, Shell>,
     request: ToolCallRequest,
 ) -> Result<ToolCallOutcome> {
-    shell
-        .console
-        .call(request.server_id, &request.name, request.arguments)
-        .await
+    let call = ToolCall::new(request.name, Some(request.arguments));
+    let step = ipc(shell.console.call(request.server_id, call).await)?;
+    ipc(shell.console.call_view(step).await)
 }
 
 /// Answers the questions a server asked before running a tool, and calls it again.
@@ -180,16 +194,15 @@ pub async fn tool_call_answer(
     shell: State<'_, Shell>,
     request: ToolCallAnswerRequest,
 ) -> Result<ToolCallOutcome> {
-    shell
-        .console
-        .call_answer(request.call_id, request.answers)
-        .await
+    let responses = ipc(Console::call_responses(request.answers))?;
+    let step = ipc(shell.console.answer_call(request.call_id, responses).await)?;
+    ipc(shell.console.call_view(step).await)
 }
 
 /// The audit log, oldest first.
 #[tauri::command]
 pub async fn audit_list(shell: State<'_, Shell>) -> Result<Vec<AuditEntry>> {
-    shell.console.audit().await
+    ipc(shell.console.audit().await)
 }
 
 /// Writes the audit log as JSON or CSV to the Downloads folder (else the data directory).
@@ -204,7 +217,7 @@ pub async fn audit_export<R: Runtime>(
         .download_dir()
         .ok()
         .filter(|d| std::fs::create_dir_all(d).is_ok());
-    shell.console.audit_export(request.format, dir).await
+    ipc(shell.console.audit_export(request.format, dir).await)
 }
 
 /// Opens an http(s) URL in the user's browser. The UI asks consent first (showing the host); this

@@ -7,8 +7,9 @@ use std::net::SocketAddr;
 use countersign_demo::{DemoConfig, DemoServer};
 use serde_json::{json, Map, Value};
 
-use crate::console::Console;
 use crate::ipc::{ServerAddRequest, ServerUpdateRequest, TokenChange};
+use countersign_core::console::Console;
+use countersign_core::mcp::ToolCall;
 
 /// The server name the demo registers.
 pub const NAME: &str = "demo";
@@ -43,32 +44,35 @@ pub async fn start(console: &Console, speed: f64) -> Result<Demo, String> {
                 .map_err(|e| format!("cannot start the demo server: {e}"))?,
         };
     let url = server.url();
-    let existing = console.server_named(NAME).await.map_err(|e| e.message)?;
+    let existing = console
+        .server_named(NAME)
+        .await
+        .map_err(|e| e.to_string())?;
     let first_launch = match existing {
         None => {
             console
-                .server_add(ServerAddRequest {
+                .add_server(ServerAddRequest {
                     name: NAME.into(),
                     url: url.clone(),
                     token: None,
                     discover: true,
                 })
                 .await
-                .map_err(|e| e.message)?;
+                .map_err(|e| e.to_string())?;
             true
         }
         Some(record) => {
             // The demo server keeps its tasks in memory: a new launch is a new server.
             if record.url != url {
                 console
-                    .server_update(ServerUpdateRequest {
+                    .update_server(ServerUpdateRequest {
                         id: record.id,
                         url: url.clone(),
                         poll_floor_ms: record.poll_floor_ms,
                         token: TokenChange::Keep,
                     })
                     .await
-                    .map_err(|e| e.message)?;
+                    .map_err(|e| e.to_string())?;
             }
             false
         }
@@ -96,8 +100,11 @@ pub async fn first_calls(console: &Console) {
     ];
     for (tool, args) in calls {
         let args: Map<String, Value> = args.as_object().cloned().unwrap_or_default();
-        if let Err(e) = console.call(server.id, tool, args).await {
-            tracing::warn!("demo call {tool} failed: {}", e.message);
+        if let Err(e) = console
+            .call(server.id, ToolCall::new(tool, Some(args)))
+            .await
+        {
+            tracing::warn!("demo call {tool} failed: {e}");
         }
     }
 }

@@ -13,10 +13,10 @@ use countersign_core::ledger::events::{EventKind, StoredEvent};
 use tauri::{AppHandle, Emitter, Manager, Runtime};
 use tokio::sync::broadcast::error::RecvError;
 
-use crate::console::InboxEntry;
 use crate::ipc::{event, InputFocusRequested, InputRequestView, InputResponse};
 use crate::notify::{self, Post, QuickAnswer};
-use crate::{views, Shell};
+use crate::Shell;
+use countersign_core::console::{present, InboxEntry};
 
 /// How often the ledger is checked for other processes' writes.
 const POLL_LEDGER: Duration = Duration::from_millis(250);
@@ -30,7 +30,7 @@ pub async fn follow<R: Runtime>(app: AppHandle<R>) {
     let mut cursor = match console.last_event_id().await {
         Ok(id) => id,
         Err(e) => {
-            tracing::error!("the feed cannot read the ledger: {}", e.message);
+            tracing::error!("the feed cannot read the ledger: {}", e);
             0
         }
     };
@@ -41,7 +41,7 @@ pub async fn follow<R: Runtime>(app: AppHandle<R>) {
         let batch = match console.events_since(cursor, BATCH).await {
             Ok(batch) => batch,
             Err(e) => {
-                tracing::warn!("the feed cannot read events: {}", e.message);
+                tracing::warn!("the feed cannot read events: {}", e);
                 tokio::time::sleep(Duration::from_secs(1)).await;
                 continue;
             }
@@ -79,7 +79,7 @@ async fn publish<R: Runtime>(
     let mut servers_changed = false;
     let mut answered: HashMap<(i64, String), String> = HashMap::new();
     for e in batch {
-        emit(app, event::EVENT_RECORDED, views::event(e));
+        emit(app, event::EVENT_RECORDED, present::event(e));
         if let Some(row) = e.task {
             rows.insert(row);
         }
@@ -137,7 +137,7 @@ async fn refresh_inbox<R: Runtime>(
     let entries = match console.inbox_entries().await {
         Ok(entries) => entries,
         Err(e) => {
-            tracing::warn!("cannot read the inbox: {}", e.message);
+            tracing::warn!("cannot read the inbox: {}", e);
             return;
         }
     };
@@ -172,7 +172,7 @@ async fn refresh_inbox<R: Runtime>(
                         .collect();
                 }
                 Err(e) => {
-                    tracing::warn!("not notifying {} question(s): {}", untold.len(), e.message)
+                    tracing::warn!("not notifying {} question(s): {}", untold.len(), e)
                 }
             }
         }
@@ -255,9 +255,9 @@ fn answer_from_notification<R: Runtime>(
         QuickAnswer::Decline => InputResponse::Decline,
     };
     let console = Arc::clone(&app.state::<Shell>().console);
-    if let Err(e) = tauri::async_runtime::block_on(console.answer(row, &key, response)) {
+    if let Err(e) = tauri::async_runtime::block_on(console.answer(row, &key, &response)) {
         // Typically answered in the window meanwhile; the inbox is the source of truth.
-        tracing::info!("notification answer for {key} not applied: {}", e.message);
+        tracing::info!("notification answer for {key} not applied: {e}");
     }
 }
 

@@ -1,10 +1,11 @@
 //! Countersign's desktop shell: a thin Tauri 2 layer over the headless core, whose engine runs
 //! inside the app process (resuming every unfinished task at launch).
 //!
-//! - [`console`]: the app's handle on the core (ledger, engine, tokens), one method per action;
-//! - [`commands`]: the commands the webview may call (granted in `capabilities/main.json`);
-//! - [`ipc`]: the contract and every type that crosses IPC (ts-rs generates `ui/src/bindings/`);
-//! - [`views`]: ledger records as the IPC shows them;
+//! Every action and every view is the core's [`Console`] (`countersign_core::console`), the same
+//! one the CLI uses; this crate only wires it to a window:
+//! - [`commands`]: the commands the webview may call (granted in `capabilities/main.json`), each
+//!   one call on the console;
+//! - [`ipc`]: the command/event contract, declared once (ts-rs generates `ui/src/bindings/`);
 //! - [`feed`]: follows the ledger's events and fans them out to the webview, notifications, tray;
 //! - [`notify`]: one desktop notification per question, with Approve/Decline when possible;
 //! - [`tray`]: the tray icon, and the pending count in its tooltip and the window title;
@@ -12,20 +13,17 @@
 //! - [`options`]: the command line (`--data-dir`, `--demo`) and the launch time.
 
 pub mod commands;
-pub mod console;
 pub mod demo;
 pub mod feed;
 pub mod ipc;
 pub mod notify;
 pub mod options;
 pub mod tray;
-pub mod views;
 
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use console::Console;
-use countersign_core::secrets::Secrets;
+use countersign_core::console::{self, Console, Setup, Start};
 use ipc::{event, ShellState, ViewRequest};
 use notify::Notifier;
 pub use options::{Launch, Options};
@@ -100,8 +98,9 @@ impl Shell {
 
 /// Starts the app: opens the ledger, starts the engine (and the demo server), shows the window.
 pub fn run(options: Options, launch: Launch) -> Result<(), Error> {
-    let console =
-        tauri::async_runtime::block_on(Console::open(&options.data_dir, Secrets::default()))?;
+    let mut setup = Setup::new(&options.data_dir);
+    setup.start = Start::Now;
+    let console = tauri::async_runtime::block_on(Console::open(setup))?;
     let console = Arc::new(console);
     let demo = match options.demo {
         Some(speed) => Some(

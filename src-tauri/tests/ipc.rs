@@ -2,9 +2,9 @@
 //! the real console (a ledger in a temp dir, the engine running) against the built-in demo
 //! server on 127.0.0.1, and the error shape the UI branches on.
 
+use countersign_core::console::{Console, Setup, Start};
 use countersign_core::secrets::Secrets;
 use countersign_demo::{DemoConfig, DemoServer};
-use countersign_desktop::console::Console;
 use countersign_desktop::{ipc, Launch, Shell};
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -44,12 +44,15 @@ fn scratch_dir(name: &str) -> PathBuf {
 }
 
 /// A keyring service no real entry uses (these tests never store a token).
-fn secrets() -> Secrets {
-    Secrets::new(format!("dev.countersign.test.ipc.{}", std::process::id()))
+fn setup(dir: &std::path::Path) -> Setup {
+    let mut setup = Setup::new(dir);
+    setup.secrets = Secrets::new(format!("dev.countersign.test.ipc.{}", std::process::id()));
+    setup.start = Start::Now;
+    setup
 }
 
 fn app_on(dir: PathBuf, demo: Option<DemoServer>) -> Fixture {
-    let console = block_on(Console::open(&dir, secrets())).expect("console opens a fresh ledger");
+    let console = block_on(Console::open(setup(&dir))).expect("console opens a fresh ledger");
     let shell = Shell {
         console: Arc::new(console),
         notifier: Arc::default(),
@@ -255,12 +258,12 @@ fn app_info_reports_the_engine_and_a_second_app_defers_to_it() {
     .expect("dnd");
     assert_eq!(dnd["dnd"], true);
 
-    let second = block_on(Console::open(&fx.dir, secrets())).expect("opens the same ledger");
+    let second = block_on(Console::open(setup(&fx.dir))).expect("opens the same ledger");
     assert_eq!(
         second.engine_state(),
-        ipc::EngineState::Elsewhere {
+        Some(ipc::EngineState::Elsewhere {
             pid: Some(std::process::id())
-        },
+        }),
         "one engine per ledger: the second shows the ledger without polling"
     );
 }

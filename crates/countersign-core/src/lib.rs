@@ -9,6 +9,8 @@
 //! - [`tracking`]: a new task state turned into timeline events and question records;
 //! - [`engine`]: the loop that resumes, observes and delivers; one per ledger;
 //! - [`actions`]: what a person does (call, answer, cancel, adopt), recorded before it is sent;
+//! - [`console`]: the one facade every face uses (ledger, engine here or elsewhere, tokens,
+//!   validated actions, the MRTR registry) and the views they share ([`console::view`]);
 //! - [`notice`]: what a person is told outside the window (notification text, a link's host);
 //! - [`secret`]: [`secret::Sensitive`], the wrapper that keeps tokens out of logs and storage;
 //! - [`secrets`]: bearer tokens in the OS keyring (Secret Service / Keychain / Credential Manager).
@@ -21,6 +23,7 @@
 #![allow(clippy::result_large_err, clippy::large_enum_variant)]
 
 pub mod actions;
+pub mod console;
 pub mod engine;
 pub mod ledger;
 pub mod mcp;

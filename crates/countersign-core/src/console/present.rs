@@ -1,14 +1,16 @@
-//! Ledger records as the IPC shows them: pure conversions, no I/O.
+//! Ledger records as every face shows them (the app's IPC, the CLI's `--json`): pure
+//! conversions, no I/O, and the domain rules of presentation (a server's health, whether it
+//! supports tasks, the fields of an audited answer) in one place.
 
-use countersign_core::ledger::audit::AuditRecord;
-use countersign_core::ledger::events::{EventKind, ServerReachability, StoredEvent, Via};
-use countersign_core::ledger::inputs::{InboxItem, InputRecord, InputState as LedgerInputState};
-use countersign_core::ledger::servers::ServerRecord;
-use countersign_core::ledger::tasks::{LedgerStatus, TaskSummary};
-use countersign_core::mcp::{self, Elicitation};
+use crate::ledger::audit::AuditRecord;
+use crate::ledger::events::{EventKind, ServerReachability, StoredEvent, Via};
+use crate::ledger::inputs::{InboxItem, InputRecord, InputState as LedgerInputState};
+use crate::ledger::servers::ServerRecord;
+use crate::ledger::tasks::{LedgerStatus, TaskSummary};
+use crate::mcp::{self, Elicitation};
 use serde_json::Value;
 
-use crate::ipc::{
+use super::view::{
     AuditEntry, EventVia, EventView, Fact, InputKind, InputRequestView, InputState, InputView,
     Reachability, ServerHealth, ServerView, TaskStatus, TaskView, ToolView,
 };

@@ -1,0 +1,900 @@
+//! The console: what a person does with Countersign, once, for every face. The desktop shell, the
+//! CLI and the test rigs hold a [`Console`] and call it; none of them writes the ledger, reads
+//! the keyring or builds a server client on its own.
+//!
+//! A console owns:
+//! - the ledger handle and "engine here or elsewhere": one engine per ledger (`engine.lock`); when
+//!   another process runs it, the console still reads and records, and that engine delivers;
+//! - each server's token, read from and written to the OS keyring ([`Tokens`]), never another
+//!   server's;
+//! - every action (add/update/check/remove a server, call, answer, cancel, adopt), validated here
+//!   and recorded through [`crate::actions`] (intent, audit record, event) before anything is sent;
+//! - the calls waiting for their questions (MRTR) to be answered, bounded in rounds;
+//! - the views every face shows ([`view`], built by [`present`]).
+//!
+//! Press Approve in the app, or run `countersign answer`: both end in [`Console::answer`], which
+//! records the answer (question state, audit, outbox item, `input_answered`) in one synced
+//! transaction and nudges the engine, which delivers it with `tasks/update`.
+
+pub mod present;
+pub mod view;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Map, Value};
+use tokio::sync::{broadcast, OnceCell};
+
+use crate::actions::{self, Called};
+use crate::engine::lock::LockError;
+use crate::engine::{self, Engine, EngineConfig};
+use crate::ledger::events::{self, StoredEvent};
+use crate::ledger::servers::{self, ServerRecord};
+use crate::ledger::tasks::{self, TaskRecord};
+use crate::ledger::{self, audit, inputs, Ledger};
+use crate::mcp::{self, Client, ErrorClass, InputRequired, TaskState, ToolCall, ToolResult};
+use crate::secrets::{self, Secrets, Tokens};
+
+use view::{
+    AuditEntry, AuditExport, AuditFormat, CallAnswer, CallQuestion, CommandError, EngineState,
+    ErrorCode, EventView, InputRequestView, InputResponse, ServerAddRequest, ServerUpdateRequest,
+    ServerView, TaskDetail, TaskView, TokenChange, ToolCallOutcome, ToolView,
+};
+
+/// Why a console action failed: one variant per thing a face tells apart.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// What the person gave cannot be used (empty name, duplicate, empty task id, bad URL).
+    #[error("{0}")]
+    Invalid(String),
+    /// No such server, task, question or call.
+    #[error("{0} not found")]
+    NotFound(String),
+    /// The question was answered already (here, from a notification, by another process) or
+    /// the server withdrew it.
+    #[error("{0}")]
+    AlreadyAnswered(String),
+    /// The server kept answering a call with questions after every round of answers: the tool
+    /// never ran.
+    #[error("the server still asks questions after {rounds} rounds of answers to {tool}; giving up (the tool did not run)")]
+    TooManyRounds {
+        /// The tool called.
+        tool: String,
+        /// The rounds answered, [`mcp::MAX_MRTR_ROUNDS`].
+        rounds: usize,
+    },
+    /// The server could not be reached or spoke wrongly.
+    #[error(transparent)]
+    Server(#[from] mcp::Error),
+    /// The server answered in a way the ledger must refuse (a reused task id).
+    #[error(transparent)]
+    Refused(actions::Error),
+    /// The ledger failed.
+    #[error(transparent)]
+    Ledger(#[from] ledger::Error),
+    /// The OS keyring is missing, locked or refused; tokens are never kept anywhere else.
+    #[error("{0}; tokens are kept only in the OS keyring, never in a file")]
+    Keyring(#[from] secrets::Error),
+    /// The engine could not start.
+    #[error(transparent)]
+    Engine(#[from] engine::Error),
+    /// A file the person asked for could not be written.
+    #[error("cannot write {}: {source}", path.display())]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+impl From<actions::Error> for Error {
+    fn from(e: actions::Error) -> Self {
+        match e {
+            actions::Error::Ledger(ledger::Error::NotFound(what)) => Self::NotFound(what),
+            actions::Error::Ledger(e) => Self::Ledger(e),
+            actions::Error::Mcp(e) => Self::Server(e),
+            actions::Error::Invalid(why) => Self::Invalid(why),
+            e @ actions::Error::TaskIdReused { .. } => Self::Refused(e),
+        }
+    }
+}
+
+impl Error {
+    /// The code a window branches on.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            Self::Invalid(_) | Self::Ledger(ledger::Error::Conflict(_)) => ErrorCode::InvalidInput,
+            Self::Server(mcp::Error::InvalidUrl { .. } | mcp::Error::InvalidRequest(_)) => {
+                ErrorCode::InvalidInput
+            }
+            Self::NotFound(_) | Self::Ledger(ledger::Error::NotFound(_)) => ErrorCode::NotFound,
+            Self::AlreadyAnswered(_) => ErrorCode::AlreadyAnswered,
+            Self::Server(e) if e.class() == ErrorClass::Transient => ErrorCode::Unavailable,
+            Self::Server(_) | Self::Refused(_) | Self::TooManyRounds { .. } => ErrorCode::Server,
+            Self::Keyring(_) => ErrorCode::Keyring,
+            Self::Ledger(_) | Self::Engine(_) | Self::Write { .. } => ErrorCode::Internal,
+        }
+    }
+}
+
+impl From<Error> for CommandError {
+    fn from(e: Error) -> Self {
+        CommandError::new(e.code(), e.to_string())
+    }
+}
+
+/// Result of a console action.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// When the console starts the engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Start {
+    /// At [`Console::open`] (the app: it polls and notifies for as long as it runs).
+    Now,
+    /// On the first [`Console::ensure_engine`] (the CLI: `tasks list` needs no engine).
+    WhenNeeded,
+}
+
+/// Something a person should know that does not stop the action (a token that cannot be read).
+pub type Warn = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// How to open a console.
+pub struct Setup {
+    /// The engine's settings (data directory, client timeouts, push, floors). The console sets
+    /// `tokens` itself.
+    pub config: EngineConfig,
+    /// The OS keyring.
+    pub secrets: Secrets,
+    /// When the engine starts.
+    pub start: Start,
+    /// Where warnings go besides the log (the CLI prints them on stderr).
+    pub warn: Option<Warn>,
+}
+
+impl Setup {
+    /// Defaults for a data directory: the platform keyring, the engine when needed.
+    pub fn new(data_dir: &Path) -> Self {
+        Self {
+            config: EngineConfig::new(data_dir),
+            secrets: Secrets::default(),
+            start: Start::WhenNeeded,
+            warn: None,
+        }
+    }
+}
+
+/// Why the console could not open.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// The ledger could not be opened (permissions, a newer schema, a corrupt file).
+    #[error("cannot open the ledger: {0}")]
+    Ledger(#[from] ledger::Error),
+    /// The engine failed to start for a reason other than another engine running.
+    #[error("cannot start the engine: {0}")]
+    Engine(#[from] engine::Error),
+}
+
+/// Who serves the ledger, once the console has asked.
+enum Here {
+    /// This process.
+    Running(Engine),
+    /// Another process holds `engine.lock`.
+    Elsewhere { pid: Option<u32> },
+}
+
+/// A call waiting for its questions to be answered (MRTR).
+struct PendingCall {
+    server: ServerRecord,
+    call: ToolCall,
+    question: InputRequired,
+    /// Rounds of questions answered so far for this call.
+    rounds: usize,
+}
+
+/// Where a call stands after one round.
+#[derive(Debug)]
+pub enum CallStep {
+    /// The tool ran and returned at once.
+    Complete(ToolResult),
+    /// The server asks first; answer with [`Console::answer_call`] and this id.
+    Questions {
+        /// The pending call's id (this process only).
+        call_id: u64,
+        /// What is asked.
+        question: InputRequired,
+    },
+    /// The server created a task; its handle is committed.
+    Task(TaskRecord),
+}
+
+/// A pending question and whether a desktop notification was already shown for it.
+pub struct InboxEntry {
+    /// What the inbox shows.
+    pub view: InputRequestView,
+    /// The `inputs` row (for [`Console::mark_notified`]).
+    pub input_id: i64,
+    /// Set once notified (or deliberately not: do-not-disturb, already on screen).
+    pub notified: bool,
+}
+
+/// The ledger, the engine, the tokens and every action, behind every face.
+pub struct Console {
+    ledger: Arc<Ledger>,
+    here: OnceCell<Here>,
+    config: EngineConfig,
+    tokens: Tokens,
+    tokens_read: OnceCell<()>,
+    data_dir: PathBuf,
+    actor: String,
+    warn: Option<Warn>,
+    calls: Mutex<HashMap<u64, PendingCall>>,
+    next_call: AtomicU64,
+}
+
+impl Console {
+    /// Opens the ledger in the setup's data directory and, with [`Start::Now`], starts the
+    /// engine on it unless another process runs one.
+    pub async fn open(setup: Setup) -> Result<Self, OpenError> {
+        let Setup {
+            mut config,
+            secrets,
+            start,
+            warn,
+        } = setup;
+        let data_dir = config.data_dir.clone();
+        let tokens = Tokens::new(secrets, &data_dir);
+        config.tokens = Some(tokens.provider());
+        let mut console = Self {
+            ledger: Arc::new(Ledger::open(&data_dir)?),
+            here: OnceCell::new(),
+            config,
+            tokens,
+            tokens_read: OnceCell::new(),
+            data_dir,
+            actor: audit::os_user(),
+            warn,
+            calls: Mutex::default(),
+            next_call: AtomicU64::new(1),
+        };
+        if start == Start::Now {
+            console.ensure_engine().await.map_err(|e| match e {
+                Error::Engine(e) => OpenError::Engine(e),
+                Error::Ledger(e) => OpenError::Ledger(e),
+                other => OpenError::Ledger(ledger::Error::Invalid(other.to_string())),
+            })?;
+            // Events the engine commits are published on its own handle: read through it, so
+            // `subscribe` wakes for them.
+            if let Some(Here::Running(engine)) = console.here.get() {
+                let own = std::mem::replace(&mut console.ledger, engine.ledger().clone());
+                own.close();
+            }
+        }
+        Ok(console)
+    }
+
+    /// Makes sure an engine serves this ledger: ours (started now if need be, after the tokens
+    /// are read) or another process's.
+    pub async fn ensure_engine(&self) -> Result<EngineState> {
+        let here = self
+            .here
+            .get_or_try_init(|| async {
+                self.read_tokens().await?;
+                match Engine::start(self.config.clone()).await {
+                    Ok(engine) => Ok(Here::Running(engine)),
+                    Err(engine::Error::Lock(LockError::Held { pid })) => {
+                        tracing::warn!(
+                            ?pid,
+                            "another engine runs on this ledger: not polling here"
+                        );
+                        Ok(Here::Elsewhere { pid })
+                    }
+                    Err(e) => Err(Error::Engine(e)),
+                }
+            })
+            .await?;
+        Ok(state_of(here))
+    }
+
+    /// Who serves the ledger, if the console has asked yet.
+    pub fn engine_state(&self) -> Option<EngineState> {
+        self.here.get().map(state_of)
+    }
+
+    /// This process's engine, when it runs one.
+    pub fn engine(&self) -> Option<&Engine> {
+        match self.here.get() {
+            Some(Here::Running(engine)) => Some(engine),
+            _ => None,
+        }
+    }
+
+    /// Whether this process polls and notifies.
+    pub fn runs_engine(&self) -> bool {
+        self.engine().is_some()
+    }
+
+    /// The ledger (reads; every write goes through an action here).
+    pub fn ledger(&self) -> &Arc<Ledger> {
+        &self.ledger
+    }
+
+    /// The ledger's directory.
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
+    /// The OS user recorded in the audit log.
+    pub fn actor(&self) -> &str {
+        &self.actor
+    }
+
+    /// The keyring service and entry name of a server's token (for diagnostics and tests).
+    pub fn token_entry(&self, server: i64) -> (String, String) {
+        (
+            self.tokens.service().to_owned(),
+            self.tokens.entry_name(server),
+        )
+    }
+
+    /// Stops our engine (if any) and closes the ledger.
+    pub async fn close(self) {
+        if let Some(Here::Running(engine)) = self.here.into_inner() {
+            engine.shutdown().await;
+        }
+        self.ledger.close();
+    }
+
+    fn warn(&self, message: &str) {
+        tracing::warn!("{message}");
+        if let Some(warn) = &self.warn {
+            warn(message);
+        }
+    }
+
+    /// Reads the tokens of the servers that have one, once, before anything talks to a server.
+    /// A token that cannot be read is a warning: that server's requests go without it (and will
+    /// likely be refused); the others are not affected.
+    async fn read_tokens(&self) -> Result<()> {
+        self.tokens_read
+            .get_or_try_init(|| async {
+                let list = self.ledger.read_async(servers::list).await?;
+                let with_token: Vec<i64> =
+                    list.iter().filter(|s| s.has_token).map(|s| s.id).collect();
+                for (id, e) in self.tokens.load(with_token).await {
+                    let name = list
+                        .iter()
+                        .find(|s| s.id == id)
+                        .map_or("?", |s| s.name.as_str());
+                    self.warn(&format!(
+                        "the token of server {name} cannot be read from the OS keyring ({e}); its requests go without it"
+                    ));
+                }
+                Ok::<(), Error>(())
+            })
+            .await
+            .map(|_| ())
+    }
+
+    /// Tells our engine to look at the ledger now (another process's engine notices by itself).
+    pub fn nudge(&self) {
+        if let Some(engine) = self.engine() {
+            engine.nudge();
+        }
+    }
+
+    /// Events this process commits, as a wake-up for a feed (which reads by cursor).
+    pub fn subscribe(&self) -> broadcast::Receiver<StoredEvent> {
+        self.ledger.subscribe()
+    }
+
+    async fn read<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&rusqlite::Connection) -> ledger::Result<T> + Send + 'static,
+    ) -> Result<T> {
+        Ok(self.ledger.read_async(f).await?)
+    }
+
+    /// The newest event id.
+    pub async fn last_event_id(&self) -> Result<i64> {
+        self.read(events::last_id).await
+    }
+
+    /// Events after `cursor`, oldest first.
+    pub async fn events_since(&self, cursor: i64, limit: usize) -> Result<Vec<StoredEvent>> {
+        self.read(move |c| events::since(c, cursor, limit)).await
+    }
+
+    // ---- questions ------------------------------------------------------------------------
+
+    /// The inbox with notification bookkeeping.
+    pub async fn inbox_entries(&self) -> Result<Vec<InboxEntry>> {
+        let items = self.read(inputs::inbox).await?;
+        Ok(items
+            .iter()
+            .map(|item| InboxEntry {
+                view: present::inbox_item(item),
+                input_id: item.input.id,
+                notified: item.input.notified_at.is_some(),
+            })
+            .collect())
+    }
+
+    /// Every pending question, oldest first.
+    pub async fn inbox(&self) -> Result<Vec<InputRequestView>> {
+        Ok(self
+            .inbox_entries()
+            .await?
+            .into_iter()
+            .map(|e| e.view)
+            .collect())
+    }
+
+    /// Records that these questions were notified (or deliberately not), so no restart notifies
+    /// them: one write for the whole batch, however many questions a server sent at once.
+    pub async fn mark_notified(&self, input_ids: Vec<i64>) -> Result<()> {
+        self.ledger
+            .write(move |ctx| {
+                for id in input_ids {
+                    inputs::mark_notified(ctx.conn, id)?;
+                }
+                Ok(())
+            })
+            .await?;
+        Ok(())
+    }
+
+    /// The questions of a task still waiting for an answer.
+    pub async fn pending_questions(&self, task_row: i64) -> Result<Vec<inputs::InputRecord>> {
+        self.read(move |c| {
+            Ok(inputs::for_task(c, task_row)?
+                .into_iter()
+                .filter(|q| q.state == inputs::InputState::Pending)
+                .collect())
+        })
+        .await
+    }
+
+    /// Answers a question: recorded (question state, audit, outbox, event) in one synced
+    /// transaction, then delivered by the engine.
+    pub async fn answer(&self, task_row: i64, key: &str, response: &InputResponse) -> Result<()> {
+        let k = key.to_owned();
+        let current = self.read(move |c| inputs::get(c, task_row, &k)).await?;
+        match current.state {
+            inputs::InputState::Pending => {}
+            inputs::InputState::Superseded => {
+                return Err(Error::AlreadyAnswered(
+                    "The server withdrew this question.".into(),
+                ))
+            }
+            _ => {
+                return Err(Error::AlreadyAnswered(
+                    "This question was already answered.".into(),
+                ))
+            }
+        }
+        let response = serde_json::to_value(response)
+            .map_err(|e| Error::Invalid(format!("the answer cannot be encoded: {e}")))?;
+        actions::answer(&self.ledger, task_row, key, response, &self.actor)
+            .await
+            .map_err(|e| match e {
+                // Answered or withdrawn between our check and the write, or the task ended.
+                actions::Error::Ledger(ledger::Error::Conflict(why)) => Error::AlreadyAnswered(why),
+                e => e.into(),
+            })?;
+        self.nudge();
+        Ok(())
+    }
+
+    // ---- tasks ----------------------------------------------------------------------------
+
+    /// Task rows, newest first.
+    pub async fn tasks(&self, limit: Option<u32>) -> Result<Vec<TaskView>> {
+        let list = self
+            .read(move |c| tasks::summaries(c, limit.map(|l| l as usize)))
+            .await?;
+        Ok(list.iter().map(present::task).collect())
+    }
+
+    /// One task row.
+    pub async fn task(&self, row: i64) -> Result<TaskView> {
+        Ok(present::task(
+            &self.read(move |c| tasks::summary(c, row)).await?,
+        ))
+    }
+
+    /// A task by row number, task id or unique prefix (what a person types).
+    pub async fn find_task(&self, id: &str) -> Result<TaskRecord> {
+        let id = id.to_owned();
+        self.read(move |c| tasks::find_one(c, &id)).await
+    }
+
+    /// One task with its questions, timeline, arguments and outcome.
+    pub async fn task_detail(&self, row: i64) -> Result<TaskDetail> {
+        let (summary, record, questions, timeline) = self
+            .read(move |c| {
+                Ok((
+                    tasks::summary(c, row)?,
+                    tasks::get(c, row)?,
+                    inputs::for_task(c, row)?,
+                    events::for_task(c, row)?,
+                ))
+            })
+            .await?;
+        let (result, error) = match record.task().map(|t| t.state) {
+            Some(TaskState::Completed { result }) => (Some(Value::Object(result.0)), None),
+            Some(TaskState::Failed { error }) => (None, serde_json::to_value(error).ok()),
+            _ => (None, None),
+        };
+        Ok(TaskDetail {
+            task: present::task(&summary),
+            server_url: record.server_url,
+            arguments: record.arguments,
+            result,
+            error,
+            inputs: questions.iter().map(present::input).collect(),
+            events: timeline
+                .iter()
+                .map(present::event)
+                .collect::<Vec<EventView>>(),
+        })
+    }
+
+    /// Asks the server to cancel a task (recorded first; the engine delivers).
+    pub async fn cancel(&self, row: i64) -> Result<()> {
+        actions::cancel(&self.ledger, row, &self.actor).await?;
+        self.nudge();
+        Ok(())
+    }
+
+    /// Starts tracking a task created elsewhere, by its id on a registered server.
+    pub async fn adopt(&self, server_id: i64, task_id: &str) -> Result<TaskRecord> {
+        let task_id = task_id.trim();
+        if task_id.is_empty() {
+            return Err(Error::Invalid("a task id is needed".into()));
+        }
+        let server = self.server(server_id).await?;
+        let client = self.client(&server).await?;
+        let record = actions::adopt(&self.ledger, &client, &server, task_id, &self.actor).await?;
+        self.nudge();
+        Ok(record)
+    }
+
+    // ---- servers --------------------------------------------------------------------------
+
+    /// A registered server.
+    pub async fn server(&self, id: i64) -> Result<ServerRecord> {
+        self.read(move |c| servers::get(c, id)).await
+    }
+
+    /// A registered server by name.
+    pub async fn server_named(&self, name: &str) -> Result<Option<ServerRecord>> {
+        let name = name.to_owned();
+        self.read(move |c| servers::by_name(c, &name)).await
+    }
+
+    /// Registered servers as records.
+    pub async fn server_records(&self) -> Result<Vec<ServerRecord>> {
+        self.read(servers::list).await
+    }
+
+    /// Registered servers with their health.
+    pub async fn servers(&self) -> Result<Vec<ServerView>> {
+        let (list, seen) = self
+            .read(|c| Ok((servers::list(c)?, events::reachability(c)?)))
+            .await?;
+        Ok(list
+            .iter()
+            .map(|s| present::server(s, seen.iter().find(|r| r.server_id == s.id)))
+            .collect())
+    }
+
+    /// One server with its health.
+    pub async fn server_view(&self, id: i64) -> Result<ServerView> {
+        self.servers()
+            .await?
+            .into_iter()
+            .find(|s| s.id == id)
+            .ok_or_else(|| Error::NotFound(format!("server #{id}")))
+    }
+
+    /// A client for `server` carrying that server's own token (if it has one).
+    pub async fn client(&self, server: &ServerRecord) -> Result<Client> {
+        self.read_tokens().await?;
+        Ok(engine::make_client(server, &self.config)?)
+    }
+
+    /// Registers a server: the name and URL are checked, the server asked what it is (with the
+    /// token given, which is this server's), the row recorded, and the token kept in the OS
+    /// keyring only. When the keyring cannot keep it, the server is not added.
+    pub async fn add_server(&self, request: ServerAddRequest) -> Result<ServerRecord> {
+        let name = request.name.trim().to_owned();
+        let url = request.url.trim().to_owned();
+        if name.is_empty() {
+            return Err(Error::Invalid("a server needs a name".into()));
+        }
+        if self.server_named(&name).await?.is_some() {
+            return Err(Error::Invalid(format!(
+                "a server named {name:?} already exists"
+            )));
+        }
+        let token = request
+            .token
+            .map(|t| t.0)
+            .filter(|t| !t.expose().trim().is_empty());
+        // The client validates the URL (http/https, a host, no credentials) before anything is
+        // stored.
+        let probe = Client::with_options(
+            mcp::Endpoint::new(url.clone()).with_token(token.clone()),
+            self.config.client.clone(),
+            None,
+        )?;
+        let discovery = if request.discover {
+            Some(probe.discover().await?)
+        } else {
+            None
+        };
+        // Stored without the token flag: the engine builds a server's client when the flag
+        // flips, which happens only once the token is in the keyring and the cache.
+        let mut record = actions::add_server(
+            &self.ledger,
+            &name,
+            &url,
+            false,
+            discovery.as_ref(),
+            &self.actor,
+        )
+        .await?;
+        if let Some(token) = token {
+            if let Err(e) = self.tokens.store(record.id, token).await {
+                // A server whose token could not be kept would fail every request: undo.
+                if let Err(undo) =
+                    actions::remove_server(&self.ledger, record.id, &self.actor).await
+                {
+                    self.warn(&format!(
+                        "server {name} stays registered without its token: {undo}"
+                    ));
+                }
+                return Err(e.into());
+            }
+            record = self.set_token_flag(record.id, true).await?;
+        }
+        self.nudge();
+        Ok(record)
+    }
+
+    /// Flips `has_token` without an audit entry (part of an audited add or update).
+    async fn set_token_flag(&self, id: i64, has_token: bool) -> Result<ServerRecord> {
+        Ok(self
+            .ledger
+            .write(move |ctx| {
+                let s = servers::get(ctx.conn, id)?;
+                servers::update(ctx.conn, id, &s.url, has_token, s.poll_floor_ms)?;
+                servers::get(ctx.conn, id)
+            })
+            .await?)
+    }
+
+    /// Changes a server's URL, poll floor and token.
+    pub async fn update_server(&self, request: ServerUpdateRequest) -> Result<ServerRecord> {
+        let before = self.server(request.id).await?;
+        let url = request.url.trim().to_owned();
+        Client::new(mcp::Endpoint::new(url.clone()))?;
+        let has_token = match request.token {
+            TokenChange::Keep => before.has_token,
+            TokenChange::Set { token } if token.0.expose().trim().is_empty() => before.has_token,
+            TokenChange::Set { token } => {
+                self.tokens.store(before.id, token.0).await?;
+                if let Some(engine) = self.engine() {
+                    // The ledger cannot see a replaced token: have the engine rebuild its clients.
+                    engine.reload_links();
+                }
+                true
+            }
+            TokenChange::Clear => {
+                self.tokens.delete(before.id).await?;
+                false
+            }
+        };
+        actions::update_server(
+            &self.ledger,
+            before.id,
+            &url,
+            has_token,
+            request.poll_floor_ms,
+            &self.actor,
+        )
+        .await?;
+        self.nudge();
+        self.server(before.id).await
+    }
+
+    /// Removes a server, everything tracked on it, and its token.
+    pub async fn remove_server(&self, id: i64) -> Result<()> {
+        let server = self.server(id).await?;
+        // The secret first: a server row without its secret is harmless, an orphaned secret is
+        // not.
+        self.tokens.delete(server.id).await?;
+        actions::remove_server(&self.ledger, server.id, &self.actor).await?;
+        self.nudge();
+        Ok(())
+    }
+
+    /// Asks `server/discover` again and records what it says.
+    pub async fn check_server(&self, id: i64) -> Result<ServerRecord> {
+        let server = self.server(id).await?;
+        let discovery = self.client(&server).await?.discover().await?;
+        actions::record_discovery(&self.ledger, id, &discovery).await?;
+        self.server(id).await
+    }
+
+    /// The tools of a server.
+    pub async fn tools(&self, server_id: i64) -> Result<Vec<ToolView>> {
+        let server = self.server(server_id).await?;
+        let list = self.client(&server).await?.list_tools().await?;
+        Ok(list.tools.iter().map(present::tool).collect())
+    }
+
+    // ---- calls ----------------------------------------------------------------------------
+
+    /// Calls a tool: the intent is recorded before `tools/call` is sent, a task handle is
+    /// committed before this returns.
+    pub async fn call(&self, server_id: i64, call: ToolCall) -> Result<CallStep> {
+        let server = self.server(server_id).await?;
+        self.run_call(server, call, 0).await
+    }
+
+    /// Answers the questions a server asked before running a tool, and sends the call again.
+    pub async fn answer_call(
+        &self,
+        call_id: u64,
+        responses: Map<String, Value>,
+    ) -> Result<CallStep> {
+        let pending = self
+            .calls
+            .lock()
+            .ok()
+            .and_then(|mut calls| calls.remove(&call_id))
+            .ok_or_else(|| Error::NotFound(format!("call {call_id} (already answered or sent)")))?;
+        if pending.rounds >= mcp::MAX_MRTR_ROUNDS {
+            // A server that answers every round of answers with new questions must not keep a
+            // call (and its intents) going for ever.
+            return Err(Error::TooManyRounds {
+                tool: pending.call.name.clone(),
+                rounds: pending.rounds,
+            });
+        }
+        let retry = pending.call.retry_with(&pending.question, responses);
+        self.run_call(pending.server, retry, pending.rounds + 1)
+            .await
+    }
+
+    async fn run_call(
+        &self,
+        server: ServerRecord,
+        call: ToolCall,
+        rounds: usize,
+    ) -> Result<CallStep> {
+        let client = self.client(&server).await?;
+        // tools/list first: the client learns which arguments it mirrors into headers.
+        client.list_tools().await?;
+        Ok(
+            match actions::call(&self.ledger, &client, &server, &call, &self.actor).await? {
+                Called::Complete(result) => CallStep::Complete(result),
+                Called::InputRequired(question) => {
+                    let call_id = self.next_call.fetch_add(1, Ordering::Relaxed);
+                    if let Ok(mut calls) = self.calls.lock() {
+                        calls.insert(
+                            call_id,
+                            PendingCall {
+                                server,
+                                call,
+                                question: question.clone(),
+                                rounds,
+                            },
+                        );
+                    }
+                    CallStep::Questions { call_id, question }
+                }
+                Called::Task(record) => {
+                    self.nudge();
+                    CallStep::Task(record)
+                }
+            },
+        )
+    }
+
+    /// A call's step as a window shows it.
+    pub async fn call_view(&self, step: CallStep) -> Result<ToolCallOutcome> {
+        Ok(match step {
+            CallStep::Complete(result) => ToolCallOutcome::Complete {
+                result: Value::Object(result.0),
+            },
+            CallStep::Questions { call_id, question } => ToolCallOutcome::InputRequired {
+                call_id,
+                questions: question
+                    .input_requests
+                    .iter()
+                    .map(|(key, request)| CallQuestion {
+                        key: key.clone(),
+                        request: present::input_kind(
+                            &serde_json::to_value(request).unwrap_or(Value::Null),
+                        ),
+                    })
+                    .collect(),
+            },
+            CallStep::Task(record) => ToolCallOutcome::Task {
+                task: self.task(record.id).await?,
+            },
+        })
+    }
+
+    /// The answers of a window's MRTR form as the call's `inputResponses`.
+    pub fn call_responses(answers: Vec<CallAnswer>) -> Result<Map<String, Value>> {
+        answers
+            .into_iter()
+            .map(|a| {
+                serde_json::to_value(&a.response)
+                    .map(|v| (a.key, v))
+                    .map_err(|e| Error::Invalid(format!("the answer cannot be encoded: {e}")))
+            })
+            .collect()
+    }
+
+    // ---- audit ----------------------------------------------------------------------------
+
+    /// The audit log, oldest first.
+    pub async fn audit(&self) -> Result<Vec<AuditEntry>> {
+        Ok(self
+            .read(audit::list)
+            .await?
+            .iter()
+            .map(present::audit)
+            .collect())
+    }
+
+    /// Writes the audit log to a file in `dir` (`exports/` in the data directory when `None`).
+    pub async fn audit_export(
+        &self,
+        format: AuditFormat,
+        dir: Option<PathBuf>,
+    ) -> Result<AuditExport> {
+        let records = self.read(audit::list).await?;
+        let dir = dir.unwrap_or_else(|| self.data_dir.join("exports"));
+        let stamp = time::OffsetDateTime::now_utc()
+            .format(time::macros::format_description!(
+                "[year][month][day]-[hour][minute][second]"
+            ))
+            .unwrap_or_else(|_| "now".into());
+        let (ext, text) = match format {
+            AuditFormat::Csv => ("csv", audit::to_csv(&records)),
+            AuditFormat::Json => (
+                "json",
+                serde_json::to_string_pretty(&records)
+                    .map_err(|e| Error::Invalid(format!("the audit log cannot be encoded: {e}")))?,
+            ),
+        };
+        let path = dir.join(format!("countersign-audit-{stamp}.{ext}"));
+        std::fs::create_dir_all(&dir)
+            .and_then(|()| std::fs::write(&path, text))
+            .map_err(|source| Error::Write {
+                path: path.clone(),
+                source,
+            })?;
+        Ok(AuditExport {
+            path: path.display().to_string(),
+            records: records.len().min(u32::MAX as usize) as u32,
+        })
+    }
+}
+
+fn state_of(here: &Here) -> EngineState {
+    match here {
+        Here::Running(engine) => EngineState::Running {
+            resumed: engine.resumed().min(u32::MAX as usize) as u32,
+        },
+        Here::Elsewhere { pid } => EngineState::Elsewhere { pid: *pid },
+    }
+}

@@ -1,0 +1,903 @@
+//! What the console shows and takes: the view types every face shares (the app's IPC, the
+//! CLI's `--json`), and the one error shape that crosses to a window. Pure data: built from
+//! ledger records by [`super::present`]. With the `ts` feature, ts-rs derives their TypeScript
+//! (the desktop shell exports them to `ui/src/bindings/`). Times are Unix milliseconds. No view
+//! ever carries a secret: the only token-carrying types ([`ServerAddRequest`],
+//! [`ServerUpdateRequest`]) are requests, deserialise-only, and redact themselves in `Debug`.
+
+use crate::secret::Sensitive;
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::Value;
+
+/// Codes a window branches on; everything else is in `message`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// No such input, task, server or tool.
+    NotFound,
+    /// The question was already answered (here, from a notification, or by another client) or
+    /// withdrawn by the server.
+    AlreadyAnswered,
+    /// The request was malformed or conflicts with the current state (duplicate name, task ended).
+    InvalidInput,
+    /// The server could not be reached (network, timeout, 5xx): trying again may work.
+    Unavailable,
+    /// The server refused (JSON-RPC error, HTTP 4xx, bad credentials, invalid answer).
+    Server,
+    /// The OS keyring is missing, locked or refused.
+    Keyring,
+    /// A bug on our side.
+    Internal,
+}
+
+/// The only error shape that crosses IPC.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[error("{code:?}: {message}")]
+pub struct CommandError {
+    /// What the UI branches on.
+    pub code: ErrorCode,
+    /// Human-readable, already safe to show as text.
+    pub message: String,
+}
+
+impl CommandError {
+    /// Shorthand constructor.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+/// A token typed by the user on its way to the keyring: deserialise-only, redacted in `Debug`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SecretText(pub Sensitive<String>);
+
+impl std::fmt::Debug for SecretText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+impl<'de> Deserialize<'de> for SecretText {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d).map(|s| Self(Sensitive::new(s)))
+    }
+}
+
+/// Whether this process runs the engine.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum EngineState {
+    /// This app polls, delivers and notifies.
+    Running {
+        /// Unfinished tasks resumed at launch.
+        resumed: u32,
+    },
+    /// Another process (e.g. `countersign watch`) holds `engine.lock`: this app shows the ledger
+    /// and records actions, which that engine delivers; it does not poll or notify.
+    Elsewhere {
+        /// That process, if known.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        #[cfg_attr(feature = "ts", ts(optional))]
+        pid: Option<u32>,
+    },
+}
+
+/// One pending question, with what the inbox shows next to it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct InputRequestView {
+    /// The task's ledger row: with `key`, the question's identity.
+    pub task_row: i64,
+    /// The server's key, unique within the task.
+    pub key: String,
+    /// The server's task id.
+    pub task_id: String,
+    /// Server name (as registered).
+    pub server_name: String,
+    /// The tool whose call started the task (absent for adopted tasks).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub tool_name: Option<String>,
+    /// When the question first reached us.
+    pub requested_at_ms: i64,
+    /// When the task's TTL runs out (absent = unlimited).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub expires_at_ms: Option<i64>,
+    /// What is asked.
+    pub request: InputKind,
+}
+
+/// What an input request asks for.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(tag = "mode", rename_all = "snake_case")]
+pub enum InputKind {
+    /// `elicitation/create` in form mode: render `requestedSchema` as a form.
+    #[serde(rename_all = "camelCase")]
+    Form {
+        /// The question (server-provided: text only).
+        message: String,
+        /// The flat JSON schema, verbatim; the UI validates it defensively.
+        #[cfg_attr(feature = "ts", ts(type = "unknown"))]
+        requested_schema: Value,
+    },
+    /// `elicitation/create` in URL mode: ask consent before opening `url`.
+    #[serde(rename_all = "camelCase")]
+    Url {
+        /// Why (server-provided: text only).
+        message: String,
+        /// The target, shown with its full host before anything opens.
+        url: String,
+        /// Server's id for this elicitation, if given.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        #[cfg_attr(feature = "ts", ts(optional))]
+        elicitation_id: Option<String>,
+    },
+    /// A request the console does not answer (sampling, roots, unknown modes): can be declined.
+    Unsupported {
+        /// The JSON-RPC method name.
+        method: String,
+    },
+}
+
+/// The user's answer to a question (the elicitation response, sent verbatim).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(tag = "action", rename_all = "snake_case")]
+pub enum InputResponse {
+    /// Accepted; `content` is absent for URL mode (accept = "consented").
+    Accept {
+        /// Form values keyed by property name.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        #[cfg_attr(feature = "ts", ts(optional, type = "Record<string, unknown>"))]
+        content: Option<serde_json::Map<String, Value>>,
+    },
+    /// Explicitly refused.
+    Decline,
+    /// Dismissed without a decision.
+    Cancel,
+}
+
+/// A task's status: the Tasks extension's five, and two only the client concludes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "snake_case")]
+pub enum TaskStatus {
+    /// Running.
+    Working,
+    /// Waiting for input (see the inbox).
+    InputRequired,
+    /// Terminal: has a result (which may be `isError`).
+    Completed,
+    /// Terminal: has a JSON-RPC error.
+    Failed,
+    /// Terminal.
+    Cancelled,
+    /// Outlived its TTL before finishing: polling stopped.
+    Expired,
+    /// The server no longer knows it.
+    Lost,
+}
+
+/// One row of the task list.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct TaskView {
+    /// Ledger row id: the task's identity in the UI (servers may reuse task ids).
+    pub row: i64,
+    /// Server-assigned task id.
+    pub task_id: String,
+    /// Server name.
+    pub server_name: String,
+    /// The tool that started the task (absent when adopted by id).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub tool_name: Option<String>,
+    /// `call` or `adopted`.
+    pub origin: String,
+    /// Current status.
+    pub status: TaskStatus,
+    /// Latest status message (server-provided: text only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub status_message: Option<String>,
+    /// When we first recorded it.
+    pub created_at_ms: i64,
+    /// When it last changed.
+    pub updated_at_ms: i64,
+    /// When it ended.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub finished_at_ms: Option<i64>,
+    /// Time to live; absent = unlimited.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub ttl_ms: Option<u64>,
+    /// Questions of this task waiting in the inbox.
+    pub pending_inputs: u32,
+    /// Polling is failing with this message (the engine retries with backoff).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub poll_error: Option<String>,
+}
+
+/// Where a question stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "snake_case")]
+pub enum InputState {
+    /// Waiting for a person.
+    Pending,
+    /// Answered; not yet acknowledged by the server.
+    Answered,
+    /// The server acknowledged the answer.
+    Delivered,
+    /// The server dropped it before anyone answered.
+    Superseded,
+}
+
+/// One question of a task, with its answer.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct InputView {
+    /// The key.
+    pub key: String,
+    /// Where it stands.
+    pub state: InputState,
+    /// When it appeared.
+    pub requested_at_ms: i64,
+    /// What was asked.
+    pub request: InputKind,
+    /// The exact response recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional, type = "unknown"))]
+    pub answer: Option<Value>,
+    /// When it was answered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub answered_at_ms: Option<i64>,
+    /// Who answered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub answered_by: Option<String>,
+    /// When the server acknowledged the answer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub delivered_at_ms: Option<i64>,
+}
+
+/// `task_get` response: the row plus everything the ledger knows about it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct TaskDetail {
+    /// The row.
+    pub task: TaskView,
+    /// The server's URL.
+    pub server_url: String,
+    /// The call's arguments, when we made the call.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional, type = "Record<string, unknown>"))]
+    pub arguments: Option<Value>,
+    /// The `CallToolResult` of a completed task, verbatim.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional, type = "unknown"))]
+    pub result: Option<Value>,
+    /// The JSON-RPC error of a failed task, verbatim.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional, type = "unknown"))]
+    pub error: Option<Value>,
+    /// Its questions, in order of appearance.
+    pub inputs: Vec<InputView>,
+    /// Its timeline from the ledger, oldest first.
+    pub events: Vec<EventView>,
+}
+
+/// How a fact reached us.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "snake_case")]
+pub enum EventVia {
+    /// A `tasks/get` poll.
+    Poll,
+    /// A push notification.
+    Push,
+    /// The answer to `tools/call`.
+    Call,
+    /// A person (this app or the CLI).
+    User,
+    /// The engine itself.
+    Engine,
+}
+
+/// One ledger event (the timeline and the change feed).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct EventView {
+    /// The global cursor.
+    pub id: i64,
+    /// When.
+    pub at_ms: i64,
+    /// The task row, if the event is about a task.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub task_row: Option<i64>,
+    /// The server's task id.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub task_id: Option<String>,
+    /// The server row.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub server_id: Option<i64>,
+    /// The server name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub server_name: Option<String>,
+    /// How it reached us.
+    pub via: EventVia,
+    /// What happened.
+    pub fact: Fact,
+}
+
+/// What happened: the ledger's event kinds (`countersign_core::ledger::EventKind`), mirrored
+/// field for field in the IPC's camelCase with typed statuses. The conversion in `views.rs`
+/// matches exhaustively, so a new core event cannot be forgotten here.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Fact {
+    /// A server was registered.
+    ServerAdded {
+        /// Its name.
+        name: String,
+        /// Its URL.
+        url: String,
+    },
+    /// A server was removed (its tasks with it).
+    ServerRemoved {
+        /// Its name.
+        name: String,
+    },
+    /// A `tools/call` is about to be sent.
+    CallStarted {
+        /// The intent id.
+        intent: i64,
+        /// The tool.
+        tool: String,
+    },
+    /// A call's outcome never reached us (the process died while it was in flight).
+    CallOutcomeUnknown {
+        /// The intent id.
+        intent: i64,
+        /// The tool.
+        tool: String,
+    },
+    /// A call finished without creating a task.
+    CallFinished {
+        /// The intent id.
+        intent: i64,
+        /// The tool.
+        tool: String,
+        /// `completed`, `tool_error`, `input_required` or `failed`.
+        outcome: String,
+    },
+    /// A task joined the ledger.
+    #[serde(rename_all = "camelCase")]
+    TaskCreated {
+        /// The server's task id.
+        task_id: String,
+        /// Its first status.
+        status: TaskStatus,
+        /// The tool, when we made the call.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        #[cfg_attr(feature = "ts", ts(optional))]
+        tool: Option<String>,
+        /// `call` or `adopted`.
+        origin: String,
+    },
+    /// Status and/or status message changed.
+    #[serde(rename_all = "camelCase")]
+    TaskUpdated {
+        /// The new status.
+        status: TaskStatus,
+        /// The status before.
+        previous_status: TaskStatus,
+        /// The new message (server-provided: text only).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        #[cfg_attr(feature = "ts", ts(optional))]
+        status_message: Option<String>,
+    },
+    /// A question appeared (once per key, ever).
+    InputRequested {
+        /// The key.
+        key: String,
+        /// What is asked.
+        request: InputKind,
+    },
+    /// A person answered (recorded before it is sent).
+    InputAnswered {
+        /// The key.
+        key: String,
+        /// accept, decline or cancel.
+        action: String,
+        /// The exact response sent.
+        #[cfg_attr(feature = "ts", ts(type = "unknown"))]
+        response: Value,
+        /// Who answered.
+        by: String,
+    },
+    /// A question vanished from the server's list without an answer.
+    InputSuperseded {
+        /// The key.
+        key: String,
+    },
+    /// `tasks/update` was acknowledged.
+    UpdateAcknowledged {
+        /// Keys delivered.
+        keys: Vec<String>,
+    },
+    /// `tasks/update` was refused for good.
+    UpdateFailed {
+        /// Keys not delivered.
+        keys: Vec<String>,
+        /// Why.
+        message: String,
+    },
+    /// A person asked to cancel.
+    CancelRequested {
+        /// Who.
+        by: String,
+    },
+    /// `tasks/cancel` was acknowledged (the task may still complete).
+    CancelAcknowledged,
+    /// `tasks/cancel` was refused for good.
+    CancelFailed {
+        /// Why.
+        message: String,
+    },
+    /// Delivering an answer or a cancel failed for a passing reason; it is being retried.
+    #[serde(rename_all = "camelCase")]
+    DeliveryRetrying {
+        /// `update` or `cancel`.
+        delivery: String,
+        /// A stable error code.
+        code: String,
+        /// The message.
+        message: String,
+        /// When the next attempt is due.
+        retry_in_ms: u64,
+    },
+    /// A poll failed; polling backs off.
+    #[serde(rename_all = "camelCase")]
+    PollFailed {
+        /// A stable error code (`connect`, `http`, …).
+        code: String,
+        /// The message.
+        message: String,
+        /// When the next attempt is due.
+        retry_in_ms: u64,
+    },
+    /// Polling works again after failures.
+    PollRecovered {
+        /// How many polls failed in a row.
+        failures: u32,
+    },
+    /// The task reached a terminal state.
+    TaskFinished {
+        /// completed, failed or cancelled.
+        status: TaskStatus,
+        /// The tool result, when completed.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        #[cfg_attr(feature = "ts", ts(optional, type = "unknown"))]
+        result: Option<Value>,
+        /// The JSON-RPC error, when failed.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        #[cfg_attr(feature = "ts", ts(optional, type = "unknown"))]
+        error: Option<Value>,
+    },
+    /// The task outlived its TTL.
+    #[serde(rename_all = "camelCase")]
+    TaskExpired {
+        /// The TTL it had.
+        ttl_ms: u64,
+    },
+    /// The server no longer knows the task.
+    TaskLost {
+        /// The server's message.
+        message: String,
+    },
+    /// A server's URL, token flag or poll floor changed.
+    ServerUpdated {
+        /// Its name.
+        name: String,
+        /// Its URL now.
+        url: String,
+    },
+    /// A server described itself again.
+    #[serde(rename_all = "camelCase")]
+    ServerDiscovered {
+        /// Its name.
+        name: String,
+        /// Whether it declares the Tasks extension.
+        supports_tasks: bool,
+    },
+    /// The server sent something we did not take as sent (ignored or clamped).
+    ServerDataIgnored {
+        /// What kind of thing.
+        code: String,
+        /// What was sent and what we did.
+        message: String,
+    },
+    /// A server stopped answering.
+    ServerUnreachable {
+        /// Why.
+        message: String,
+    },
+    /// A server answers again.
+    ServerRecovered,
+    /// The engine started and resumed unfinished tasks.
+    EngineStarted {
+        /// How many.
+        resumed: u32,
+    },
+}
+
+/// Reachability of a server as last seen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "snake_case")]
+pub enum Reachability {
+    /// Not contacted yet.
+    Unknown,
+    /// The last discovery or poll succeeded.
+    Reachable,
+    /// The engine could not reach it (see `message`).
+    Unreachable,
+}
+
+/// A server's reachability, with when and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct ServerHealth {
+    /// The verdict.
+    pub state: Reachability,
+    /// When it was reached.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub at_ms: Option<i64>,
+    /// Why not, when unreachable.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub message: Option<String>,
+}
+
+/// One registered server.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct ServerView {
+    /// Row id.
+    pub id: i64,
+    /// Unique display name.
+    pub name: String,
+    /// Endpoint URL exactly as configured.
+    pub url: String,
+    /// Whether a bearer token is stored in the OS keyring (never the token itself).
+    pub has_token: bool,
+    /// The user's minimum poll interval for this server (0 = the server's own pace).
+    pub poll_floor_ms: u64,
+    /// When it was added.
+    pub created_at_ms: i64,
+    /// When `server/discover` last succeeded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub discovered_at_ms: Option<i64>,
+    /// "name version" from the server's identity (server-provided: text only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub identity: Option<String>,
+    /// `serverInfo`, verbatim.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional, type = "unknown"))]
+    pub server_info: Option<Value>,
+    /// Capabilities from `server/discover`, verbatim.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional, type = "unknown"))]
+    pub capabilities: Option<Value>,
+    /// Whether it declares the Tasks extension.
+    pub supports_tasks: bool,
+    /// Reachability.
+    pub health: ServerHealth,
+}
+
+/// `server_add` request (deserialise-only: it may carry a token).
+#[derive(Debug, Clone, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct ServerAddRequest {
+    /// Unique display name.
+    pub name: String,
+    /// MCP endpoint (http or https).
+    pub url: String,
+    /// Bearer token, stored only in the OS keyring.
+    #[serde(default)]
+    #[cfg_attr(feature = "ts", ts(optional, type = "string"))]
+    pub token: Option<SecretText>,
+    /// Ask `server/discover` first and refuse an unreachable server.
+    pub discover: bool,
+}
+
+/// What to do with a server's token.
+#[derive(Debug, Clone, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(tag = "change", rename_all = "snake_case")]
+pub enum TokenChange {
+    /// Leave it as it is.
+    Keep,
+    /// Store (or replace) this one.
+    Set {
+        /// The new token.
+        #[cfg_attr(feature = "ts", ts(type = "string"))]
+        token: SecretText,
+    },
+    /// Delete it from the keyring.
+    Clear,
+}
+
+/// `server_update` request (deserialise-only: it may carry a token).
+#[derive(Debug, Clone, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct ServerUpdateRequest {
+    /// Row id.
+    pub id: i64,
+    /// New endpoint URL.
+    pub url: String,
+    /// New per-server poll floor.
+    pub poll_floor_ms: u64,
+    /// Token change.
+    pub token: TokenChange,
+}
+
+/// One tool offered by a server.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct ToolView {
+    /// Tool name.
+    pub name: String,
+    /// Human title (server-provided: text only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub title: Option<String>,
+    /// Description (server-provided: text only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub description: Option<String>,
+    /// JSON schema of the arguments, verbatim.
+    #[cfg_attr(feature = "ts", ts(type = "unknown"))]
+    pub input_schema: Value,
+    /// `execution.taskSupport`: required, optional or forbidden.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub task_support: Option<String>,
+}
+
+/// One question of an MRTR `input_required` answer to `tools/call`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct CallQuestion {
+    /// The server's key.
+    pub key: String,
+    /// What is asked.
+    pub request: InputKind,
+}
+
+/// `tool_call`/`tool_call_answer` response: what the server decided.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ToolCallOutcome {
+    /// A plain `CallToolResult`, verbatim.
+    Complete {
+        /// The result.
+        #[cfg_attr(feature = "ts", ts(type = "unknown"))]
+        result: Value,
+    },
+    /// The server created a task (already in the ledger; the engine follows it).
+    Task {
+        /// The task row.
+        task: TaskView,
+    },
+    /// MRTR: the server asks first; answer with `tool_call_answer`, which re-sends the call.
+    #[serde(rename_all = "camelCase")]
+    InputRequired {
+        /// Names this call for `tool_call_answer`.
+        call_id: u64,
+        /// The questions.
+        questions: Vec<CallQuestion>,
+    },
+}
+
+/// One answer to an MRTR question.
+#[derive(Debug, Clone, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct CallAnswer {
+    /// The question's key.
+    pub key: String,
+    /// The answer.
+    pub response: InputResponse,
+}
+
+/// One human decision from the audit log.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct AuditEntry {
+    /// Row id.
+    pub id: i64,
+    /// When.
+    pub at_ms: i64,
+    /// The OS user.
+    pub actor: String,
+    /// `answer_accept`, `answer_decline`, `cancel`, `call`, `adopt`, `server_add`, …
+    pub action: String,
+    /// Server name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub server: Option<String>,
+    /// The server's task id.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub task_id: Option<String>,
+    /// The question's key.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub input_key: Option<String>,
+    /// The question's message, for answers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub question: Option<String>,
+    /// The exact response sent, for answers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional, type = "unknown"))]
+    pub answer: Option<Value>,
+    /// How long the question waited for the answer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub waited_ms: Option<i64>,
+    /// Everything recorded, verbatim.
+    #[cfg_attr(feature = "ts", ts(type = "unknown"))]
+    pub detail: Value,
+}
+
+/// Export formats of the audit log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "snake_case")]
+pub enum AuditFormat {
+    /// An array of records.
+    Json,
+    /// RFC 4180, with a header row.
+    Csv,
+}
+
+/// `audit_export` response.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct AuditExport {
+    /// The file written (in the Downloads folder, else the data directory).
+    pub path: String,
+    /// How many records it holds.
+    pub records: u32,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn input_response_matches_the_elicitation_wire_shape() {
+        let accept = InputResponse::Accept {
+            content: Some(serde_json::Map::from_iter([(
+                "approve".to_owned(),
+                json!(true),
+            )])),
+        };
+        assert_eq!(
+            serde_json::to_value(&accept).unwrap(),
+            json!({"action":"accept","content":{"approve":true}})
+        );
+        assert_eq!(
+            serde_json::to_value(InputResponse::Decline).unwrap(),
+            json!({"action":"decline"})
+        );
+        let consented: InputResponse = serde_json::from_value(json!({"action":"accept"})).unwrap();
+        assert_eq!(
+            consented,
+            InputResponse::Accept { content: None },
+            "URL-mode consent has no content"
+        );
+        for r in [accept, InputResponse::Decline, InputResponse::Cancel] {
+            let back: InputResponse =
+                serde_json::from_value(serde_json::to_value(&r).unwrap()).unwrap();
+            assert_eq!(back, r);
+        }
+    }
+
+    #[test]
+    fn command_error_is_code_and_message() {
+        let e = CommandError::new(ErrorCode::AlreadyAnswered, "answered from a notification");
+        assert_eq!(
+            serde_json::to_value(&e).unwrap(),
+            json!({"code":"already_answered","message":"answered from a notification"})
+        );
+    }
+
+    #[test]
+    fn form_request_pins_camel_case_and_mode_tag() {
+        let v = InputKind::Form {
+            message: "Go?".into(),
+            requested_schema: json!({"type":"object"}),
+        };
+        assert_eq!(
+            serde_json::to_value(&v).unwrap(),
+            json!({"mode":"form","message":"Go?","requestedSchema":{"type":"object"}})
+        );
+    }
+
+    #[test]
+    fn facts_are_tagged_by_kind_with_camel_case_fields() {
+        let f = Fact::TaskUpdated {
+            status: TaskStatus::InputRequired,
+            previous_status: TaskStatus::Working,
+            status_message: Some("waiting".into()),
+        };
+        assert_eq!(
+            serde_json::to_value(&f).unwrap(),
+            json!({"kind":"task_updated","status":"input_required","previousStatus":"working","statusMessage":"waiting"})
+        );
+        assert_eq!(
+            serde_json::to_value(Fact::CancelAcknowledged).unwrap(),
+            json!({"kind":"cancel_acknowledged"})
+        );
+    }
+
+    #[test]
+    fn tokens_deserialise_but_never_print() {
+        let req: ServerAddRequest = serde_json::from_value(
+            json!({"name":"s","url":"http://127.0.0.1:1/mcp","token":"hunter2","discover":false}),
+        )
+        .unwrap();
+        assert_eq!(
+            req.token.as_ref().map(|t| t.0.expose().as_str()),
+            Some("hunter2")
+        );
+        assert!(
+            !format!("{req:?}").contains("hunter2"),
+            "a token must not reach logs through Debug"
+        );
+        let upd: ServerUpdateRequest = serde_json::from_value(
+            json!({"id":1,"url":"http://h/mcp","pollFloorMs":0,"token":{"change":"set","token":"hunter2"}}),
+        )
+        .unwrap();
+        assert!(!format!("{upd:?}").contains("hunter2"));
+    }
+}
