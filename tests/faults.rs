@@ -17,11 +17,10 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use countersign_core::actions::{self, Called};
+use countersign_core::console::view::{InputResponse, ServerAddRequest};
+use countersign_core::console::{CallStep, Console, Setup, Start};
 use countersign_core::engine::{Engine, EngineConfig};
-use countersign_core::ledger::events::{EventKind, NewEvent};
-use countersign_core::ledger::servers::{self, ServerRecord};
-use countersign_core::ledger::Via;
+use countersign_core::ledger::servers::ServerRecord;
 use countersign_core::mcp::ToolCall;
 use countersign_demo::{DemoConfig, DemoServer, Fault};
 use countersign_tests::ledger_view::{assert_sound_timeline, wait_for, Event, LedgerView, TaskRow};
@@ -60,72 +59,56 @@ async fn start_peer(extra: &[(&str, &str)]) -> FastmcpPeer {
 struct Desk {
     /// Kept for its lifetime: the directory is removed when the test passes.
     _dir: DataDir,
-    engine: Engine,
+    console: Console,
     view: LedgerView,
 }
 
 impl Desk {
     async fn start(label: &str, configure: impl FnOnce(&mut EngineConfig)) -> Desk {
         let dir = DataDir::new(label);
-        let mut config = EngineConfig::new(dir.path());
-        configure(&mut config);
-        let engine = Engine::start(config).await.expect("the engine starts");
+        let mut setup = Setup::new(dir.path());
+        setup.start = Start::Now;
+        configure(&mut setup.config);
+        let console = Console::open(setup)
+            .await
+            .expect("the console and its engine start");
         let view = dir.ledger();
         Desk {
             _dir: dir,
-            engine,
+            console,
             view,
         }
     }
 
-    /// Registers a server (as `countersign servers add --no-discover` would) and tells the engine.
+    fn engine(&self) -> &Engine {
+        self.console.engine().expect("this console runs its engine")
+    }
+
+    /// Registers a server (as `countersign servers add --no-discover` would).
     async fn add_server(&self, name: &str, url: &str) -> ServerRecord {
-        let (name, url) = (name.to_owned(), url.to_owned());
-        let server = self
-            .engine
-            .ledger()
-            .write(move |ctx| {
-                let server = servers::add(ctx.conn, &name, &url, false)?;
-                ctx.append(NewEvent {
-                    task: None,
-                    server_id: Some(server.id),
-                    via: Via::User,
-                    kind: EventKind::ServerAdded { name, url },
-                })?;
-                Ok(server)
+        self.console
+            .add_server(ServerAddRequest {
+                name: name.to_owned(),
+                url: url.to_owned(),
+                token: None,
+                discover: false,
             })
             .await
-            .expect("the server is registered");
-        self.engine.nudge();
-        server
+            .expect("the server is registered")
     }
 
     /// Calls a task tool through the recorded-call path; returns the server's task id.
     async fn call(&self, server: &ServerRecord, tool: &str, args: Value) -> String {
-        let client = self
-            .engine
-            .client_for(server)
-            .expect("a client for the server");
-        // The client mirrors `x-mcp-header` arguments only for tools it has listed.
-        client
-            .list_tools()
-            .await
-            .unwrap_or_else(|e| panic!("tools/list on {}: {e}", server.name));
         let Value::Object(arguments) = args else {
             panic!("arguments must be an object")
         };
-        let called = actions::call(
-            self.engine.ledger(),
-            &client,
-            server,
-            &ToolCall::new(tool, Some(arguments)),
-            "fault-test",
-        )
-        .await
-        .unwrap_or_else(|e| panic!("calling {tool} on {} must succeed: {e}", server.name));
-        self.engine.nudge();
-        match called {
-            Called::Task(record) => record.task_id,
+        let step = self
+            .console
+            .call(server.id, ToolCall::new(tool, Some(arguments)))
+            .await
+            .unwrap_or_else(|e| panic!("calling {tool} on {} must succeed: {e}", server.name));
+        match step {
+            CallStep::Task(record) => record.task_id,
             other => panic!("{tool} must create a task, got {other:?}"),
         }
     }
@@ -166,7 +149,7 @@ impl Desk {
     }
 
     async fn stop(self) {
-        self.engine.shutdown().await;
+        self.console.close().await;
     }
 }
 
@@ -239,14 +222,15 @@ async fn a_server_down_then_back_is_one_streak_of_events_and_nothing_is_lost() {
 
     demo_proxy.down();
     peer_proxy.down();
-    let failures_before = desk.engine.poll_stats().failures;
+    let failures_before = desk.engine().poll_stats().failures;
     wait_for(
         "three failed polls of each task while both servers are down",
         SETTLE,
         || {
             let streaks = desk.events(&demo_task, "poll_failed").len()
                 + desk.events(&peer_task, "poll_failed").len();
-            (streaks == 2 && desk.engine.poll_stats().failures >= failures_before + 6).then_some(())
+            (streaks == 2 && desk.engine().poll_stats().failures >= failures_before + 6)
+                .then_some(())
         },
     )
     .await;
@@ -581,20 +565,17 @@ async fn answers_and_cancels_are_retried_through_server_errors_until_acknowledge
     demo.inject_for("tasks/cancel", Fault::Hangup, 1);
     let answer =
         json!({"action": "accept", "content": {"approve": true, "reason": "through 429 and 503"}});
-    actions::answer(
-        desk.engine.ledger(),
-        row.0,
-        &row.1,
-        answer.clone(),
-        "fault-test",
-    )
-    .await
-    .expect("the answer is recorded");
+    let response: InputResponse =
+        serde_json::from_value(answer.clone()).expect("an elicitation response");
+    desk.console
+        .answer(row.0, &row.1, &response)
+        .await
+        .expect("the answer is recorded");
     let export_row = desk.view.task_expect(&export).id;
-    actions::cancel(desk.engine.ledger(), export_row, "fault-test")
+    desk.console
+        .cancel(export_row)
         .await
         .expect("the cancel is recorded");
-    desk.engine.nudge();
 
     let deployed = desk.finished(&deploy).await;
     let cancelled = desk.finished(&export).await;

@@ -57,7 +57,7 @@ async fn a_huge_retry_after_neither_panics_nor_stops_polling_for_other_tasks() {
         finished.kind
     );
     assert_eq!(
-        rig.engine.poll_stats().restarts,
+        rig.engine().poll_stats().restarts,
         0,
         "the poll loop never crashed"
     );
@@ -203,7 +203,7 @@ async fn a_flood_of_questions_is_refused_with_a_clear_error_and_the_writer_keeps
         other => panic!("{other:?}"),
     }
     let stored = rig
-        .engine
+        .engine()
         .ledger()
         .read(move |c| inputs::for_task(c, flooded.id))
         .expect("readable");
@@ -245,7 +245,7 @@ async fn numbers_past_sqlite_integers_are_clamped_not_wrapped() {
     })
     .await;
     let read = |row: i64| {
-        rig.engine
+        rig.engine()
             .ledger()
             .read(move |c| tasks::get(c, row))
             .expect("readable")

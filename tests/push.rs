@@ -462,10 +462,10 @@ async fn push_delivers_every_change_of_an_elicitation_task_without_a_single_poll
         "every state event came by push: {:?}",
         state_vias(&timeline)
     );
-    let push = rig.engine.push_stats();
+    let push = rig.engine().push_stats();
     assert_eq!(push.declined, 0);
     assert!(push.listens >= 1 && push.notifications >= 5, "{push:?}");
-    assert_eq!(rig.engine.poll_stats().polls, 0);
+    assert_eq!(rig.engine().poll_stats().polls, 0);
     rig.shutdown().await;
     server.shutdown().await;
 }
@@ -487,7 +487,7 @@ async fn a_broken_stream_falls_back_to_polling_at_once_and_loses_no_change() {
     })
     .await;
     rig.wait_until("the task to be covered", |r| {
-        r.engine.push_stats().covered == 1
+        r.engine().push_stats().covered == 1
     })
     .await;
     let gets_while_covered = server.stats().requests_for("tasks/get");
@@ -507,7 +507,7 @@ async fn a_broken_stream_falls_back_to_polling_at_once_and_loses_no_change() {
     );
     // Push comes back (after the 503 and a backoff) and covers the task again.
     rig.wait_until("push to cover the task again", |r| {
-        let s = r.engine.push_stats();
+        let s = r.engine().push_stats();
         s.covered == 1 && s.broken >= 2
     })
     .await;
@@ -565,12 +565,12 @@ async fn a_gracefully_closed_stream_reconnects_and_push_resumes() {
         .call("bench_job", json!({"duration_ms": 5000, "steps": 10}))
         .await;
     rig.wait_until("the task to be covered", |r| {
-        r.engine.push_stats().covered == 1
+        r.engine().push_stats().covered == 1
     })
     .await;
     assert_eq!(server.close_subscriptions(), 1);
     rig.wait_until("a new stream to cover the task", |r| {
-        let s = r.engine.push_stats();
+        let s = r.engine().push_stats();
         s.acknowledged >= 2 && s.covered == 1
     })
     .await;
@@ -630,7 +630,7 @@ async fn run_bench_job(
         .iter()
         .filter(|e| matches!(e.kind, EventKind::PollFailed { .. }))
         .count();
-    let push_stats = rig.engine.push_stats();
+    let push_stats = rig.engine().push_stats();
     rig.shutdown().await;
     (
         updates(&timeline),
@@ -716,19 +716,19 @@ async fn the_fastmcp_peer_without_listen_is_polled_exactly_as_before() {
         "no poll failures; timeline:\n{}",
         describe(&timeline)
     );
-    let push = rig.engine.push_stats();
+    let push = rig.engine().push_stats();
     assert_eq!(
         (push.listens, push.declined, push.covered),
         (1, 1, 0),
         "{push:?}"
     );
-    assert!(rig.engine.poll_stats().polls >= 4);
+    assert!(rig.engine().poll_stats().polls >= 4);
 
     // The refusal is remembered for the server, not for the task: the next task does not ask.
     let second = rig.call("long_job", json!({"steps": 2})).await;
     rig.wait_finished(second.id).await;
     assert_eq!(
-        rig.engine.push_stats().listens,
+        rig.engine().push_stats().listens,
         1,
         "a server without push is asked once"
     );
@@ -780,7 +780,7 @@ async fn batched_streams_are_added_retired_and_merged_without_losing_a_change() 
     }
     let stats = server.stats();
     assert_eq!(stats.requests_for("tasks/get"), 0, "{:?}", stats.requests);
-    let push = rig.engine.push_stats();
+    let push = rig.engine().push_stats();
     assert!(
         push.listens >= 3,
         "new tasks get new streams, past two a merge: {push:?}"
@@ -790,7 +790,7 @@ async fn batched_streams_are_added_retired_and_merged_without_losing_a_change() 
         "at most max_streams, plus the merge while it is acknowledged ({most_streams})"
     );
     rig.wait_until("every finished stream to be closed", |r| {
-        r.engine.push_stats().open_streams == 0 && server.subscriptions() == 0
+        r.engine().push_stats().open_streams == 0 && server.subscriptions() == 0
     })
     .await;
     rig.shutdown().await;
@@ -816,7 +816,7 @@ async fn per_task_streams_deliver_every_change_too() {
         );
     }
     rig.wait_until("three streams, one per task", |r| {
-        r.engine.push_stats().open_streams == 3
+        r.engine().push_stats().open_streams == 3
     })
     .await;
     for record in &records {
@@ -894,7 +894,7 @@ async fn measure_stream_schemes_under_churn() {
             stats.requests_for("tasks/get") as f64 / task_minutes,
             stats.notifications,
             stats.notifications as f64 / rows.len() as f64,
-            rig.engine.push_stats(),
+            rig.engine().push_stats(),
         );
         rig.shutdown().await;
         server.shutdown().await;

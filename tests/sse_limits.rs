@@ -7,15 +7,14 @@
 
 use std::time::{Duration, Instant};
 
-use countersign_core::engine::{Engine, EngineConfig};
-use countersign_core::ledger::{events, servers, EventKind};
+use countersign_core::ledger::EventKind;
 use countersign_core::mcp::{self, Client, Endpoint, ListenRequest, ToolCall};
 use countersign_tests::hostile::{self, Hostile, Reply, SseEnd};
 use serde_json::json;
 
 #[path = "support/rig.rs"]
 mod rig;
-use rig::TempDir;
+use rig::Rig;
 
 /// However the limit is crossed, it must be found long before a test gives up on it.
 const BOUNDED: Duration = Duration::from_secs(60);
@@ -159,41 +158,11 @@ async fn a_poll_answered_with_an_endless_event_is_a_poll_failure_on_the_timeline
         })
         .start()
         .await;
-    let dir = TempDir::new("sse-limits");
-    let mut config = EngineConfig::new(&dir.0);
-    config.push = false;
-    let engine = Engine::start(config)
-        .await
-        .unwrap_or_else(|e| panic!("the engine starts: {e}"));
-    let url = server.url();
-    let record = engine
-        .ledger()
-        .write(move |ctx| servers::add(ctx.conn, "hostile", &url, false))
-        .await
-        .unwrap_or_else(|e| panic!("the server registers: {e}"));
-    engine.nudge();
-    let client = engine
-        .client_for(&record)
-        .unwrap_or_else(|e| panic!("a client: {e}"));
-    let called = countersign_core::actions::call(
-        engine.ledger(),
-        &client,
-        &record,
-        &ToolCall::new("1", Some(serde_json::Map::new())),
-        "test",
-    )
-    .await
-    .unwrap_or_else(|e| panic!("tools/call 1 creates a task: {e}"));
-    let countersign_core::actions::Called::Task(task) = called else {
-        panic!("expected a task, got {called:?}")
-    };
-    engine.nudge();
+    let rig = Rig::start_with(&server.url(), |config| config.push = false).await;
+    let task = rig.call("1", json!({})).await;
     let started = Instant::now();
     let failed = loop {
-        let timeline = engine
-            .ledger()
-            .read(|c| events::for_task(c, task.id))
-            .unwrap_or_else(|e| panic!("the timeline: {e}"));
+        let timeline = rig.timeline(task.id);
         if let Some(code) = timeline.iter().find_map(|e| match &e.kind {
             EventKind::PollFailed { code, .. } => Some(code.clone()),
             _ => None,
@@ -214,7 +183,7 @@ async fn a_poll_answered_with_an_endless_event_is_a_poll_failure_on_the_timeline
         assert!(again.elapsed() < BOUNDED, "the engine stopped polling");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    engine.shutdown().await;
+    rig.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -14,9 +14,10 @@ use tauri::{AppHandle, Emitter, Manager, Runtime};
 use tokio::sync::broadcast::error::RecvError;
 
 use crate::ipc::{event, InputFocusRequested, InputRequestView, InputResponse};
-use crate::notify::{self, Post, QuickAnswer};
+use crate::notify::QuickAnswer;
 use crate::Shell;
 use countersign_core::console::{present, InboxEntry};
+use countersign_core::notice::{self, Post};
 
 /// How often the ledger is checked for other processes' writes.
 const POLL_LEDGER: Duration = Duration::from_millis(250);
@@ -233,8 +234,8 @@ fn notify<R: Runtime>(app: &AppHandle<R>, input: &InputRequestView) {
     );
     tracing::info!(
         "notified: {} ({})",
-        notify::summary(input),
-        notify::id_of(input)
+        notice::summary(input),
+        notice::id_of(input)
     );
 }
 

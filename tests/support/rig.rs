@@ -1,6 +1,6 @@
-//! An engine on a fresh ledger, one registered server, and the timeline read back: what the
-//! push/poll tests drive. Calls and answers go through `actions` exactly as the CLI and the app
-//! do (ledger first, then the engine's nudge).
+//! A console (with its engine) on a fresh ledger, one registered server, and the timeline read
+//! back: what the push/poll tests drive. Calls and answers go through the core's `Console`, the
+//! one the CLI and the app use.
 //!
 //! Every wait panics with the task's timeline when the expected event does not come within
 //! [`DEADLINE`]: a hung test is a failure that says why.
@@ -11,9 +11,10 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use countersign_core::actions::{self, Called};
+use countersign_core::console::view::{InputResponse, ServerAddRequest};
+use countersign_core::console::{CallStep, Console, Setup, Start};
 use countersign_core::engine::{Engine, EngineConfig};
-use countersign_core::ledger::servers::{self, ServerRecord};
+use countersign_core::ledger::servers::ServerRecord;
 use countersign_core::ledger::tasks::TaskRecord;
 use countersign_core::ledger::{events, EventKind, StoredEvent, Via};
 use countersign_core::mcp::ToolCall;
@@ -49,9 +50,9 @@ impl Drop for TempDir {
     }
 }
 
-/// An engine with one server registered as `demo`.
+/// A console running its engine, with one server registered as `demo`.
 pub struct Rig {
-    pub engine: Engine,
+    pub console: Console,
     pub server: ServerRecord,
     _dir: TempDir,
 }
@@ -65,67 +66,69 @@ impl Rig {
     /// Starts an engine with settings adjusted by `adjust` and registers `url`.
     pub async fn start_with(url: &str, adjust: impl FnOnce(&mut EngineConfig)) -> Rig {
         let dir = TempDir::new("push");
-        let mut config = EngineConfig::new(&dir.0);
-        adjust(&mut config);
-        let engine = Engine::start(config)
+        let mut setup = Setup::new(&dir.0);
+        setup.start = Start::Now;
+        adjust(&mut setup.config);
+        let console = Console::open(setup)
             .await
-            .unwrap_or_else(|e| panic!("the engine must start: {e}"));
-        let url = url.to_owned();
-        let server = engine
-            .ledger()
-            .write(move |ctx| servers::add(ctx.conn, "demo", &url, false))
+            .unwrap_or_else(|e| panic!("the console and its engine must start: {e}"));
+        assert!(
+            console.runs_engine(),
+            "no other engine runs on a fresh ledger"
+        );
+        let server = console
+            .add_server(ServerAddRequest {
+                name: "demo".into(),
+                url: url.to_owned(),
+                token: None,
+                discover: false,
+            })
             .await
             .unwrap_or_else(|e| panic!("the server must register: {e}"));
-        engine.nudge();
         Rig {
-            engine,
+            console,
             server,
             _dir: dir,
         }
     }
 
-    /// Calls `tool` through `actions::call`; panics unless it creates a task.
+    /// This process's engine.
+    pub fn engine(&self) -> &Engine {
+        self.console
+            .engine()
+            .unwrap_or_else(|| panic!("the rig's console runs its engine"))
+    }
+
+    /// Calls `tool` through the console; panics unless it creates a task.
     pub async fn call(&self, tool: &str, arguments: Value) -> TaskRecord {
-        let client = self
-            .engine
-            .client_for(&self.server)
-            .unwrap_or_else(|e| panic!("a client for the server: {e}"));
-        // Learn the tools' `x-mcp-header` parameters, as the app does before calling.
-        client
-            .list_tools()
-            .await
-            .unwrap_or_else(|e| panic!("tools/list must succeed: {e}"));
         let arguments: Map<String, Value> = match arguments {
             Value::Object(map) => map,
             other => panic!("arguments must be an object, got {other}"),
         };
-        let called = actions::call(
-            self.engine.ledger(),
-            &client,
-            &self.server,
-            &ToolCall::new(tool, Some(arguments)),
-            "test",
-        )
-        .await
-        .unwrap_or_else(|e| panic!("tools/call {tool} must succeed: {e}"));
-        self.engine.nudge();
-        match called {
-            Called::Task(record) => record,
+        let step = self
+            .console
+            .call(self.server.id, ToolCall::new(tool, Some(arguments)))
+            .await
+            .unwrap_or_else(|e| panic!("tools/call {tool} must succeed: {e}"));
+        match step {
+            CallStep::Task(record) => record,
             other => panic!("{tool} must create a task, got {other:?}"),
         }
     }
 
     /// Records an answer and lets the engine deliver it.
     pub async fn answer(&self, row: i64, key: &str, response: Value) {
-        actions::answer(self.engine.ledger(), row, key, response, "test")
+        let response: InputResponse = serde_json::from_value(response)
+            .unwrap_or_else(|e| panic!("{key}: not an elicitation response: {e}"));
+        self.console
+            .answer(row, key, &response)
             .await
             .unwrap_or_else(|e| panic!("the answer to {key} must be recorded: {e}"));
-        self.engine.nudge();
     }
 
     /// The task's timeline, oldest first.
     pub fn timeline(&self, row: i64) -> Vec<StoredEvent> {
-        self.engine
+        self.console
             .ledger()
             .read(|c| events::for_task(c, row))
             .unwrap_or_else(|e| panic!("the timeline of #{row} must be readable: {e}"))
@@ -174,8 +177,8 @@ impl Rig {
     }
 
     pub async fn shutdown(self) {
-        let Rig { engine, _dir, .. } = self;
-        engine.shutdown().await;
+        let Rig { console, _dir, .. } = self;
+        console.close().await;
         drop(_dir);
     }
 }

@@ -321,6 +321,28 @@ impl From<countersign_core::actions::Error> for CliError {
     }
 }
 
+impl From<countersign_core::console::Error> for CliError {
+    fn from(e: countersign_core::console::Error) -> Self {
+        use countersign_core::console::Error as C;
+        use countersign_core::ledger::Error as L;
+        match e {
+            C::Invalid(why) => Self::Usage(why),
+            C::NotFound(what) => Self::Ledger(L::NotFound(what)),
+            C::AlreadyAnswered(why) => Self::Ledger(L::Conflict(why)),
+            C::TooManyRounds { tool, rounds } => Self::MrtrRounds { tool, rounds },
+            C::Server(e) => Self::Mcp(e),
+            C::Refused(e) => Self::Action(e),
+            C::Ledger(e) => Self::Ledger(e),
+            C::Keyring(e) => Self::Keyring(e),
+            C::Engine(e) => Self::Engine(e),
+            C::Write { path, source } => Self::Io(std::io::Error::new(
+                source.kind(),
+                format!("cannot write {}: {source}", path.display()),
+            )),
+        }
+    }
+}
+
 impl CliError {
     fn exit_code(&self) -> u8 {
         match self {
@@ -548,7 +570,7 @@ async fn run(cli: Cli) -> Result<u8, CliError> {
         }
         Command::Servers(ServersCommand::List) => {
             with_desk(&global, |desk| {
-                Box::pin(async move { tracked::servers_list(desk, json) })
+                Box::pin(async move { tracked::servers_list(desk, json).await })
             })
             .await
         }
@@ -578,7 +600,7 @@ async fn run(cli: Cli) -> Result<u8, CliError> {
         }
         Command::Task(TaskCommand::Show { task_id }) => {
             with_desk(&global, |desk| {
-                Box::pin(async move { tracked::task_show(desk, &task_id, json) })
+                Box::pin(async move { tracked::task_show(desk, &task_id, json).await })
             })
             .await
         }
@@ -709,7 +731,7 @@ async fn with_desk(
     global: &Global,
     f: impl for<'a> FnOnce(&'a mut tracked::Desk) -> DeskFuture<'a>,
 ) -> Result<u8, CliError> {
-    let mut desk = tracked::Desk::open(global)?;
+    let mut desk = tracked::Desk::open(global).await?;
     let result = f(&mut desk).await;
     desk.close().await;
     result

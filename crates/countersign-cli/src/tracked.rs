@@ -1,26 +1,25 @@
 //! Commands over the ledger: servers, calls recorded before they are sent, the engine (`watch`),
-//! the inbox, answers, cancels, adoption and the timeline. Everything here goes through
-//! `countersign_core::{actions, engine, ledger}`; a running engine picks up what these commands
-//! write through its change feed, and when none runs, the command starts one for as long as it
-//! needs it.
+//! the inbox, answers, cancels, adoption and the timeline. Every action goes through the core's
+//! [`Console`] (the one the app uses); this module only prints. A running engine picks up what
+//! these commands record through its change feed, and when none runs, the command starts one
+//! for as long as it needs it.
 
 use std::io::IsTerminal as _;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use countersign_core::actions::{self, Called};
+use countersign_core::console::view::{EngineState, InputResponse, SecretText, ServerAddRequest};
+use countersign_core::console::{self, CallStep, Console, Setup};
 use countersign_core::engine::lock::LockError;
-use countersign_core::engine::{self, Engine, EngineConfig};
+use countersign_core::engine::{self, Engine};
 use countersign_core::ledger::audit;
 use countersign_core::ledger::events::{self, EventKind, StoredEvent, TaskOrigin};
 use countersign_core::ledger::inputs;
-use countersign_core::ledger::servers::{self, ServerRecord};
+use countersign_core::ledger::servers::ServerRecord;
 use countersign_core::ledger::tasks::{self, Filter, LedgerStatus, TaskRecord};
 use countersign_core::ledger::{self, Ledger};
 use countersign_core::mcp::{self, ToolCall};
 use countersign_core::secret::Sensitive;
-use countersign_core::secrets::{Secrets, Tokens};
 use serde_json::{json, Map, Value};
 
 use crate::follow::AnswerPolicy;
@@ -33,114 +32,68 @@ use crate::{
 /// How long `answer`/`cancel` wait for the server's acknowledgement before saying it is pending.
 const ACK_WAIT: Duration = Duration::from_secs(15);
 
-/// The ledger and, when this process needs one, its own engine.
+/// The CLI's console: the core's [`Console`] (the one the app uses), opened with the engine
+/// started only when a command needs one.
 pub(crate) struct Desk {
-    pub(crate) ledger: Arc<Ledger>,
-    data_dir: PathBuf,
-    engine: Option<Engine>,
-    config: EngineConfig,
-    /// Each server's own token, from the OS keyring (the entries the app uses too).
-    tokens: Tokens,
-    tokens_loaded: bool,
+    console: Console,
 }
 
 impl Desk {
-    pub(crate) fn open(global: &Global) -> Result<Self, CliError> {
+    pub(crate) async fn open(global: &Global) -> Result<Self, CliError> {
         let data_dir = global
             .data_dir
             .clone()
             .unwrap_or_else(ledger::default_data_dir);
-        let ledger = Arc::new(Ledger::open(&data_dir)?);
-        let mut config = EngineConfig::new(&data_dir);
-        config.client.request_timeout = Duration::from_secs(global.timeout.max(1));
+        let mut setup = Setup::new(&data_dir);
+        setup.config.client.request_timeout = Duration::from_secs(global.timeout.max(1));
         // Ledger mode never sends `--token` anywhere: each server gets its own token from the
         // keyring, or none. (`servers add --token` stores one; direct mode keeps `--token`.)
-        let tokens = Tokens::new(Secrets::default(), &data_dir);
-        config.tokens = Some(tokens.provider());
-        Ok(Self {
-            ledger,
-            data_dir,
-            engine: None,
-            config,
-            tokens,
-            tokens_loaded: false,
-        })
+        setup.warn = Some(Arc::new(|message: &str| tell!("warning: {message}")));
+        let console = Console::open(setup).await.map_err(|e| match e {
+            console::OpenError::Ledger(e) => CliError::Ledger(e),
+            console::OpenError::Engine(e) => CliError::Engine(e),
+        })?;
+        Ok(Self { console })
     }
 
-    /// Reads the tokens of the servers that have one from the keyring, once, before anything
-    /// talks to a server. A token that cannot be read is said on stderr: that server's requests
-    /// go without it (and will likely be refused), the others are not affected.
-    async fn load_tokens(&mut self) -> Result<(), CliError> {
-        if self.tokens_loaded {
-            return Ok(());
-        }
-        self.tokens_loaded = true;
-        let list = self.ledger.read(servers::list)?;
-        let names: std::collections::HashMap<i64, String> =
-            list.iter().map(|s| (s.id, s.name.clone())).collect();
-        let with_token: Vec<i64> = list.iter().filter(|s| s.has_token).map(|s| s.id).collect();
-        if with_token.is_empty() {
-            return Ok(());
-        }
-        for (id, e) in self.tokens.load(with_token).await {
-            let name = names.get(&id).map(String::as_str).unwrap_or("?");
-            tell!("warning: the token of server {name} cannot be read from the OS keyring ({e}); its requests go without it");
-        }
-        Ok(())
+    fn ledger(&self) -> &Arc<Ledger> {
+        self.console.ledger()
     }
 
     /// Makes sure an engine serves this ledger: the running one, or our own. Returns the pid
     /// of another process's engine when that one serves it.
-    async fn ensure_engine(&mut self) -> Result<Option<u32>, CliError> {
-        if self.engine.is_some() {
-            return Ok(None);
-        }
-        self.load_tokens().await?;
-        match Engine::start(self.config.clone()).await {
-            Ok(engine) => {
-                self.engine = Some(engine);
-                Ok(None)
-            }
-            Err(engine::Error::Lock(LockError::Held { pid })) => Ok(Some(pid.unwrap_or(0))),
-            Err(e) => Err(e.into()),
-        }
+    async fn ensure_engine(&self) -> Result<Option<u32>, CliError> {
+        Ok(match self.console.ensure_engine().await? {
+            EngineState::Running { .. } => None,
+            EngineState::Elsewhere { pid } => Some(pid.unwrap_or(0)),
+        })
     }
 
-    fn nudge(&self) {
-        if let Some(engine) = &self.engine {
-            engine.nudge();
-        }
+    pub(crate) async fn close(self) {
+        self.console.close().await;
     }
 
-    pub(crate) async fn close(mut self) {
-        if let Some(engine) = self.engine.take() {
-            engine.shutdown().await;
-        }
-        self.ledger.close();
+    async fn server(&self, name: &str) -> Result<ServerRecord, CliError> {
+        self.console.server_named(name).await?.ok_or_else(|| {
+            CliError::Usage(format!(
+                "no server named {name:?} (add it with `countersign servers add {name} URL`)"
+            ))
+        })
     }
 
-    fn server(&self, name: &str) -> Result<ServerRecord, CliError> {
-        self.ledger
-            .read(|c| servers::by_name(c, name))?
-            .ok_or_else(|| {
-                CliError::Usage(format!(
-                    "no server named {name:?} (add it with `countersign servers add {name} URL`)"
-                ))
-            })
-    }
-
-    /// A client for `server` carrying that server's own token (if it has one).
-    async fn client(&mut self, server: &ServerRecord) -> Result<mcp::Client, CliError> {
-        self.load_tokens().await?;
-        Ok(engine::make_client(server, &self.config)?)
-    }
-
-    fn task(&self, id: &str) -> Result<TaskRecord, CliError> {
-        Ok(self.ledger.read(|c| tasks::find_one(c, id))?)
+    async fn task(&self, id: &str) -> Result<TaskRecord, CliError> {
+        Ok(self.console.find_task(id).await?)
     }
 
     fn last_event(&self) -> Result<i64, CliError> {
-        Ok(self.ledger.read(events::last_id)?)
+        Ok(self.ledger().read(events::last_id)?)
+    }
+
+    /// Records an answer given as the elicitation response JSON (`{"action": …}`).
+    async fn answer(&self, row: i64, key: &str, response: Value) -> Result<(), CliError> {
+        let response: InputResponse = serde_json::from_value(response)
+            .map_err(|e| CliError::Usage(format!("not an answer: {e}")))?;
+        Ok(self.console.answer(row, key, &response).await?)
     }
 
     /// Waits for an event about `task` after `cursor` that `done` accepts.
@@ -155,7 +108,7 @@ impl Desk {
         let mut cursor = cursor;
         while tokio::time::Instant::now() < deadline {
             let batch = self
-                .ledger
+                .ledger()
                 .events_after(
                     cursor,
                     256,
@@ -182,35 +135,16 @@ pub(crate) async fn servers_add(
     discover: bool,
     json_out: bool,
 ) -> Result<u8, CliError> {
-    // Validate the URL through the client, and learn what the server is, before storing it;
-    // the token given is this server's, so discovery carries it.
-    let probe = mcp::Client::new(mcp::Endpoint::new(url).with_token(token.clone()))?;
-    let discovery = if discover {
-        Some(probe.discover().await?)
-    } else {
-        None
-    };
-    let actor = audit::os_user();
-    // Stored without the token flag: the flag flips once the token is in the keyring, so a
-    // running engine never builds this server's client with a token it cannot read.
-    let mut record =
-        actions::add_server(&desk.ledger, name, url, false, discovery.as_ref(), &actor).await?;
-    if let Some(token) = token {
-        if let Err(e) = desk.tokens.store(record.id, token).await {
-            // A server whose token could not be kept would fail every request: undo the add.
-            let _ = actions::remove_server(&desk.ledger, record.id, &actor).await;
-            return Err(CliError::Keyring(e));
-        }
-        let id = record.id;
-        record = desk
-            .ledger
-            .write(move |ctx| {
-                let s = servers::get(ctx.conn, id)?;
-                servers::update(ctx.conn, id, &s.url, true, s.poll_floor_ms)?;
-                servers::get(ctx.conn, id)
-            })
-            .await?;
-    }
+    // The token given is this server's: discovery carries it, the keyring keeps it.
+    let record = desk
+        .console
+        .add_server(ServerAddRequest {
+            name: name.to_owned(),
+            url: url.to_owned(),
+            token: token.map(SecretText),
+            discover,
+        })
+        .await?;
     if json_out {
         terminal::json(&serde_json::to_value(&record).unwrap_or(Value::Null));
     } else {
@@ -225,8 +159,8 @@ pub(crate) async fn servers_add(
     Ok(EXIT_COMPLETED)
 }
 
-pub(crate) fn servers_list(desk: &Desk, json_out: bool) -> Result<u8, CliError> {
-    let list = desk.ledger.read(servers::list)?;
+pub(crate) async fn servers_list(desk: &Desk, json_out: bool) -> Result<u8, CliError> {
+    let list = desk.console.server_records().await?;
     if json_out {
         terminal::json(&serde_json::to_value(&list).unwrap_or(Value::Null));
     } else if list.is_empty() {
@@ -250,16 +184,8 @@ pub(crate) async fn servers_remove(
     name: &str,
     json_out: bool,
 ) -> Result<u8, CliError> {
-    let server = desk.server(name)?;
-    // The token first: a server row without its secret is harmless, a secret left behind by a
-    // removed server is not.
-    if server.has_token {
-        desk.tokens
-            .delete(server.id)
-            .await
-            .map_err(CliError::Keyring)?;
-    }
-    actions::remove_server(&desk.ledger, server.id, &audit::os_user()).await?;
+    let server = desk.server(name).await?;
+    desk.console.remove_server(server.id).await?;
     if json_out {
         terminal::json(&json!({"removed": name}));
     } else {
@@ -269,7 +195,7 @@ pub(crate) async fn servers_remove(
 }
 
 /// `countersign watch`: the engine in the foreground, printing events as lines.
-pub(crate) async fn watch(desk: &mut Desk, json_out: bool) -> Result<u8, CliError> {
+pub(crate) async fn watch(desk: &Desk, json_out: bool) -> Result<u8, CliError> {
     let mut cursor = desk.last_event()?;
     // A second engine on the same ledger would double-poll and double-notify: refuse.
     if let Some(pid) = desk.ensure_engine().await? {
@@ -278,13 +204,13 @@ pub(crate) async fn watch(desk: &mut Desk, json_out: bool) -> Result<u8, CliErro
         })
         .into());
     }
-    let resumed = desk.engine.as_ref().map(Engine::resumed).unwrap_or(0);
+    let resumed = desk.console.engine().map(Engine::resumed).unwrap_or(0);
     tell!(
         "countersign engine on {} — resumed {resumed} unfinished task(s); Ctrl-C to stop",
-        desk.data_dir.display()
+        desk.console.data_dir().display()
     );
     // The ledger cannot carry news of its own unwritability: that goes to stderr.
-    let mut health = match desk.engine.as_ref() {
+    let mut health = match desk.console.engine() {
         Some(engine) => engine.ledger_health(),
         None => tokio::sync::watch::channel(engine::LedgerHealth::Writable).1,
     };
@@ -301,7 +227,7 @@ pub(crate) async fn watch(desk: &mut Desk, json_out: bool) -> Result<u8, CliErro
                     tell!("engine: the ledger is writable again; pending changes are recorded")
                 }
             },
-            batch = desk.ledger.events_after(cursor, 512, Duration::from_millis(100), Duration::from_millis(500)) => {
+            batch = desk.ledger().events_after(cursor, 512, Duration::from_millis(100), Duration::from_millis(500)) => {
                 for event in batch? {
                     cursor = event.id;
                     print_event(&event, json_out);
@@ -439,7 +365,7 @@ pub(crate) fn tasks_list(
         Some(s) => Some(LedgerStatus::parse(s).ok_or_else(|| CliError::Usage(format!("unknown status {s:?} (working, input_required, completed, failed, cancelled, expired, lost)")))?),
         None => None,
     };
-    let list = desk.ledger.read(|c| {
+    let list = desk.ledger().read(|c| {
         tasks::list(
             c,
             &Filter {
@@ -470,11 +396,11 @@ pub(crate) fn tasks_list(
     Ok(EXIT_COMPLETED)
 }
 
-pub(crate) fn task_show(desk: &Desk, id: &str, json_out: bool) -> Result<u8, CliError> {
-    let task = desk.task(id)?;
+pub(crate) async fn task_show(desk: &Desk, id: &str, json_out: bool) -> Result<u8, CliError> {
+    let task = desk.task(id).await?;
     let row = task.id;
-    let timeline = desk.ledger.read(|c| events::for_task(c, row))?;
-    let questions = desk.ledger.read(|c| inputs::for_task(c, row))?;
+    let timeline = desk.ledger().read(|c| events::for_task(c, row))?;
+    let questions = desk.ledger().read(|c| inputs::for_task(c, row))?;
     if json_out {
         terminal::json(&json!({"task": task, "questions": questions, "timeline": timeline}));
         return Ok(EXIT_COMPLETED);
@@ -512,7 +438,7 @@ pub(crate) fn task_show(desk: &Desk, id: &str, json_out: bool) -> Result<u8, Cli
 }
 
 pub(crate) fn inbox(desk: &Desk, json_out: bool) -> Result<u8, CliError> {
-    let items = desk.ledger.read(inputs::inbox)?;
+    let items = desk.ledger().read(inputs::inbox)?;
     if json_out {
         terminal::json(&serde_json::to_value(&items).unwrap_or(Value::Null));
         return Ok(EXIT_COMPLETED);
@@ -539,7 +465,7 @@ pub(crate) fn inbox(desk: &Desk, json_out: bool) -> Result<u8, CliError> {
 }
 
 pub(crate) fn audit_log(desk: &Desk, csv: bool, json_out: bool) -> Result<u8, CliError> {
-    let records = desk.ledger.read(audit::list)?;
+    let records = desk.ledger().read(audit::list)?;
     if csv {
         terminal::exact(&audit::to_csv(&records));
     } else if json_out {
@@ -562,7 +488,7 @@ pub(crate) fn audit_log(desk: &Desk, csv: bool, json_out: bool) -> Result<u8, Cl
 
 /// Waits for the engine to deliver; starts our own if none runs.
 async fn await_delivery(
-    desk: &mut Desk,
+    desk: &Desk,
     task: i64,
     cursor: i64,
     what: &str,
@@ -570,7 +496,7 @@ async fn await_delivery(
     done: impl Fn(&EventKind) -> Option<Result<(), String>>,
 ) -> Result<u8, CliError> {
     let other = desk.ensure_engine().await?;
-    desk.nudge();
+    desk.console.nudge();
     let found = desk
         .wait_for(task, cursor, ACK_WAIT, |k| done(k).is_some())
         .await?;
@@ -596,14 +522,14 @@ async fn await_delivery(
 }
 
 pub(crate) async fn answer(
-    desk: &mut Desk,
+    desk: &Desk,
     id: &str,
     key: Option<&str>,
     policy: &AnswerPolicy,
     json_out: bool,
 ) -> Result<u8, CliError> {
-    let task = desk.task(id)?;
-    let pending = actions::pending_keys(&desk.ledger, task.id)?;
+    let task = desk.task(id).await?;
+    let pending = desk.console.pending_questions(task.id).await?;
     let chosen: Vec<_> = pending
         .into_iter()
         .filter(|q| key.is_none_or(|k| q.key == k))
@@ -615,7 +541,6 @@ pub(crate) async fn answer(
         }));
     }
     let cursor = desk.last_event()?;
-    let actor = audit::os_user();
     let mut keys = Vec::new();
     for question in &chosen {
         let request: mcp::InputRequest = serde_json::from_value(question.request.clone())
@@ -623,7 +548,7 @@ pub(crate) async fn answer(
         let response = policy
             .automatic(&request)
             .ok_or_else(|| CliError::Usage("answer with --accept JSON or --decline".into()))?;
-        actions::answer(&desk.ledger, task.id, &question.key, response, &actor).await?;
+        desk.answer(task.id, &question.key, response).await?;
         keys.push(question.key.clone());
     }
     await_delivery(
@@ -645,10 +570,10 @@ pub(crate) async fn answer(
     .await
 }
 
-pub(crate) async fn cancel(desk: &mut Desk, id: &str, json_out: bool) -> Result<u8, CliError> {
-    let task = desk.task(id)?;
+pub(crate) async fn cancel(desk: &Desk, id: &str, json_out: bool) -> Result<u8, CliError> {
+    let task = desk.task(id).await?;
     let cursor = desk.last_event()?;
-    actions::cancel(&desk.ledger, task.id, &audit::os_user()).await?;
+    desk.console.cancel(task.id).await?;
     await_delivery(
         desk,
         task.id,
@@ -665,15 +590,13 @@ pub(crate) async fn cancel(desk: &mut Desk, id: &str, json_out: bool) -> Result<
 }
 
 pub(crate) async fn adopt(
-    desk: &mut Desk,
+    desk: &Desk,
     server: &str,
     task_id: &str,
     json_out: bool,
 ) -> Result<u8, CliError> {
-    let server = desk.server(server)?;
-    let client = desk.client(&server).await?;
-    let record = actions::adopt(&desk.ledger, &client, &server, task_id, &audit::os_user()).await?;
-    desk.nudge();
+    let server = desk.server(server).await?;
+    let record = desk.console.adopt(server.id, task_id).await?;
     if json_out {
         terminal::json(&serde_json::to_value(&record).unwrap_or(Value::Null));
     } else {
@@ -691,7 +614,7 @@ pub(crate) async fn adopt(
 /// `countersign call NAME TOOL …`: recorded before it is sent; `--no-follow` returns once the
 /// handle is on disk, otherwise follows the task through the ledger to its end.
 pub(crate) async fn call(
-    desk: &mut Desk,
+    desk: &Desk,
     server: &str,
     tool: &str,
     arguments: Option<Map<String, Value>>,
@@ -699,27 +622,19 @@ pub(crate) async fn call(
     no_follow: bool,
     json_out: bool,
 ) -> Result<u8, CliError> {
-    let server = desk.server(server)?;
-    let client = desk.client(&server).await?;
-    let _ = client.list_tools().await?;
-    let actor = audit::os_user();
-    let mut call = ToolCall::new(tool, arguments);
-    // The same bound as direct mode: a server that answers every round of answers with new
-    // questions must not keep this command (and its call intents) going for ever.
-    let mut rounds = 0;
+    let server = desk.server(server).await?;
+    // The console bounds the rounds of questions (as direct mode does) and records an intent
+    // per round.
+    let mut step = desk
+        .console
+        .call(server.id, ToolCall::new(tool, arguments))
+        .await?;
     let record = loop {
-        if rounds == mcp::MAX_MRTR_ROUNDS {
-            return Err(CliError::MrtrRounds {
-                tool: tool.to_owned(),
-                rounds,
-            });
-        }
-        rounds += 1;
-        match actions::call(&desk.ledger, &client, &server, &call, &actor).await? {
-            Called::Complete(result) => {
+        match step {
+            CallStep::Complete(result) => {
                 return Ok(crate::follow::report_complete(&result, json_out))
             }
-            Called::InputRequired(question) => {
+            CallStep::Questions { call_id, question } => {
                 let mut responses = Map::new();
                 for (key, request) in &question.input_requests {
                     let Some(response) = policy.automatic(request) else {
@@ -734,12 +649,11 @@ pub(crate) async fn call(
                     };
                     responses.insert(key.clone(), response);
                 }
-                call = call.retry_with(&question, responses);
+                step = desk.console.answer_call(call_id, responses).await?;
             }
-            Called::Task(record) => break record,
+            CallStep::Task(record) => break record,
         }
     };
-    desk.nudge();
     if no_follow {
         if json_out {
             terminal::json(
@@ -759,7 +673,7 @@ pub(crate) async fn call(
 }
 
 async fn follow(
-    desk: &mut Desk,
+    desk: &Desk,
     record: TaskRecord,
     policy: &AnswerPolicy,
     json_out: bool,
@@ -768,20 +682,19 @@ async fn follow(
     if let Some(pid) = other {
         tell!("following through the running engine (pid {pid})");
     }
-    desk.nudge();
+    desk.console.nudge();
     if !json_out {
         say!("task {} {}", record.task_id, record.status);
     }
     let mut cursor = desk
-        .ledger
+        .ledger()
         .read(|c| events::for_task(c, record.id))?
         .last()
         .map(|e| e.id - 1)
         .unwrap_or(0);
-    let actor = audit::os_user();
     loop {
         let batch = desk
-            .ledger
+            .ledger()
             .events_after(
                 cursor,
                 512,
@@ -827,8 +740,7 @@ async fn follow(
                             response["action"].as_str().unwrap_or("?")
                         );
                     }
-                    actions::answer(&desk.ledger, record.id, key, response, &actor).await?;
-                    desk.nudge();
+                    desk.answer(record.id, key, response).await?;
                 }
                 EventKind::TaskFinished {
                     status,

@@ -190,7 +190,7 @@ struct PendingCall {
     server: ServerRecord,
     call: ToolCall,
     question: InputRequired,
-    /// Rounds of questions answered so far for this call.
+    /// `tools/call` requests sent so far for this call, the first included.
     rounds: usize,
 }
 
@@ -659,7 +659,15 @@ impl Console {
                 }
                 return Err(e.into());
             }
-            record = self.set_token_flag(record.id, true).await?;
+            match self.set_token_flag(record.id, true).await {
+                Ok(flagged) => record = flagged,
+                Err(e) => {
+                    // Neither a token nobody knows of nor a server without its token stays.
+                    let _ = self.tokens.delete(record.id).await;
+                    let _ = actions::remove_server(&self.ledger, record.id, &self.actor).await;
+                    return Err(e);
+                }
+            }
         }
         self.nudge();
         Ok(record)
@@ -715,8 +723,10 @@ impl Console {
     pub async fn remove_server(&self, id: i64) -> Result<()> {
         let server = self.server(id).await?;
         // The secret first: a server row without its secret is harmless, an orphaned secret is
-        // not.
-        self.tokens.delete(server.id).await?;
+        // not. (A server without one needs no keyring at all: the CLI works without one.)
+        if server.has_token {
+            self.tokens.delete(server.id).await?;
+        }
         actions::remove_server(&self.ledger, server.id, &self.actor).await?;
         self.nudge();
         Ok(())
@@ -743,7 +753,7 @@ impl Console {
     /// committed before this returns.
     pub async fn call(&self, server_id: i64, call: ToolCall) -> Result<CallStep> {
         let server = self.server(server_id).await?;
-        self.run_call(server, call, 0).await
+        self.run_call(server, call, 1).await
     }
 
     /// Answers the questions a server asked before running a tool, and sends the call again.
@@ -760,7 +770,8 @@ impl Console {
             .ok_or_else(|| Error::NotFound(format!("call {call_id} (already answered or sent)")))?;
         if pending.rounds >= mcp::MAX_MRTR_ROUNDS {
             // A server that answers every round of answers with new questions must not keep a
-            // call (and its intents) going for ever.
+            // call (and its intents) going for ever: at most this many `tools/call`s, as in the
+            // CLI's direct mode.
             return Err(Error::TooManyRounds {
                 tool: pending.call.name.clone(),
                 rounds: pending.rounds,
