@@ -157,3 +157,98 @@ async fn ledger_commands_send_each_server_its_own_keyring_token_and_no_other() {
         "removing the server deletes its token"
     );
 }
+
+/// The app's half of the story: the desktop shell registers servers through the core's
+/// `Console` (its `server_add` and `tool_call` commands are one `Console::add_server` and
+/// `Console::call` each). The app's own engine is left out (`Start::WhenNeeded`) so that it
+/// cannot finish the tasks first: `countersign watch` on that ledger must poll the protected
+/// server with the token the app put in the keyring, and the other server with none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs an unlocked Secret Service: run inside .ci/with-session.sh with --ignored"]
+async fn watch_on_a_ledger_the_app_wrote_polls_each_server_with_its_own_token() {
+    use countersign_core::console::view::{SecretText, ServerAddRequest};
+    use countersign_core::console::{CallStep, Console, Setup, Start};
+    use countersign_core::mcp::ToolCall;
+    use countersign_core::secret::Sensitive;
+
+    let (seen_a, seen_b): (Seen, Seen) = Default::default();
+    let a = server(Some("tok-app"), seen_a.clone()).await;
+    let b = server(None, seen_b.clone()).await;
+    let dir = DataDir::new("keyring-app");
+
+    let mut setup = Setup::new(dir.path());
+    setup.start = Start::WhenNeeded;
+    let app = Console::open(setup).await.expect("the app's console opens");
+    assert!(!app.runs_engine());
+    for (name, url, token) in [("a", a.url(), Some("tok-app")), ("b", b.url(), None)] {
+        let server = app
+            .add_server(ServerAddRequest {
+                name: name.into(),
+                url,
+                token: token.map(|t| SecretText(Sensitive::new(t.to_owned()))),
+                discover: true,
+            })
+            .await
+            .unwrap_or_else(|e| panic!("the app adds {name}: {e}"));
+        assert_eq!(server.has_token, token.is_some());
+        let step = app
+            .call(
+                server.id,
+                ToolCall::new("work", Some(serde_json::Map::new())),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("the app calls work on {name}: {e}"));
+        assert!(
+            matches!(step, CallStep::Task(_)),
+            "work on {name} creates a task: {step:?}"
+        );
+    }
+    // The app quits with both tasks still working; `watch` takes over the ledger.
+    app.close().await;
+    let polls_before = |log: &Seen| seen(log).iter().filter(|(m, _)| m == "tasks/get").count();
+    let (a_before, b_before) = (polls_before(&seen_a), polls_before(&seen_b));
+
+    let mut watch = dir.watch().await;
+    wait_for(
+        "both of the app's tasks to complete under `watch`",
+        Duration::from_secs(30),
+        || {
+            let tasks = dir.ledger().tasks();
+            (tasks.len() == 2 && tasks.iter().all(|t| t.status == "completed")).then_some(())
+        },
+    )
+    .await;
+    watch.kill9().await;
+
+    let a_seen = seen(&seen_a);
+    assert!(
+        polls_before(&seen_a) > a_before,
+        "watch polled a: {a_seen:?}"
+    );
+    assert!(
+        a_seen
+            .iter()
+            .all(|(_, auth)| auth.as_deref() == Some("Bearer tok-app")),
+        "every request to a carries the token the app stored: {a_seen:?}"
+    );
+    let b_seen = seen(&seen_b);
+    assert!(
+        polls_before(&seen_b) > b_before,
+        "watch polled b: {b_seen:?}"
+    );
+    assert!(
+        b_seen.iter().all(|(_, auth)| auth.is_none()),
+        "no request to b carries a token: {b_seen:?}"
+    );
+    for file in ["ledger.sqlite3", "ledger.sqlite3-wal"] {
+        let bytes = std::fs::read(dir.path().join(file)).unwrap_or_default();
+        assert!(
+            !bytes.windows(7).any(|w| w == b"tok-app"),
+            "no token in {file}"
+        );
+    }
+    let id_a = dir.ledger().server_id("a");
+    Secrets::default()
+        .delete(&format!("{id_a}@{}", dir.path().display()))
+        .expect("the test cleans its keyring entry");
+}
