@@ -22,6 +22,10 @@ pub mod wire;
 /// Every face that re-sends calls automatically (the CLI, direct and ledger mode) stops here.
 pub const MAX_MRTR_ROUNDS: usize = 16;
 
+/// The largest body we will buffer for one response (64 MiB), and the most an SSE stream may
+/// send without completing an event.
+pub const MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
+
 pub use client::{
     check_server_url, client_capabilities, Client, ClientOptions, Endpoint, Listening, ToolCall,
 };

@@ -3,10 +3,10 @@
 use rand::RngCore;
 use serde_json::{json, Map, Value};
 
+use crate::app::App;
 use crate::elicitation::{Answer, Answers};
 use crate::error::{Error, Result};
 use crate::request_state::{args_digest, RequestState, STATE_LIFETIME_SECS};
-use crate::server::App;
 use crate::subscriptions::{self, Subscription};
 use crate::tools::{Args, Call, Definition, InputNeed, Invocation, Resume, SyncRun, TaskSupport};
 use crate::wire::{
@@ -94,9 +94,14 @@ pub(crate) fn dispatch(app: &App, request: &RpcRequest, meta: &RequestMeta) -> R
             app.hub.touched(task_id);
             Ok(Reply::Result(ack()))
         }
-        LISTEN if app.config.push => {
-            subscriptions::listen(app, &request.id, params, meta.caps.tasks).map(Reply::Listen)
-        }
+        LISTEN if app.config.push => subscriptions::listen(
+            &app.hub,
+            |task| app.store.contains(task),
+            &request.id,
+            params,
+            meta.caps.tasks,
+        )
+        .map(Reply::Listen),
         other => Err(Error::MethodNotFound {
             method: other.to_owned(),
         }),

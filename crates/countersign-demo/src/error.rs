@@ -4,7 +4,7 @@
 use axum::http::StatusCode;
 use serde_json::{json, Value};
 
-use crate::wire::{ErrorObject, PROTOCOL_VERSION};
+use crate::PROTOCOL_VERSION;
 
 /// A request the server refuses, as the JSON-RPC error it becomes.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -133,7 +133,7 @@ impl Error {
         )
     }
 
-    fn data(&self) -> Option<Value> {
+    pub(crate) fn data(&self) -> Option<Value> {
         match self {
             Self::MethodNotFound { method } => Some(Value::String(method.clone())),
             Self::MissingCapability { required, .. } => {
@@ -144,15 +144,6 @@ impl Error {
                 "requested": requested,
             })),
             _ => None,
-        }
-    }
-
-    /// The `error` member of the JSON-RPC response.
-    pub(crate) fn to_object(&self) -> ErrorObject {
-        ErrorObject {
-            code: self.code(),
-            message: self.to_string(),
-            data: self.data(),
         }
     }
 }

@@ -22,6 +22,7 @@
 //! - `clock`: one time source for instants and wall-clock timestamps.
 #![deny(missing_docs)]
 
+mod app;
 mod clock;
 pub mod config;
 mod dispatch;
@@ -44,4 +45,7 @@ pub use pollgaps::PollGapStats;
 pub use server::{serve_until_signal, DemoServer};
 pub use stats::Stats;
 pub use tasks::TaskChange;
-pub use wire::{TaskStatus, PROTOCOL_VERSION, TASKS_EXTENSION};
+pub use wire::{TaskStatus, TASKS_EXTENSION};
+
+/// The only protocol version this server speaks.
+pub const PROTOCOL_VERSION: &str = "2026-07-28";

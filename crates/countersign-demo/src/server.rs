@@ -23,34 +23,23 @@ use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 use tower::ServiceExt;
 
+use crate::app::App;
 use crate::clock::Clock;
 use crate::config::DemoConfig;
 use crate::fault::{Fault, FaultQueue};
 use crate::pollgaps::{PollGapStats, PollGaps};
 use crate::request_state::StateSealer;
 use crate::stats::{Stats, StatsRecorder};
-use crate::subscriptions::{self, Hub};
+use crate::subscriptions::Hub;
 use crate::tasks::{TaskChange, TaskSettings, TaskStore};
 use crate::tools::Catalog;
 use crate::transport::{self, HangUp};
 
 /// How long shutdown waits for in-flight requests before dropping them.
 const GRACE: Duration = Duration::from_secs(5);
-
-/// State shared by every request.
-pub(crate) struct App {
-    pub(crate) config: DemoConfig,
-    pub(crate) clock: Clock,
-    pub(crate) store: TaskStore,
-    pub(crate) catalog: Catalog,
-    pub(crate) sealer: StateSealer,
-    pub(crate) stats: StatsRecorder,
-    pub(crate) faults: FaultQueue,
-    pub(crate) hub: Arc<Hub>,
-    pub(crate) poll_gaps: PollGaps,
-}
 
 /// A running demo server. Dropping it stops accepting connections; [`DemoServer::shutdown`]
 /// also waits for in-flight requests.
@@ -104,7 +93,7 @@ impl DemoServer {
                 connections.clone(),
             )),
             tokio::spawn(sweep_loop(app.clone(), stop.clone())),
-            tokio::spawn(subscriptions::run(app.clone(), stop)),
+            tokio::spawn(push_changes(app.clone(), stop)),
         ];
         tracing::info!(%addr, "countersign demo server listening");
         Ok(DemoServer {
@@ -343,5 +332,41 @@ async fn sweep_loop(app: Arc<App>, mut stop: watch::Receiver<bool>) {
             }
             _ = stop.changed() => break,
         }
+    }
+}
+
+/// The pusher: publishes every change of every subscribed task until `stop`, then closes every
+/// subscription gracefully.
+async fn push_changes(app: Arc<App>, mut stop: watch::Receiver<bool>) {
+    loop {
+        for task in app.hub.take_work(Instant::now()) {
+            match app.store.observe(&task) {
+                Some(observed) => {
+                    let sent = app.hub.publish(&task, observed.version, &observed.task);
+                    app.stats.notifications(sent);
+                    if let Some(at) = observed.next_change {
+                        app.hub.schedule(&task, at);
+                    }
+                }
+                None => app.hub.forget(&task),
+            }
+        }
+        let next = app.hub.next_due();
+        tokio::select! {
+            () = sleep_until(next) => {}
+            () = app.hub.wake.notified() => {}
+            _ = stop.changed() => break,
+        }
+    }
+    let closed = app.hub.close_all(true);
+    if closed > 0 {
+        tracing::info!(closed, "listen streams closed for shutdown");
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }

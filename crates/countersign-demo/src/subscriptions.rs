@@ -26,11 +26,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use serde_json::{json, Map, Value};
-use tokio::sync::{mpsc, watch, Notify};
+use tokio::sync::{mpsc, Notify};
 use tokio::time::Instant;
 
 use crate::error::{Error, Result};
-use crate::server::App;
 use crate::wire::TASKS_EXTENSION;
 
 /// `_meta` key tying every message on a stream to its listen request.
@@ -104,7 +103,8 @@ impl ListenFilter {
 /// `subscriptions/listen`: checks the filter, acknowledges what this server honours and opens
 /// the subscription. Asking for task notifications requires the tasks extension (-32021).
 pub(crate) fn listen(
-    app: &App,
+    hub: &Arc<Hub>,
+    holds: impl Fn(&str) -> bool,
     id: &Value,
     params: Option<&Map<String, Value>>,
     declared_tasks: bool,
@@ -125,7 +125,7 @@ pub(crate) fn listen(
         let mut seen = HashSet::new();
         tasks = requested
             .iter()
-            .filter(|task_id| seen.insert(task_id.as_str()) && app.store.contains(task_id))
+            .filter(|task_id| seen.insert(task_id.as_str()) && holds(task_id))
             .cloned()
             .collect();
         acknowledged.insert("taskIds".into(), json!(tasks));
@@ -138,7 +138,7 @@ pub(crate) fn listen(
             "notifications": acknowledged,
         },
     });
-    Ok(app.hub.subscribe(id.clone(), tasks, ack))
+    Ok(hub.subscribe(id.clone(), tasks, ack))
 }
 
 /// One open subscription: the receiving end of its frames. Dropping it (the client went away,
@@ -180,7 +180,7 @@ struct State {
 #[derive(Default)]
 pub(crate) struct Hub {
     state: Mutex<State>,
-    wake: Notify,
+    pub(crate) wake: Notify,
     next_key: AtomicU64,
 }
 
@@ -274,7 +274,7 @@ impl Hub {
     }
 
     /// The tasks to look at now: the dirty ones and those whose next change is due.
-    fn take_work(&self, now: Instant) -> Vec<String> {
+    pub(crate) fn take_work(&self, now: Instant) -> Vec<String> {
         let mut state = self.lock();
         let mut work: HashSet<String> = std::mem::take(&mut state.dirty);
         while let Some(Reverse((at, _))) = state.due.peek() {
@@ -293,7 +293,7 @@ impl Hub {
         work.into_iter().collect()
     }
 
-    fn next_due(&self) -> Option<Instant> {
+    pub(crate) fn next_due(&self) -> Option<Instant> {
         let mut state = self.lock();
         loop {
             let (at, task) = match state.due.peek() {
@@ -310,7 +310,7 @@ impl Hub {
         }
     }
 
-    fn schedule(&self, task: &str, at: Instant) {
+    pub(crate) fn schedule(&self, task: &str, at: Instant) {
         let mut state = self.lock();
         if !state.by_task.contains_key(task) || state.scheduled.get(task) == Some(&at) {
             return;
@@ -320,14 +320,14 @@ impl Hub {
     }
 
     /// The task is gone (unknown or expired): nothing more will be published for it.
-    fn forget(&self, task: &str) {
+    pub(crate) fn forget(&self, task: &str) {
         let mut state = self.lock();
         state.scheduled.remove(task);
     }
 
     /// Sends `view` (a `tasks/get` result at change count `version`) to every subscriber of
     /// `task` that has not had this version. Returns how many notifications were queued.
-    fn publish(&self, task: &str, version: usize, view: &Value) -> u64 {
+    pub(crate) fn publish(&self, task: &str, version: usize, view: &Value) -> u64 {
         let mut state = self.lock();
         let Some(keys) = state.by_task.get(task).cloned() else {
             return 0;
@@ -388,42 +388,6 @@ fn remove(state: &mut State, key: u64) {
                 state.by_task.remove(task);
             }
         }
-    }
-}
-
-/// The pusher: publishes every change of every subscribed task until `stop`, then closes every
-/// subscription gracefully.
-pub(crate) async fn run(app: Arc<App>, mut stop: watch::Receiver<bool>) {
-    loop {
-        for task in app.hub.take_work(Instant::now()) {
-            match app.store.observe(&task) {
-                Some(observed) => {
-                    let sent = app.hub.publish(&task, observed.version, &observed.task);
-                    app.stats.notifications(sent);
-                    if let Some(at) = observed.next_change {
-                        app.hub.schedule(&task, at);
-                    }
-                }
-                None => app.hub.forget(&task),
-            }
-        }
-        let next = app.hub.next_due();
-        tokio::select! {
-            () = sleep_until(next) => {}
-            () = app.hub.wake.notified() => {}
-            _ = stop.changed() => break,
-        }
-    }
-    let closed = app.hub.close_all(true);
-    if closed > 0 {
-        tracing::info!(closed, "listen streams closed for shutdown");
-    }
-}
-
-async fn sleep_until(deadline: Option<Instant>) {
-    match deadline {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
     }
 }
 

@@ -20,12 +20,12 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use serde_json::{json, Value};
 
+use crate::app::App;
 use crate::clock::scaled;
 use crate::config::ResponseMode;
 use crate::dispatch::{self, Reply};
 use crate::error::{Error, Result};
 use crate::fault::Fault;
-use crate::server::App;
 use crate::tools::SyncRun;
 use crate::wire::{Incoming, Outgoing, RequestMeta, RpcRequest, PROTOCOL_VERSION};
 

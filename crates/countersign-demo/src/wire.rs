@@ -5,8 +5,7 @@ use serde_json::{json, Map, Value};
 
 use crate::error::{Error, Result};
 
-/// The only protocol version this server speaks.
-pub const PROTOCOL_VERSION: &str = "2026-07-28";
+pub use crate::PROTOCOL_VERSION;
 /// Identifier of the Tasks extension.
 pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
 
@@ -340,6 +339,17 @@ impl RequestMeta {
                 }
                 Err(Error::InvalidMeta { missing })
             }
+        }
+    }
+}
+
+impl Error {
+    /// The `error` member of the JSON-RPC response.
+    pub(crate) fn to_object(&self) -> ErrorObject {
+        ErrorObject {
+            code: self.code(),
+            message: self.to_string(),
+            data: self.data(),
         }
     }
 }

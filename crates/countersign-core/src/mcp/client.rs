@@ -15,9 +15,9 @@ use super::headers::{encode_header_value, header_params, param_headers};
 use super::response::{parse_retry_after, rpc_error, Framing, ResponseReader};
 use super::subscription::{ListenDecoder, ListenEvent, ListenRequest, StreamFault, LISTEN_METHOD};
 use super::wire::{
-    parse_input_requests, CallOutcome, Discovery, ExcludedTool, HeaderParam, InputRequired, Task,
-    Tool, ToolList, ToolResult, META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_PROTOCOL_VERSION,
-    PROTOCOL_VERSION, TASKS_EXTENSION,
+    interpret_call_result, interpret_task_result, result_type, CallOutcome, Discovery,
+    ExcludedTool, HeaderParam, InputRequired, Task, Tool, ToolList, META_CLIENT_CAPABILITIES,
+    META_CLIENT_INFO, META_PROTOCOL_VERSION, PROTOCOL_VERSION, TASKS_EXTENSION,
 };
 use crate::secret::Sensitive;
 
@@ -1055,14 +1055,6 @@ fn invalid(method: &str, reason: impl Into<String>) -> Error {
     }
 }
 
-fn result_type(result: &Value) -> std::result::Result<&str, String> {
-    match result.get("resultType") {
-        None => Ok("complete"),
-        Some(Value::String(s)) => Ok(s),
-        Some(_) => Err("`resultType` must be a string".into()),
-    }
-}
-
 fn reject_task_handle(method: &str, result: &Value) -> Result<()> {
     if !result.is_object() {
         return Err(invalid(method, "the result must be an object"));
@@ -1082,54 +1074,6 @@ fn expect_ack(method: &str, result: &Value) -> Result<()> {
         "complete" => Ok(()),
         other => Err(invalid(method, format!("unexpected resultType {other:?}"))),
     }
-}
-
-/// Reads a `tools/call` result into its outcome.
-pub fn interpret_call_result(result: &Value) -> std::result::Result<CallOutcome, String> {
-    if !result.is_object() {
-        return Err("the result must be an object".into());
-    }
-    match result_type(result)? {
-        "complete" => Ok(CallOutcome::Complete(ToolResult::parse(result)?)),
-        "task" => Ok(CallOutcome::Task(Task::parse_handle(result)?)),
-        "input_required" => {
-            let input_requests = parse_input_requests(
-                result
-                    .get("inputRequests")
-                    .ok_or("an input_required result must carry `inputRequests`")?,
-            )?;
-            let request_state = match result.get("requestState") {
-                None | Some(Value::Null) => None,
-                Some(Value::String(s)) => Some(s.clone()),
-                Some(_) => return Err("`requestState` must be a string".into()),
-            };
-            Ok(CallOutcome::InputRequired(InputRequired {
-                input_requests,
-                request_state,
-            }))
-        }
-        other => Err(format!("unknown resultType {other:?}")),
-    }
-}
-
-/// Reads a `tasks/get` result: the full task, which must be the one asked for.
-pub fn interpret_task_result(task_id: &str, result: &Value) -> std::result::Result<Task, String> {
-    if !result.is_object() {
-        return Err("the result must be an object".into());
-    }
-    match result_type(result)? {
-        "complete" => {}
-        "task" => return Err("a task handle in answer to tasks/get".into()),
-        other => return Err(format!("unexpected resultType {other:?} for tasks/get")),
-    }
-    let task = Task::parse_full(result)?;
-    if task.task_id != task_id {
-        return Err(format!(
-            "asked for task {task_id:?} but got {:?}",
-            task.task_id
-        ));
-    }
-    Ok(task)
 }
 
 fn parse_tool(value: &Value) -> std::result::Result<Tool, ExcludedTool> {

@@ -14,8 +14,7 @@ use super::error::Error;
 use super::sse::SseDecoder;
 use super::wire::RpcError;
 
-/// The largest body we will buffer for one response (64 MiB).
-pub const MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
+pub use super::MAX_BODY_BYTES;
 
 /// How the body is framed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -319,8 +318,8 @@ pub fn fuzz_decode(content_type: Option<&str>, body: &[u8]) -> Result<Value, Str
         None => reader.finish().map_err(|f| f.to_string())?,
     };
     let result = answer.map_err(|e| rpc_error("tasks/get", Some("t"), e).to_string())?;
-    let _ = super::client::interpret_call_result(&result);
-    let _ = super::client::interpret_task_result("t", &result);
+    let _ = super::wire::interpret_call_result(&result);
+    let _ = super::wire::interpret_task_result("t", &result);
     let _ = super::wire::Discovery::parse(&result);
     Ok(result)
 }

@@ -41,7 +41,7 @@ pub struct SseDecoder {
 
 impl Default for SseDecoder {
     fn default() -> Self {
-        Self::with_limit(super::response::MAX_BODY_BYTES)
+        Self::with_limit(super::MAX_BODY_BYTES)
     }
 }
 
@@ -58,7 +58,7 @@ pub struct TooLarge {
 
 impl SseDecoder {
     /// A decoder at the start of a stream, with the same limit as a JSON body
-    /// ([`super::response::MAX_BODY_BYTES`]).
+    /// ([`super::MAX_BODY_BYTES`]).
     pub fn new() -> Self {
         Self::default()
     }
