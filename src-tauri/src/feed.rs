@@ -16,8 +16,8 @@ use tokio::sync::broadcast::error::RecvError;
 use crate::ipc::{event, InputFocusRequested, InputRequestView, InputResponse};
 use crate::notify::QuickAnswer;
 use crate::Shell;
+use countersign_core::console::notifications::{self, Post};
 use countersign_core::console::{present, InboxEntry};
-use countersign_core::notice::{self, Post};
 
 /// How often the ledger is checked for other processes' writes.
 const POLL_LEDGER: Duration = Duration::from_millis(250);
@@ -234,8 +234,8 @@ fn notify<R: Runtime>(app: &AppHandle<R>, input: &InputRequestView) {
     );
     tracing::info!(
         "notified: {} ({})",
-        notice::summary(input),
-        notice::id_of(input)
+        notifications::summary(input),
+        notifications::id_of(input)
     );
 }
 

@@ -14,7 +14,7 @@
 //! ("12 new questions"), updated in place while it is on screen, with one waiting thread.
 
 use crate::ipc::InputRequestView;
-use countersign_core::notice::{
+use countersign_core::console::notifications::{
     arrange, body_text, escape, id_of, single_confirmation, summary, summary_text, Post,
 };
 use std::collections::HashMap;
