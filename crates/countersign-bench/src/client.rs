@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::child::Child;
 use crate::demo::{DemoProcess, Gaps};
 use crate::error::{Error, Result};
+use crate::syncs::SyncCount;
 
 /// One line from a client.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -108,13 +109,19 @@ pub struct ClientRun {
     /// TCP connections the server accepted in the window.
     #[serde(default)]
     pub window_connections: u64,
+    /// `fsync` + `fdatasync` calls of the client process in the window (`None`: not counted,
+    /// see [`crate::syncs`]).
+    #[serde(default)]
+    pub window_syncs: Option<u64>,
 }
 
 /// Runs a started client through its phases against `server` (reset just before the client
-/// started). Every wait is bounded by the given durations plus a margin.
+/// started), with `syncs` counting over exactly the window. Every wait is bounded by the given
+/// durations plus a margin.
 pub async fn drive(
     child: &mut Child,
     mut server: Option<&mut DemoProcess>,
+    syncs: Option<&SyncCount>,
     create_budget: Duration,
     warmup: Duration,
     window: Duration,
@@ -138,9 +145,13 @@ pub async fn drive(
         Some(server) => Some(server.report().await?),
         None => None,
     };
+    let counting = syncs.is_some_and(SyncCount::enable);
     child.send("ok").await?;
     eprintln!("  steady window: {window:?}");
     expect_phase(child, "window_end", window + MARGIN).await?;
+    if let (Some(syncs), true) = (syncs, counting) {
+        syncs.disable();
+    }
     let end = match server {
         Some(server) => Some(server.report().await?),
         None => None,
@@ -164,6 +175,7 @@ pub async fn drive(
             server_cpu_percent: 0.0,
             window_notifications: 0,
             window_connections: 0,
+            window_syncs: None,
         });
     };
     let window_requests = end
@@ -184,6 +196,7 @@ pub async fn drive(
         window_requests,
         window_notifications: end.notifications.saturating_sub(start.notifications),
         window_connections: end.connections.saturating_sub(start.connections),
+        window_syncs: None,
         server_cpu_percent: if wall > 0.0 {
             (end.cpu_s - start.cpu_s) / wall * 100.0
         } else {

@@ -153,6 +153,19 @@ fn cpu_ms_per_task_minute(run: &ClientRun) -> f64 {
     run.client.cpu_percent / 100.0 * 60_000.0 / run.client.tasks as f64
 }
 
+/// Syncs (`fsync` + `fdatasync`) per poll in the window, with the count: what group commit
+/// saves. "—" where `perf` could not count.
+fn syncs_per_poll(run: &ClientRun) -> String {
+    match run.window_syncs {
+        Some(syncs) if run.client.polls_window > 0 => format!(
+            "{:.3} ({})",
+            syncs as f64 / run.client.polls_window as f64,
+            thousands(syncs)
+        ),
+        _ => "—".into(),
+    }
+}
+
 /// New TCP connections the server accepted per 100 polls in the window.
 fn connections_per_100_polls(run: &ClientRun) -> Option<f64> {
     (run.window.polls > 0).then(|| run.window_connections as f64 * 100.0 / run.window.polls as f64)
@@ -503,6 +516,7 @@ fn render_before_after(out: &mut String, document: &Document, plan: &Plan) {
     line("new TCP connections (window)", &|r| {
         thousands(r.window_connections)
     });
+    line("syncs per poll (count)", &syncs_per_poll);
     // The fastmcp peer counts nothing for us: there, the engine's own count.
     line("polls ÷ ideal (server; engine on the peer)", &|r| {
         let polls = if r.window.polls > 0 {
@@ -638,6 +652,11 @@ fn render_shapes(out: &mut String, document: &Document) {
             )
         }),
         "≤ 1 per 100 polls",
+    );
+    line(
+        "engine syncs (fsync + fdatasync) per poll",
+        cell(&syncs_per_poll),
+        "",
     );
     line(
         "engine peak RSS, whole run",

@@ -1,0 +1,148 @@
+//! How often the engine under test asks the disk to make its writes durable: the `fsync` and
+//! `fdatasync` calls of its process during the steady window, counted from outside by
+//! `perf stat` on the kernel's syscall tracepoints.
+//!
+//! Counted from outside so that any build of the engine (a `--compare-exe` from before a change)
+//! is measured the same way and needs no counter of its own. A sync is what a group commit saves:
+//! SQLite in WAL mode with `synchronous=FULL` syncs the WAL on every commit, with `fdatasync` on
+//! Linux (which is why both calls are counted; counting `fsync` alone sees almost nothing).
+//!
+//! The engine runs under `perf stat` with its counters disabled; the driver enables them at the
+//! window's start and disables them at its end through a control FIFO, so task creation (two
+//! synced writes per task) is not counted. `perf stat -p <pid>` cannot be used instead: on some
+//! virtual machines it attaches but never counts. Where `perf` is missing or the kernel refuses
+//! the tracepoints (no root, `perf_event_paranoid`), there is no count and the report says so;
+//! nothing else depends on it.
+
+use std::io::Write as _;
+use std::os::unix::ffi::OsStrExt as _;
+use std::os::unix::fs::OpenOptionsExt as _;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use tokio::process::Command;
+
+/// The tracepoints counted.
+const EVENTS: &str = "syscalls:sys_enter_fsync,syscalls:sys_enter_fdatasync";
+
+/// Whether `perf stat` can count the sync tracepoints here (asked once per run).
+pub async fn available() -> bool {
+    let probe = Command::new("perf")
+        .args(["stat", "-x", ",", "-e", EVENTS, "--", "true"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .output();
+    match tokio::time::timeout(std::time::Duration::from_secs(10), probe).await {
+        Ok(Ok(output)) => {
+            output.status.success() && parse(&String::from_utf8_lossy(&output.stderr)).is_some()
+        }
+        _ => false,
+    }
+}
+
+/// The counter of one engine process: its control FIFO and the file `perf` writes at exit.
+pub struct SyncCount {
+    control: PathBuf,
+    output: PathBuf,
+}
+
+impl SyncCount {
+    /// `command`'s program and arguments under `perf stat`, counters off until
+    /// [`enable`](Self::enable); the FIFO and the output file go in `dir`. `None` if the FIFO
+    /// cannot be made. (The engine's commands set no environment or directory to carry over.)
+    pub fn wrap(command: &std::process::Command, dir: &Path) -> Option<(Command, Self)> {
+        let control = dir.join("perf-control");
+        let output = dir.join("perf-syncs.csv");
+        let _ = std::fs::remove_file(&control);
+        let _ = std::fs::remove_file(&output);
+        let c_path = std::ffi::CString::new(control.as_os_str().as_bytes()).ok()?;
+        // SAFETY: mkfifo(3) with a NUL-terminated path we own and a plain mode.
+        if unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) } != 0 {
+            return None;
+        }
+        let mut perf = Command::new("perf");
+        perf.args(["stat", "-x", ",", "-e", EVENTS, "-D", "-1", "--control"])
+            .arg(format!("fifo:{}", control.display()))
+            .arg("-o")
+            .arg(&output)
+            .arg("--")
+            .arg(command.get_program())
+            .args(command.get_args());
+        Some((perf, Self { control, output }))
+    }
+
+    /// Starts counting.
+    pub fn enable(&self) -> bool {
+        self.tell("enable")
+    }
+
+    /// Stops counting.
+    pub fn disable(&self) -> bool {
+        self.tell("disable")
+    }
+
+    /// Non-blocking: if `perf` is not reading its FIFO (it exited), the open fails at once.
+    fn tell(&self, command: &str) -> bool {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&self.control)
+            .and_then(|mut fifo| fifo.write_all(format!("{command}\n").as_bytes()))
+            .is_ok()
+    }
+
+    /// The syncs counted while enabled; read once the wrapped process (and `perf`) exited.
+    pub fn read(self) -> Option<u64> {
+        let text = std::fs::read_to_string(&self.output).ok();
+        let _ = std::fs::remove_file(&self.control);
+        let _ = std::fs::remove_file(&self.output);
+        parse(&text?)
+    }
+}
+
+/// The sum of the counts of the [`EVENTS`] in `perf stat -x ,` output (`count,unit,event,...`
+/// per line); `None` unless each event has a line. `<not counted>` (the counters were never on
+/// while the process ran) is zero; `<not supported>` is no count.
+fn parse(output: &str) -> Option<u64> {
+    EVENTS.split(',').try_fold(0u64, |sum, event| {
+        let count = output.lines().find_map(|line| {
+            let mut fields = line.split(',');
+            let count = fields.next()?.trim();
+            let _unit = fields.next()?;
+            if fields.next()? != event {
+                return None;
+            }
+            match count {
+                "<not counted>" => Some(Some(0)),
+                _ => Some(count.parse::<u64>().ok()),
+            }
+        })??;
+        Some(sum + count)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sums_both_sync_calls_from_perf_csv() {
+        let output = "# started on Thu Dec  3 11:40:00 2026\n\n\
+                      5,,syscalls:sys_enter_fsync,30000981,100.00,,\n\
+                      1234,,syscalls:sys_enter_fdatasync,30000981,100.00,,\n";
+        assert_eq!(parse(output), Some(1239));
+    }
+
+    #[test]
+    fn not_counted_is_zero_and_not_supported_is_no_count() {
+        let idle = "<not counted>,,syscalls:sys_enter_fsync,0,100.00,,\n\
+                    7,,syscalls:sys_enter_fdatasync,30000981,100.00,,\n";
+        assert_eq!(parse(idle), Some(7));
+        let refused = "<not supported>,,syscalls:sys_enter_fsync,0,100.00,,\n\
+                       7,,syscalls:sys_enter_fdatasync,30000981,100.00,,\n";
+        assert_eq!(parse(refused), None);
+        assert_eq!(parse("perf: command not found"), None);
+    }
+}
