@@ -109,10 +109,10 @@ pub struct ClientRun {
     /// TCP connections the server accepted in the window.
     #[serde(default)]
     pub window_connections: u64,
-    /// `fsync` + `fdatasync` calls of the client process in the window (`None`: not counted,
-    /// see [`crate::syncs`]).
+    /// `fsync` + `fdatasync` and `connect` calls of the client process in the window (`None`:
+    /// not counted, see [`crate::syncs`]).
     #[serde(default)]
-    pub window_syncs: Option<u64>,
+    pub window_calls: Option<crate::syncs::Counts>,
 }
 
 /// Runs a started client through its phases against `server` (reset just before the client
@@ -175,7 +175,7 @@ pub async fn drive(
             server_cpu_percent: 0.0,
             window_notifications: 0,
             window_connections: 0,
-            window_syncs: None,
+            window_calls: None,
         });
     };
     let window_requests = end
@@ -196,7 +196,7 @@ pub async fn drive(
         window_requests,
         window_notifications: end.notifications.saturating_sub(start.notifications),
         window_connections: end.connections.saturating_sub(start.connections),
-        window_syncs: None,
+        window_calls: None,
         server_cpu_percent: if wall > 0.0 {
             (end.cpu_s - start.cpu_s) / wall * 100.0
         } else {

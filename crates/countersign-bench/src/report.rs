@@ -156,13 +156,22 @@ fn cpu_ms_per_task_minute(run: &ClientRun) -> f64 {
 /// Syncs (`fsync` + `fdatasync`) per poll in the window, with the count: what group commit
 /// saves. "—" where `perf` could not count.
 fn syncs_per_poll(run: &ClientRun) -> String {
-    match run.window_syncs {
-        Some(syncs) if run.client.polls_window > 0 => format!(
+    match run.window_calls {
+        Some(calls) if run.client.polls_window > 0 => format!(
             "{:.3} ({})",
-            syncs as f64 / run.client.polls_window as f64,
-            thousands(syncs)
+            calls.syncs as f64 / run.client.polls_window as f64,
+            thousands(calls.syncs)
         ),
         _ => "—".into(),
+    }
+}
+
+/// The engine's own `connect` calls in the window: on the fastmcp peer, the only count of new
+/// connections. "—" where `perf` could not count.
+fn engine_connects(run: &ClientRun) -> String {
+    match run.window_calls {
+        Some(calls) => thousands(calls.connects),
+        None => "—".into(),
     }
 }
 
@@ -517,6 +526,7 @@ fn render_before_after(out: &mut String, document: &Document, plan: &Plan) {
         thousands(r.window_connections)
     });
     line("syncs per poll (count)", &syncs_per_poll);
+    line("engine connect() calls (window)", &engine_connects);
     // The fastmcp peer counts nothing for us: there, the engine's own count.
     line("polls ÷ ideal (server; engine on the peer)", &|r| {
         let polls = if r.window.polls > 0 {
@@ -656,6 +666,11 @@ fn render_shapes(out: &mut String, document: &Document) {
     line(
         "engine syncs (fsync + fdatasync) per poll",
         cell(&syncs_per_poll),
+        "",
+    );
+    line(
+        "engine connect() calls in the window",
+        cell(&engine_connects),
         "",
     );
     line(

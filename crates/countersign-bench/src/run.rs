@@ -497,7 +497,7 @@ fn count_syncs(plan: &Plan, command: Command) -> (Command, Option<SyncCount>) {
 /// The run with the syncs counted in its window (read once the process has exited).
 fn with_syncs(run: Result<ClientRun>, syncs: Option<SyncCount>) -> Result<ClientRun> {
     let mut run = run?;
-    run.window_syncs = syncs.and_then(SyncCount::read);
+    run.window_calls = syncs.and_then(SyncCount::read);
     Ok(run)
 }
 

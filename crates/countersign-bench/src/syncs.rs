@@ -1,6 +1,8 @@
-//! How often the engine under test asks the disk to make its writes durable: the `fsync` and
-//! `fdatasync` calls of its process during the steady window, counted from outside by
-//! `perf stat` on the kernel's syscall tracepoints.
+//! How often the engine under test asks the disk to make its writes durable, and how often it
+//! opens a TCP connection: the `fsync` + `fdatasync` and the `connect` calls of its process
+//! during the steady window, counted from outside by `perf stat` on the kernel's syscall
+//! tracepoints. (The demo server counts the connections it accepts; the fastmcp peer server
+//! counts nothing for us, so on the peer this is the only count.)
 //!
 //! Counted from outside so that any build of the engine (a `--compare-exe` from before a change)
 //! is measured the same way and needs no counter of its own. A sync is what a group commit saves:
@@ -23,7 +25,19 @@ use std::process::Stdio;
 use tokio::process::Command;
 
 /// The tracepoints counted.
-const EVENTS: &str = "syscalls:sys_enter_fsync,syscalls:sys_enter_fdatasync";
+const EVENTS: &str =
+    "syscalls:sys_enter_fsync,syscalls:sys_enter_fdatasync,syscalls:sys_enter_connect";
+const SYNCS: [&str; 2] = ["syscalls:sys_enter_fsync", "syscalls:sys_enter_fdatasync"];
+const CONNECTS: [&str; 1] = ["syscalls:sys_enter_connect"];
+
+/// What was counted in the window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Counts {
+    /// `fsync` + `fdatasync` calls.
+    pub syncs: u64,
+    /// `connect` calls (each a new TCP connection, for an engine that talks only HTTP).
+    pub connects: u64,
+}
 
 /// Whether `perf stat` can count the sync tracepoints here (asked once per run).
 pub async fn available() -> bool {
@@ -93,8 +107,8 @@ impl SyncCount {
             .is_ok()
     }
 
-    /// The syncs counted while enabled; read once the wrapped process (and `perf`) exited.
-    pub fn read(self) -> Option<u64> {
+    /// The calls counted while enabled; read once the wrapped process (and `perf`) exited.
+    pub fn read(self) -> Option<Counts> {
         let text = std::fs::read_to_string(&self.output).ok();
         let _ = std::fs::remove_file(&self.control);
         let _ = std::fs::remove_file(&self.output);
@@ -102,16 +116,24 @@ impl SyncCount {
     }
 }
 
-/// The sum of the counts of the [`EVENTS`] in `perf stat -x ,` output (`count,unit,event,...`
-/// per line); `None` unless each event has a line. `<not counted>` (the counters were never on
-/// while the process ran) is zero; `<not supported>` is no count.
-fn parse(output: &str) -> Option<u64> {
-    EVENTS.split(',').try_fold(0u64, |sum, event| {
+/// The counts in `perf stat -x ,` output (`count,unit,event,...` per line); `None` unless
+/// every event has a line.
+fn parse(output: &str) -> Option<Counts> {
+    Some(Counts {
+        syncs: sum(output, &SYNCS)?,
+        connects: sum(output, &CONNECTS)?,
+    })
+}
+
+/// The sum of `events`' counts; `<not counted>` (the counters were never on while the process
+/// ran) is zero, `<not supported>` is no count.
+fn sum(output: &str, events: &[&str]) -> Option<u64> {
+    events.iter().try_fold(0u64, |sum, event| {
         let count = output.lines().find_map(|line| {
             let mut fields = line.split(',');
             let count = fields.next()?.trim();
             let _unit = fields.next()?;
-            if fields.next()? != event {
+            if fields.next()? != *event {
                 return None;
             }
             match count {
@@ -128,20 +150,35 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sums_both_sync_calls_from_perf_csv() {
+    fn sums_both_sync_calls_and_counts_connects_from_perf_csv() {
         let output = "# started on Thu Dec  3 11:40:00 2026\n\n\
                       5,,syscalls:sys_enter_fsync,30000981,100.00,,\n\
-                      1234,,syscalls:sys_enter_fdatasync,30000981,100.00,,\n";
-        assert_eq!(parse(output), Some(1239));
+                      1234,,syscalls:sys_enter_fdatasync,30000981,100.00,,\n\
+                      3,,syscalls:sys_enter_connect,30000981,100.00,,\n";
+        assert_eq!(
+            parse(output),
+            Some(Counts {
+                syncs: 1239,
+                connects: 3
+            })
+        );
     }
 
     #[test]
     fn not_counted_is_zero_and_not_supported_is_no_count() {
         let idle = "<not counted>,,syscalls:sys_enter_fsync,0,100.00,,\n\
-                    7,,syscalls:sys_enter_fdatasync,30000981,100.00,,\n";
-        assert_eq!(parse(idle), Some(7));
+                    7,,syscalls:sys_enter_fdatasync,30000981,100.00,,\n\
+                    <not counted>,,syscalls:sys_enter_connect,0,100.00,,\n";
+        assert_eq!(
+            parse(idle),
+            Some(Counts {
+                syncs: 7,
+                connects: 0
+            })
+        );
         let refused = "<not supported>,,syscalls:sys_enter_fsync,0,100.00,,\n\
-                       7,,syscalls:sys_enter_fdatasync,30000981,100.00,,\n";
+                       7,,syscalls:sys_enter_fdatasync,30000981,100.00,,\n\
+                       0,,syscalls:sys_enter_connect,0,100.00,,\n";
         assert_eq!(parse(refused), None);
         assert_eq!(parse("perf: command not found"), None);
     }
