@@ -471,6 +471,7 @@ async fn client_run(
     let run = client::drive(
         &mut child,
         Some(&mut server),
+        None,
         syncs.as_ref(),
         plan.create_budget(n),
         plan.warmup(),
@@ -672,6 +673,7 @@ async fn peer_run(plan: &Plan, engine_exe: &Path, n: usize) -> Result<ClientRun>
     let run = client::drive(
         &mut child,
         None,
+        peer.id().map(|pid| client::Watched { pid }),
         syncs.as_ref(),
         plan.create_budget(n),
         plan.warmup(),

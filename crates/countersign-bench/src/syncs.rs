@@ -25,10 +25,12 @@ use std::process::Stdio;
 use tokio::process::Command;
 
 /// The tracepoints counted.
-const EVENTS: &str =
-    "syscalls:sys_enter_fsync,syscalls:sys_enter_fdatasync,syscalls:sys_enter_connect";
+const EVENTS: &str = "syscalls:sys_enter_fsync,syscalls:sys_enter_fdatasync,\
+                      syscalls:sys_enter_connect,syscalls:sys_enter_epoll_wait,syscalls:sys_enter_futex";
 const SYNCS: [&str; 2] = ["syscalls:sys_enter_fsync", "syscalls:sys_enter_fdatasync"];
 const CONNECTS: [&str; 1] = ["syscalls:sys_enter_connect"];
+const WAKEUPS: [&str; 1] = ["syscalls:sys_enter_epoll_wait"];
+const FUTEXES: [&str; 1] = ["syscalls:sys_enter_futex"];
 
 /// What was counted in the window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -37,6 +39,13 @@ pub struct Counts {
     pub syncs: u64,
     /// `connect` calls (each a new TCP connection, for an engine that talks only HTTP).
     pub connects: u64,
+    /// `epoll_wait` calls: how often the runtime's I/O driver went to sleep and woke. A poll
+    /// that arrives alone costs at least one; polls that arrive together share them.
+    #[serde(default)]
+    pub epoll_waits: u64,
+    /// `futex` calls: threads waking each other (runtime workers, the ledger's writer thread).
+    #[serde(default)]
+    pub futexes: u64,
 }
 
 /// Whether `perf stat` can count the sync tracepoints here (asked once per run).
@@ -122,6 +131,8 @@ fn parse(output: &str) -> Option<Counts> {
     Some(Counts {
         syncs: sum(output, &SYNCS)?,
         connects: sum(output, &CONNECTS)?,
+        epoll_waits: sum(output, &WAKEUPS)?,
+        futexes: sum(output, &FUTEXES)?,
     })
 }
 
@@ -154,12 +165,16 @@ mod tests {
         let output = "# started on Thu Dec  3 11:40:00 2026\n\n\
                       5,,syscalls:sys_enter_fsync,30000981,100.00,,\n\
                       1234,,syscalls:sys_enter_fdatasync,30000981,100.00,,\n\
-                      3,,syscalls:sys_enter_connect,30000981,100.00,,\n";
+                      3,,syscalls:sys_enter_connect,30000981,100.00,,\n\
+                      900,,syscalls:sys_enter_epoll_wait,30000981,100.00,,\n\
+                      2000,,syscalls:sys_enter_futex,30000981,100.00,,\n";
         assert_eq!(
             parse(output),
             Some(Counts {
                 syncs: 1239,
-                connects: 3
+                connects: 3,
+                epoll_waits: 900,
+                futexes: 2000,
             })
         );
     }
@@ -168,12 +183,16 @@ mod tests {
     fn not_counted_is_zero_and_not_supported_is_no_count() {
         let idle = "<not counted>,,syscalls:sys_enter_fsync,0,100.00,,\n\
                     7,,syscalls:sys_enter_fdatasync,30000981,100.00,,\n\
-                    <not counted>,,syscalls:sys_enter_connect,0,100.00,,\n";
+                    <not counted>,,syscalls:sys_enter_connect,0,100.00,,\n\
+                    <not counted>,,syscalls:sys_enter_epoll_wait,0,100.00,,\n\
+                    <not counted>,,syscalls:sys_enter_futex,0,100.00,,\n";
         assert_eq!(
             parse(idle),
             Some(Counts {
                 syncs: 7,
-                connects: 0
+                connects: 0,
+                epoll_waits: 0,
+                futexes: 0,
             })
         );
         let refused = "<not supported>,,syscalls:sys_enter_fsync,0,100.00,,\n\
