@@ -499,8 +499,8 @@ fn render_before_after(out: &mut String, document: &Document, plan: &Plan) {
         "Before → after, same run (before: the engine of {})",
         exe.display()
     );
-    let mut widths = vec![42];
-    widths.extend(pairs.iter().flat_map(|_| [12, 16]));
+    let mut widths = vec![44];
+    widths.extend(pairs.iter().flat_map(|_| [13, 16]));
     let mut table = Table::new(widths);
     let mut header = vec![String::new()];
     for (b, _, _) in &pairs {

@@ -1202,3 +1202,78 @@ fn parse_tool(value: &Value) -> std::result::Result<Tool, ExcludedTool> {
         Err(reason) => Err(ExcludedTool { name, reason }),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The body the client sent before it encoded requests directly: the same keys in the same
+    /// order, byte for byte.
+    fn built_as_a_value(
+        id: u64,
+        method: &str,
+        params: &Map<String, Value>,
+        version: &str,
+    ) -> Value {
+        let mut params = params.clone();
+        params.insert(
+            "_meta".into(),
+            json!({
+                META_PROTOCOL_VERSION: version,
+                META_CLIENT_CAPABILITIES: client_capabilities(),
+                META_CLIENT_INFO: {"name": "countersign", "version": env!("CARGO_PKG_VERSION")},
+            }),
+        );
+        json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+    }
+
+    #[test]
+    fn a_request_is_encoded_exactly_as_its_json_value_would_print() {
+        let fixed = FixedMeta::new(&ClientOptions::default()).expect("encodable");
+        let mut params = Map::new();
+        params.insert("taskId".into(), json!("t-1"));
+        params.insert(
+            "inputResponses".into(),
+            json!({"k": {"action": "accept", "content": {"n": 1.5, "s": "é\"\n"}}}),
+        );
+        let body = Envelope {
+            id: 42,
+            method: "tasks/update",
+            params: &params,
+            version: PROTOCOL_VERSION,
+            fixed: &fixed,
+        }
+        .encode()
+        .expect("encodable");
+        let expected = built_as_a_value(42, "tasks/update", &params, PROTOCOL_VERSION).to_string();
+        assert_eq!(String::from_utf8(body).expect("UTF-8"), expected);
+    }
+
+    #[test]
+    fn a_meta_among_the_params_is_not_sent_beside_the_clients_own() {
+        let fixed = FixedMeta::new(&ClientOptions::default()).expect("encodable");
+        let mut params = Map::new();
+        params.insert("_meta".into(), json!({"stray": true}));
+        params.insert("taskId".into(), json!("t-1"));
+        let body = Envelope {
+            id: 1,
+            method: "tasks/get",
+            params: &params,
+            version: PROTOCOL_VERSION,
+            fixed: &fixed,
+        }
+        .encode()
+        .expect("encodable");
+        let sent: Value = serde_json::from_slice(&body).expect("valid JSON");
+        let meta = &sent["params"]["_meta"];
+        assert_eq!(meta[META_PROTOCOL_VERSION], json!(PROTOCOL_VERSION));
+        assert!(meta.get("stray").is_none(), "{sent}");
+        assert_eq!(
+            body.windows(b"\"_meta\"".len())
+                .filter(|w| *w == b"\"_meta\"")
+                .count(),
+            1,
+            "one _meta key: {sent}"
+        );
+    }
+}
