@@ -5,7 +5,7 @@
 //! ever carries a secret: the only token-carrying types ([`ServerAddRequest`],
 //! [`ServerUpdateRequest`]) are requests, deserialise-only, and redact themselves in `Debug`.
 
-use crate::secret::Sensitive;
+use crate::sensitive::Sensitive;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
