@@ -52,6 +52,7 @@ macro_rules! stored_words {
     ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident => $text:literal),+ $(,)? }) => {
         $(#[$meta])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
         #[serde(rename_all = "snake_case")]
         pub enum $name {
             $($(#[$vmeta])* $variant),+
@@ -132,8 +133,10 @@ stored_words! {
     }
 }
 
-/// What happened: past-tense facts with typed payloads.
+/// What happened: past-tense facts with typed payloads. Stored as this JSON, and sent to the
+/// window as is (with the `ts` feature, ts-rs writes its TypeScript: the UI's `EventKind`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum EventKind {
     /// A server was registered.
@@ -210,6 +213,7 @@ pub enum EventKind {
         /// The input-request key.
         key: String,
         /// The request, verbatim ({method, params}).
+        #[cfg_attr(feature = "ts", ts(type = "unknown"))]
         request: Value,
     },
     /// A person answered (recorded before it is sent).
@@ -219,6 +223,7 @@ pub enum EventKind {
         /// What the person chose.
         action: AnswerAction,
         /// The exact response that is sent.
+        #[cfg_attr(feature = "ts", ts(type = "unknown"))]
         response: Value,
         /// Who answered.
         by: String,
@@ -283,8 +288,10 @@ pub enum EventKind {
         /// completed, failed or cancelled.
         status: LedgerStatus,
         /// The tool result, when completed.
+        #[cfg_attr(feature = "ts", ts(type = "unknown"))]
         result: Option<Value>,
         /// The JSON-RPC error, when failed.
+        #[cfg_attr(feature = "ts", ts(type = "unknown"))]
         error: Option<Value>,
     },
     /// The task outlived its `ttlMs`: we stop polling (the server may have discarded it).
