@@ -9,6 +9,7 @@
 //! - [`tracking`]: a new task state turned into timeline events and question records;
 //! - [`engine`]: the loop that resumes, observes and delivers; one per ledger;
 //! - [`actions`]: what a person does (call, answer, cancel, adopt), recorded before it is sent;
+//! - [`decision`]: an answer in a person's terms (approved, denied, declined, …);
 //! - [`console`]: the one facade every face uses (ledger, engine here or elsewhere, tokens,
 //!   validated actions, the MRTR registry) and the views they share ([`console::view`]);
 //! - [`notice`]: what a person is told outside the window (notification text, a link's host);
@@ -24,6 +25,7 @@
 
 pub mod actions;
 pub mod console;
+pub mod decision;
 pub mod engine;
 pub mod ledger;
 pub mod mcp;

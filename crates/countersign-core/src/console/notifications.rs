@@ -121,18 +121,7 @@ pub fn single_confirmation(kind: &InputKind) -> Option<String> {
     else {
         return None;
     };
-    let props = requested_schema.get("properties")?.as_object()?;
-    let required: Vec<&str> = requested_schema
-        .get("required")?
-        .as_array()?
-        .iter()
-        .filter_map(Value::as_str)
-        .collect();
-    let [only] = required.as_slice() else {
-        return None;
-    };
-    let prop = props.get(*only)?;
-    (prop.get("type")?.as_str()? == "boolean").then(|| (*only).to_owned())
+    crate::decision::confirmation_field(requested_schema)
 }
 
 #[cfg(test)]

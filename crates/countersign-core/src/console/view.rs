@@ -5,6 +5,7 @@
 //! ever carries a secret: the only token-carrying types ([`ServerAddRequest`],
 //! [`ServerUpdateRequest`]) are requests, deserialise-only, and redact themselves in `Debug`.
 
+pub use crate::decision::Decision;
 use crate::secret::Sensitive;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
@@ -228,6 +229,12 @@ pub struct TaskView {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "ts", ts(optional))]
     pub poll_error: Option<String>,
+    /// The person's last decision on this task's questions ("Completed · denied by you").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub last_decision: Option<Decision>,
+    /// A person asked for this task to be cancelled.
+    pub cancelled_by_you: bool,
 }
 
 /// Where a question stands.
@@ -435,6 +442,10 @@ pub enum Fact {
         /// The exact response sent.
         #[cfg_attr(feature = "ts", ts(type = "unknown"))]
         response: Value,
+        /// What the person decided, in their terms ("approved", "denied", …).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        #[cfg_attr(feature = "ts", ts(optional))]
+        decision: Option<Decision>,
         /// Who answered.
         by: String,
     },
@@ -781,6 +792,11 @@ pub struct AuditEntry {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "ts", ts(optional))]
     pub waited_ms: Option<i64>,
+    /// What the person decided, for answers ("approved", "denied", "declined", …); "cancelled the
+    /// task" is `action == "cancel"`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub decision: Option<Decision>,
     /// Everything recorded, verbatim.
     #[cfg_attr(feature = "ts", ts(type = "unknown"))]
     pub detail: Value,

@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use super::tasks::LedgerStatus;
 use super::{now_ms, Error, Result};
+use crate::decision::Decision;
 
 /// How the fact reached us.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -220,6 +221,10 @@ pub enum EventKind {
         action: AnswerAction,
         /// The exact response that is sent.
         response: Value,
+        /// What the person decided, in their terms (absent in events written before it was
+        /// recorded).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        decision: Option<Decision>,
         /// Who answered.
         by: String,
     },
@@ -598,9 +603,10 @@ mod tests {
                     key: "k".into(),
                     action: AnswerAction::Decline,
                     response: json!({"action": "decline"}),
+                    decision: Some(Decision::Declined),
                     by: "me".into(),
                 },
-                json!({"kind": "input_answered", "key": "k", "action": "decline", "response": {"action": "decline"}, "by": "me"}),
+                json!({"kind": "input_answered", "key": "k", "action": "decline", "response": {"action": "decline"}, "decision": "declined", "by": "me"}),
             ),
             (
                 EventKind::DeliveryRetrying {
