@@ -186,11 +186,11 @@ await step("restarted mid-question: still pending, not notified again, tokens re
 await step("answers through the form: the task completes and the timeline shows every step", async () => {
   await ui.go("#/inbox");
   await until("the question", async () => (await inboxCount()) === 1);
+  assert.equal(await ui.js(`return document.querySelector(".elicitation").dataset.kind;`), "approval", "a yes/no question is an approval");
   await ui.type("#f-reason", "e2e approval");
-  await ui.keys("a"); // typed on the page, not in the field: the shortcut
-
-  await until("the review", async () => (await ui.text(".review-lead")).includes("fastmcp"));
-  assert.match(await ui.text(".review dl"), /Approve\s+Yes/, "a approves a yes/no confirmation");
+  await ui.keys("a"); // typed on the page, not in the field: the shortcut, which asks first
+  await until("a asks before approving", async () => (await ui.js(`return document.querySelector('[data-testid="armed"]')?.dataset.armed ?? null;`)) === "approve");
+  assert.equal(await inboxCount(), 1, "one a sends nothing");
   await ui.keys("a");
   await until("an empty inbox", async () => (await inboxCount()) === 0);
   await until("the title without a count", () => windowTitled("Countersign"), 10000);
@@ -220,6 +220,7 @@ await step("the audit log records the decision and exports it as CSV and JSON", 
   );
   assert.match(row, /Approve deployment of 'web-frontend'\?/);
   assert.match(row, /"reason":"e2e approval"/);
+  assert.match(row, /^.*\bapproved\b/m, "the decision in the person's terms");
   for (const [button, ext] of [["export-csv", "csv"], ["export-json", "json"]]) {
     await ui.click(`[data-testid="${button}"]`);
     const done = await until("the export", () => ui.text('[data-testid="export-done"]'));
@@ -228,6 +229,73 @@ await step("the audit log records the decision and exports it as CSV and JSON", 
     assert.match(readFileSync(path, "utf8"), /answer_accept/);
   }
   await ui.shot(join(shots, "audit.png"));
+});
+
+/** Waits for one question in the inbox and for the app to focus its first field or decision. */
+async function nextQuestion(what) {
+  await ui.go("#/inbox");
+  await until(what, async () => (await inboxCount()) === 1, 30000);
+  await until(`${what}: its form`, () => ui.exists('.elicitation[data-kind="approval"]'));
+}
+
+await step("the demo deployment question: the primary path cannot deny without choosing (issue 14)", async () => {
+  const id = await callTool("secure-demo", "deploy_service", { service: "billing-api", environment: "staging" });
+  await nextQuestion("the deployment question");
+  const primaries = await ui.js(`return [...document.querySelectorAll(".inbox-detail button.primary")].map((b) => b.innerText.replace(/\\s+/g, " ").trim());`);
+  assert.deepEqual(primaries, ["Approve a", "Deny n"], "Approve and Deny are the two primary actions");
+  assert.equal(await ui.exists('.inbox-detail input[type="checkbox"]'), false, "no consent switch that starts off");
+  const labels = await ui.js(`return [...document.querySelectorAll(".inbox-detail button")].map((b) => b.innerText);`);
+  assert.ok(!labels.some((l) => /Review answer|^Send/.test(l)), `no generic Send path: ${labels}`);
+  // Keyboard only from here (focus off the reason field, where n would be typed).
+  await ui.js(`document.activeElement?.blur(); return true;`);
+  await ui.press("n");
+  assert.equal(await ui.focused(), "deny", "n asks and moves focus to Deny");
+  assert.equal(await inboxCount(), 1, "one n sends nothing");
+  await ui.press("Enter");
+  await until("the denial sent", async () => (await inboxCount()) === 0);
+  assert.match(await ui.text('[data-testid="announce"]'), /^Denied: answer sent/);
+  assert.equal(await ui.focused(), "Waiting for you", "with nothing left, focus goes to the inbox list");
+  await ui.go("#/tasks");
+  const row = `.task-row[data-task-id="${id}"]`;
+  await until("the list to say it was denied", async () => /Completed · denied by you/.test(await ui.text(row)), 30000);
+  await ui.click(row);
+  await until("the result", () => ui.exists('[data-testid="is-error"]'), 10000);
+  assert.equal(await ui.text('[data-testid="task-outcome"]'), "denied by you");
+  assert.match(await ui.text('[data-testid="event-list"]'), /denied \(answered: accept\)/);
+  await ui.go("#/audit");
+  const audit = await until("the denial in the audit log", () =>
+    ui.js(`const r = [...document.querySelectorAll('tr[data-action="answer_accept"]')].find((r) => r.innerText.includes(arguments[0])); return r ? r.innerText : null;`, "billing-api"),
+  );
+  assert.match(audit, /\bdenied\b/, "recorded as denied");
+  assert.match(audit, /"approve":false/, "next to the exact content sent");
+});
+
+await step("keyboard only: approve, then cancel a task, with focus asserted after each step", async () => {
+  await callTool("secure-demo", "deploy_service", { service: "search-api", environment: "staging" });
+  await nextQuestion("the second deployment question");
+  await ui.js(`document.activeElement?.blur(); return true;`);
+  await ui.press("a");
+  assert.equal(await ui.focused(), "approve", "a asks and moves focus to Approve");
+  await ui.press("a");
+  await until("the approval sent", async () => (await inboxCount()) === 0);
+  assert.match(await ui.text('[data-testid="announce"]'), /^Approved: answer sent/);
+  assert.equal(await ui.focused(), "Waiting for you");
+
+  const id = await callTool("secure-demo", "deploy_service", { service: "cart-api", environment: "staging" });
+  await nextQuestion("the third deployment question");
+  await ui.js(`document.activeElement?.blur(); return true;`);
+  await ui.press("Escape");
+  await until("the cancel question", () => ui.exists('[data-testid="confirm-cancel"]'));
+  assert.equal(await ui.focused(), "cancel-task-keep", "the safe choice has focus");
+  await ui.press("Tab");
+  assert.equal(await ui.focused(), "cancel-task-confirm");
+  await ui.press("Enter");
+  await until("the cancel announced", async () => (await ui.text('[data-testid="announce"]')) === "Task cancellation requested");
+  assert.equal(await ui.focused(), "Waiting for you");
+  await ui.go("#/tasks");
+  await until("the list to say who cancelled", async () => /Cancelled by you/.test(await ui.text(`.task-row[data-task-id="${id}"]`)), 30000);
+  closeNotifications();
+  await ui.shot(join(shots, "tasks-decisions.png"));
 });
 
 await step("server strings are shown as text: nothing in them executes", async () => {
@@ -261,6 +329,8 @@ await step("server strings are shown as text: nothing in them executes", async (
   // Decline both so the tool output (with the payload) is rendered too.
   await ui.go("#/inbox");
   for (let left = 2; left > 0; left--) {
+    await ui.keys("d");
+    await until("d to ask first", () => ui.exists('[data-testid="armed"][data-armed="decline"]'));
     await ui.keys("d");
     await until(`${left - 1} question(s) left`, async () => (await inboxCount()) === left - 1);
   }
@@ -320,7 +390,7 @@ await step("with `countersign watch` holding the ledger: a banner, no notificati
   await ui.go("#/inbox");
   await until("the question, polled by the CLI's engine", async () => (await inboxCount()) === 1, 20000);
   await ui.keys("a");
-  await until("the review", () => ui.exists(".review"));
+  await until("a to ask first", () => ui.exists('[data-testid="armed"][data-armed="approve"]'));
   await ui.keys("a");
   await until("the answer recorded", async () => (await inboxCount()) === 0);
   await ui.go("#/tasks");

@@ -91,6 +91,28 @@ export class App {
     await wd("POST", this.path(`/element/${await this.find("body")}/value`), { text: value });
   }
 
+  /**
+   * Presses keys on whatever has focus, as a keyboard would (WebDriver actions, not "send keys
+   * to an element", which would move focus first). Names: Enter, Escape, Tab, or one character.
+   */
+  async press(...names) {
+    const codes = { Enter: "\uE007", Escape: "\uE00C", Tab: "\uE004", ShiftTab: null };
+    const actions = [];
+    for (const n of names) {
+      const value = codes[n] ?? n;
+      actions.push({ type: "keyDown", value }, { type: "keyUp", value });
+    }
+    await wd("POST", this.path("/actions"), { actions: [{ type: "key", id: "keyboard", actions }] });
+    await wd("DELETE", this.path("/actions")).catch(() => {});
+  }
+
+  /** What has focus: its data-testid, id, aria-label or tag, for focus assertions. */
+  async focused() {
+    return this.js(`const el = document.activeElement;
+      if (!el || el === document.body) return "body";
+      return el.dataset.testid ?? (el.id || el.getAttribute("aria-label") || el.tagName.toLowerCase());`);
+  }
+
   /** Runs a script in the page; `args` are passed as `arguments`. */
   async js(script, ...args) {
     return wd("POST", this.path("/execute/sync"), { script, args });
