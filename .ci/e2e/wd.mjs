@@ -1,7 +1,13 @@
 // A small W3C WebDriver client for tauri-driver (no client library), plus what the E2E and the
 // measurements share: waiting, screenshots of the X screen, and the notification log.
 import { execFileSync, spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { createInterface } from "node:readline";
+
+/** axe-core, pinned in ui/package.json (devDependencies), injected into the page as a script. */
+const AXE_SOURCE = join(import.meta.dirname, "../../ui/node_modules/axe-core/axe.min.js");
+let axeSource;
 
 const DRIVER = process.env.TAURI_DRIVER_URL ?? "http://127.0.0.1:4444";
 const ELEMENT = "element-6066-11e4-a52e-4f735466cecf";
@@ -104,6 +110,27 @@ export class App {
     }
     await wd("POST", this.path("/actions"), { actions: [{ type: "key", id: "keyboard", actions }] });
     await wd("DELETE", this.path("/actions")).catch(() => {});
+  }
+
+  /**
+   * Runs axe-core on the page as it is now (WCAG 2.0-2.2 A/AA and best practices) and returns the
+   * violations by impact with the rule ids, e.g. { critical: 0, serious: 1, moderate: 0, minor: 0,
+   * rules: ["color-contrast (serious) x3"] }.
+   */
+  async axe() {
+    axeSource ??= readFileSync(AXE_SOURCE, "utf8");
+    if (!(await this.js(`return typeof window.axe === "object";`))) {
+      await this.js(`${axeSource}\n;window.axe = window.axe ?? axe; return true;`);
+    }
+    const result = await this.js(`return window.axe
+      .run(document, { resultTypes: ["violations"], runOnly: { type: "tag", values: ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "wcag22aa", "best-practice"] } })
+      .then((r) => r.violations.map((v) => ({ id: v.id, impact: v.impact, nodes: v.nodes.length, where: v.nodes.slice(0, 2).map((n) => n.target.join(" ")) })));`);
+    const counts = { critical: 0, serious: 0, moderate: 0, minor: 0, rules: [] };
+    for (const v of result) {
+      counts[v.impact ?? "minor"] += 1;
+      counts.rules.push(`${v.id} (${v.impact}) x${v.nodes}: ${v.where.join(", ")}`);
+    }
+    return counts;
   }
 
   /** What has focus: its data-testid, id, aria-label or tag, for focus assertions. */

@@ -3,8 +3,6 @@
 //! from [`crate::notice`]: truncated, a link's host first; escaped for daemons that render
 //! markup), and which questions one click can answer ([`single_confirmation`]).
 
-use serde_json::Value;
-
 use super::view::{InputKind, InputRequestView};
 use crate::notice::{form_body, link_body};
 
@@ -130,7 +128,7 @@ mod tests {
     use crate::notice::BODY_MAX_CHARS;
     use serde_json::json;
 
-    fn form(schema: Value) -> InputKind {
+    fn form(schema: serde_json::Value) -> InputKind {
         InputKind::Form {
             message: "Approve deployment of 'billing-api'?".into(),
             requested_schema: schema,
