@@ -131,6 +131,22 @@ const inboxCount = async () => Number(await ui.text('[data-testid="inbox-count"]
 
 let peerServer, demoServer, deployTask;
 
+/** axe-core in the view as it is: no critical or serious violation (issue 14). */
+async function assertAccessible(where) {
+  const r = await ui.axe();
+  assert.equal(r.critical + r.serious, 0, `accessibility checker in ${where}: ${r.critical} critical, ${r.serious} serious:\n  ${r.rules.join("\n  ")}`);
+}
+const VIEWS = ["#/inbox", "#/tasks", "#/servers", "#/call", "#/audit"];
+
+await step("the accessibility checker finds nothing critical or serious in the empty views", async () => {
+  for (const v of VIEWS) {
+    await ui.go(v);
+    await sleep(300);
+    await assertAccessible(`${v} (empty)`);
+  }
+  assert.match(await ui.text(".inbox-list .empty"), /Nothing waits for you/);
+});
+
 await step("adds the fastmcp peer with a token: the token is in the OS keyring, not in the ledger", async () => {
   peerServer = await addServer("fastmcp", peer.url, peerToken);
   assert.equal(peerServer.token, "stored in the OS keyring");
@@ -296,6 +312,43 @@ await step("keyboard only: approve, then cancel a task, with focus asserted afte
   await until("the list to say who cancelled", async () => /Cancelled by you/.test(await ui.text(`.task-row[data-task-id="${id}"]`)), 30000);
   closeNotifications();
   await ui.shot(join(shots, "tasks-decisions.png"));
+});
+
+await step("the accessibility checker finds nothing critical or serious with data, in light, dark and high contrast; screenshots", async () => {
+  closeNotifications();
+  const question = await callTool("secure-demo", "deploy_service", { service: "ledger-api", environment: "staging" });
+  await nextQuestion("a question to check");
+  for (const theme of ["light", "dark", "contrast"]) {
+    await ui.choose('[data-testid="theme"]', { light: "Light", dark: "Dark", contrast: "High contrast" }[theme]);
+    for (const v of VIEWS) {
+      await ui.go(v);
+      await sleep(300);
+      await assertAccessible(`${v} (${theme})`);
+    }
+    await ui.go("#/tasks");
+    await ui.click(`.task-row[data-task-id="${question}"]`);
+    await until("the task detail", () => ui.exists('[data-testid="task-status"]'));
+    await assertAccessible(`the task detail (${theme})`);
+    if (theme !== "light") {
+      await ui.go("#/inbox");
+      await ui.shot(join(shots, `inbox-${theme}.png`));
+    }
+  }
+  await ui.choose('[data-testid="theme"]', "Light");
+  // 150 % text: the whole page scaled as by the system's text scaling; the question and its
+  // decision stay on screen.
+  await ui.js(`document.documentElement.style.zoom = "1.5"; return true;`);
+  await ui.go("#/inbox");
+  await sleep(300);
+  const fits = await ui.js(`const b = document.querySelector('[data-testid="approve"]').getBoundingClientRect();
+    const q = document.querySelector(".question").getBoundingClientRect();
+    return { approveBottom: b.bottom * 1.5, height: innerHeight * 1.5, questionWidth: q.width };`);
+  await ui.shot(join(shots, "inbox-150.png"));
+  await ui.js(`document.documentElement.style.zoom = ""; return true;`);
+  assert.ok(fits.questionWidth > 200, `the question keeps a readable width at 150 %: ${JSON.stringify(fits)}`);
+  // Leave the question answered so later steps start from an empty inbox.
+  await ui.click('[data-testid="approve"]');
+  await until("the inbox empty again", async () => (await inboxCount()) === 0);
 });
 
 await step("server strings are shown as text: nothing in them executes", async () => {
