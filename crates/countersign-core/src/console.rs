@@ -123,7 +123,14 @@ impl Error {
 
 impl From<Error> for CommandError {
     fn from(e: Error) -> Self {
-        CommandError::new(e.code(), e.to_string())
+        let diagnosis = match &e {
+            Error::Server(server) => Some(crate::diagnosis::diagnose(server.url(), server)),
+            _ => None,
+        };
+        CommandError {
+            diagnosis,
+            ..CommandError::new(e.code(), e.to_string())
+        }
     }
 }
 

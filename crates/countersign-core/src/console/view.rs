@@ -6,6 +6,7 @@
 //! [`ServerUpdateRequest`]) are requests, deserialise-only, and redact themselves in `Debug`.
 
 pub use crate::decision::Decision;
+pub use crate::diagnosis::Diagnosis;
 use crate::secret::Sensitive;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
@@ -41,6 +42,10 @@ pub struct CommandError {
     pub code: ErrorCode,
     /// Human-readable, already safe to show as text.
     pub message: String,
+    /// For failures talking to a server: what is wrong and what to do, in plain words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub diagnosis: Option<Diagnosis>,
 }
 
 impl CommandError {
@@ -49,6 +54,7 @@ impl CommandError {
         Self {
             code,
             message: message.into(),
+            diagnosis: None,
         }
     }
 }
