@@ -144,6 +144,7 @@ await step("the accessibility checker finds nothing critical or serious in the e
     await sleep(300);
     await assertAccessible(`${v} (empty)`);
   }
+  await ui.go("#/inbox");
   assert.match(await ui.text(".inbox-list .empty"), /Nothing waits for you/);
 });
 

@@ -489,6 +489,22 @@ pub async fn update_server(
         .await?)
 }
 
+/// Records that a server could not be reached when a person checked it, so it shows as
+/// unreachable (not "unknown") until something reaches it again.
+pub async fn record_unreachable(ledger: &Ledger, id: i64, message: String) -> Result<()> {
+    Ok(ledger
+        .write(move |ctx| {
+            ctx.append(NewEvent {
+                task: None,
+                server_id: Some(id),
+                via: Via::User,
+                kind: EventKind::ServerUnreachable { message },
+            })?;
+            Ok(())
+        })
+        .await?)
+}
+
 /// Records what `server/discover` said about a registered server.
 pub async fn record_discovery(
     ledger: &Ledger,
