@@ -248,6 +248,9 @@ await step("the audit log records the decision and exports it as CSV and JSON", 
   await ui.shot(join(shots, "audit.png"));
 });
 
+/** What the polite live region says (visually hidden, so read as text content, not rendered text). */
+const announced = () => ui.js(`return document.querySelector('[data-testid="announce"]')?.textContent ?? "";`);
+
 /** Waits for one question in the inbox and for the app to focus its first field or decision. */
 async function nextQuestion(what) {
   await ui.go("#/inbox");
@@ -270,7 +273,8 @@ await step("the demo deployment question: the primary path cannot deny without c
   assert.equal(await inboxCount(), 1, "one n sends nothing");
   await ui.press("Enter");
   await until("the denial sent", async () => (await inboxCount()) === 0);
-  assert.match(await ui.text('[data-testid="announce"]'), /^Denied: answer sent/);
+  // The answer call resolves after the list has already changed: wait for its announcement.
+  await until("the denial announced", async () => /^Denied: answer sent/.test(await announced()));
   assert.equal(await ui.focused(), "Waiting for you", "with nothing left, focus goes to the inbox list");
   await ui.go("#/tasks");
   const row = `.task-row[data-task-id="${id}"]`;
@@ -295,7 +299,7 @@ await step("keyboard only: approve, then cancel a task, with focus asserted afte
   assert.equal(await ui.focused(), "approve", "a asks and moves focus to Approve");
   await ui.press("a");
   await until("the approval sent", async () => (await inboxCount()) === 0);
-  assert.match(await ui.text('[data-testid="announce"]'), /^Approved: answer sent/);
+  await until("the approval announced", async () => /^Approved: answer sent/.test(await announced()));
   assert.equal(await ui.focused(), "Waiting for you");
 
   const id = await callTool("secure-demo", "deploy_service", { service: "cart-api", environment: "staging" });
@@ -307,7 +311,7 @@ await step("keyboard only: approve, then cancel a task, with focus asserted afte
   await ui.press("Tab");
   assert.equal(await ui.focused(), "cancel-task-confirm");
   await ui.press("Enter");
-  await until("the cancel announced", async () => (await ui.text('[data-testid="announce"]')) === "Task cancellation requested");
+  await until("the cancel announced", async () => (await announced()) === "Task cancellation requested");
   assert.equal(await ui.focused(), "Waiting for you");
   await ui.go("#/tasks");
   await until("the list to say who cancelled", async () => /Cancelled by you/.test(await ui.text(`.task-row[data-task-id="${id}"]`)), 30000);
