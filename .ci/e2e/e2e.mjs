@@ -248,6 +248,11 @@ await step("the audit log records the decision and exports it as CSV and JSON", 
   await ui.shot(join(shots, "audit.png"));
 });
 
+/** The status cell of a task's row in the task list. */
+const rowStatus = (id) =>
+  ui.js(`const r = [...document.querySelectorAll(".task-row")].find((r) => r.dataset.taskId === arguments[0]);
+    return r ? r.querySelector(".status").textContent.trim() : "(no row " + arguments[0] + " among " + document.querySelectorAll(".task-row").length + ")";`, id);
+
 /** What the polite live region says (visually hidden, so read as text content, not rendered text). */
 const announced = () => ui.js(`return document.querySelector('[data-testid="announce"]')?.textContent ?? "";`);
 
@@ -278,7 +283,11 @@ await step("the demo deployment question: the primary path cannot deny without c
   assert.equal(await ui.focused(), "Waiting for you", "with nothing left, focus goes to the inbox list");
   await ui.go("#/tasks");
   const row = `.task-row[data-task-id="${id}"]`;
-  await until("the list to say it was denied", async () => /Completed · denied by you/.test(await ui.text(row)), 30000);
+  await until("the list to say it was denied", async () => {
+    const status = await rowStatus(id);
+    if (status !== "Completed · denied by you") throw new Error(`the row says ${JSON.stringify(status)}`);
+    return true;
+  }, 30000);
   await ui.click(row);
   await until("the result", () => ui.exists('[data-testid="is-error"]'), 10000);
   assert.equal(await ui.text('[data-testid="task-outcome"]'), "denied by you");
@@ -314,7 +323,11 @@ await step("keyboard only: approve, then cancel a task, with focus asserted afte
   await until("the cancel announced", async () => (await announced()) === "Task cancellation requested");
   assert.equal(await ui.focused(), "Waiting for you");
   await ui.go("#/tasks");
-  await until("the list to say who cancelled", async () => /Cancelled by you/.test(await ui.text(`.task-row[data-task-id="${id}"]`)), 30000);
+  await until("the list to say who cancelled", async () => {
+    const status = await rowStatus(id);
+    if (status !== "Cancelled by you") throw new Error(`the row says ${JSON.stringify(status)}`);
+    return true;
+  }, 30000);
   closeNotifications();
   await ui.shot(join(shots, "tasks-decisions.png"));
 });
