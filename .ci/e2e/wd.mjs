@@ -133,6 +133,14 @@ export class App {
     return counts;
   }
 
+  /** The window's size in CSS pixels; `setSize` resizes it (WebDriver Set Window Rect). */
+  async size() {
+    return wd("GET", this.path("/window/rect"));
+  }
+  async setSize(width, height) {
+    return wd("POST", this.path("/window/rect"), { width, height });
+  }
+
   /** What has focus: its data-testid, id, aria-label or tag, for focus assertions. */
   async focused() {
     return this.js(`const el = document.activeElement;
