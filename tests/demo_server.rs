@@ -13,7 +13,7 @@ use countersign_core::mcp::{
     CallOutcome, Client, Elicitation, Endpoint, Error, ErrorClass, RpcError, TaskDetail, TaskState,
     TaskStatus, ToolCall, PROTOCOL_VERSION,
 };
-use countersign_core::secret::Sensitive;
+use countersign_core::sensitive::Sensitive;
 use countersign_demo::{DemoConfig, DemoServer, Fault, ResponseMode};
 use countersign_tests::drive::{
     accept, answer_and_finish, call, completed, consent, decline, expect_complete, expect_task,

@@ -169,7 +169,7 @@ async fn watch_on_a_ledger_the_app_wrote_polls_each_server_with_its_own_token() 
     use countersign_core::console::view::{SecretText, ServerAddRequest};
     use countersign_core::console::{CallStep, Console, Setup, Start};
     use countersign_core::mcp::ToolCall;
-    use countersign_core::secret::Sensitive;
+    use countersign_core::sensitive::Sensitive;
 
     let (seen_a, seen_b): (Seen, Seen) = Default::default();
     let a = server(Some("tok-app"), seen_a.clone()).await;

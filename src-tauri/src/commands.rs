@@ -15,7 +15,7 @@ use crate::ipc::{
     ToolCallAnswerRequest, ToolCallOutcome, ToolCallRequest, ToolView, UrlOpenRequest, ViewRequest,
 };
 use crate::Shell;
-use tauri::{AppHandle, Emitter, Manager, Runtime, State};
+use tauri::{AppHandle, Manager, Runtime, State};
 
 /// Result of a command: errors cross IPC as `{code, message}`.
 pub type Result<T, E = CommandError> = std::result::Result<T, E>;
@@ -117,57 +117,34 @@ pub async fn server_list(shell: State<'_, Shell>) -> Result<Vec<ServerView>> {
     ipc(shell.console.servers().await)
 }
 
-async fn servers_changed<R: Runtime>(app: &AppHandle<R>, shell: &Shell) {
-    if let Ok(list) = shell.console.servers().await {
-        let _ = app.emit(crate::ipc::event::SERVERS_CHANGED, list);
-    }
-}
-
 /// Registers a server (its token goes to the OS keyring only).
 #[tauri::command]
-pub async fn server_add<R: Runtime>(
-    app: AppHandle<R>,
-    shell: State<'_, Shell>,
-    request: ServerAddRequest,
-) -> Result<ServerView> {
+pub async fn server_add(shell: State<'_, Shell>, request: ServerAddRequest) -> Result<ServerView> {
     let record = ipc(shell.console.add_server(request).await)?;
-    servers_changed(&app, &shell).await;
     ipc(shell.console.server_view(record.id).await)
 }
 
 /// Changes a server's URL, poll floor or token.
 #[tauri::command]
-pub async fn server_update<R: Runtime>(
-    app: AppHandle<R>,
+pub async fn server_update(
     shell: State<'_, Shell>,
     request: ServerUpdateRequest,
 ) -> Result<ServerView> {
     let record = ipc(shell.console.update_server(request).await)?;
-    servers_changed(&app, &shell).await;
     ipc(shell.console.server_view(record.id).await)
 }
 
 /// Removes a server, its tasks and its token.
 #[tauri::command]
-pub async fn server_remove<R: Runtime>(
-    app: AppHandle<R>,
-    shell: State<'_, Shell>,
-    request: ServerRef,
-) -> Result<()> {
+pub async fn server_remove(shell: State<'_, Shell>, request: ServerRef) -> Result<()> {
     ipc(shell.console.remove_server(request.server_id).await)?;
-    servers_changed(&app, &shell).await;
     Ok(())
 }
 
 /// Asks a server to describe itself again.
 #[tauri::command]
-pub async fn server_check<R: Runtime>(
-    app: AppHandle<R>,
-    shell: State<'_, Shell>,
-    request: ServerRef,
-) -> Result<ServerView> {
+pub async fn server_check(shell: State<'_, Shell>, request: ServerRef) -> Result<ServerView> {
     let record = ipc(shell.console.check_server(request.server_id).await)?;
-    servers_changed(&app, &shell).await;
     ipc(shell.console.server_view(record.id).await)
 }
 

@@ -9,16 +9,16 @@
 // Every byte for the terminal goes through `terminal`, which neutralises server text.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
-mod follow;
+mod direct;
+mod ledger_mode;
 mod prompt;
 mod terminal;
-mod tracked;
 
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 use countersign_core::mcp::{self, Client, ClientOptions, Endpoint};
-use countersign_core::secret::Sensitive;
+use countersign_core::sensitive::Sensitive;
 use serde_json::{json, Map, Value};
 use terminal::{say, tell};
 
@@ -526,10 +526,10 @@ async fn run(cli: Cli) -> Result<u8, CliError> {
                 .as_deref()
                 .map(|a| parse_object("ARGS_JSON", a))
                 .transpose()?;
-            let policy = follow::AnswerPolicy::from_args(&args.answer)?;
+            let policy = direct::AnswerPolicy::from_args(&args.answer)?;
             if args.url.contains("://") {
                 let client = client(&args.url, &global)?;
-                follow::call(
+                direct::call(
                     &client,
                     &args.tool,
                     arguments,
@@ -541,7 +541,7 @@ async fn run(cli: Cli) -> Result<u8, CliError> {
             } else {
                 with_desk(&global, |desk| {
                     Box::pin(async move {
-                        tracked::call(
+                        ledger_mode::call(
                             desk,
                             &args.url,
                             &args.tool,
@@ -566,29 +566,29 @@ async fn run(cli: Cli) -> Result<u8, CliError> {
                 .token
                 .clone()
                 .filter(|t| !t.is_empty())
-                .map(countersign_core::secret::Sensitive::new);
+                .map(countersign_core::sensitive::Sensitive::new);
             with_desk(&global, |desk| {
                 Box::pin(async move {
-                    tracked::servers_add(desk, &name, &url, token, !no_discover, json).await
+                    ledger_mode::servers_add(desk, &name, &url, token, !no_discover, json).await
                 })
             })
             .await
         }
         Command::Servers(ServersCommand::List) => {
             with_desk(&global, |desk| {
-                Box::pin(async move { tracked::servers_list(desk, json).await })
+                Box::pin(async move { ledger_mode::servers_list(desk, json).await })
             })
             .await
         }
         Command::Servers(ServersCommand::Remove { name }) => {
             with_desk(&global, |desk| {
-                Box::pin(async move { tracked::servers_remove(desk, &name, json).await })
+                Box::pin(async move { ledger_mode::servers_remove(desk, &name, json).await })
             })
             .await
         }
         Command::Watch => {
             with_desk(&global, |desk| {
-                Box::pin(async move { tracked::watch(desk, json).await })
+                Box::pin(async move { ledger_mode::watch(desk, json).await })
             })
             .await
         }
@@ -598,15 +598,15 @@ async fn run(cli: Cli) -> Result<u8, CliError> {
             tool,
         } => {
             with_desk(&global, |desk| {
-                Box::pin(
-                    async move { tracked::tasks_list(desk, status.as_deref(), server, tool, json) },
-                )
+                Box::pin(async move {
+                    ledger_mode::tasks_list(desk, status.as_deref(), server, tool, json)
+                })
             })
             .await
         }
         Command::Task(TaskCommand::Show { task_id }) => {
             with_desk(&global, |desk| {
-                Box::pin(async move { tracked::task_show(desk, &task_id, json).await })
+                Box::pin(async move { ledger_mode::task_show(desk, &task_id, json).await })
             })
             .await
         }
@@ -615,38 +615,38 @@ async fn run(cli: Cli) -> Result<u8, CliError> {
             key,
             answer,
         } => {
-            let policy = follow::AnswerPolicy::from_args(&AnswerArgs {
+            let policy = direct::AnswerPolicy::from_args(&AnswerArgs {
                 accept: answer.accept,
                 decline: answer.decline,
             })?;
             with_desk(&global, |desk| {
                 Box::pin(async move {
-                    tracked::answer(desk, &task_id, key.as_deref(), &policy, json).await
+                    ledger_mode::answer(desk, &task_id, key.as_deref(), &policy, json).await
                 })
             })
             .await
         }
         Command::Cancel { task_id } => {
             with_desk(&global, |desk| {
-                Box::pin(async move { tracked::cancel(desk, &task_id, json).await })
+                Box::pin(async move { ledger_mode::cancel(desk, &task_id, json).await })
             })
             .await
         }
         Command::Adopt { server, task_id } => {
             with_desk(&global, |desk| {
-                Box::pin(async move { tracked::adopt(desk, &server, &task_id, json).await })
+                Box::pin(async move { ledger_mode::adopt(desk, &server, &task_id, json).await })
             })
             .await
         }
         Command::Inbox => {
             with_desk(&global, |desk| {
-                Box::pin(async move { tracked::inbox(desk, json) })
+                Box::pin(async move { ledger_mode::inbox(desk, json) })
             })
             .await
         }
         Command::Audit { csv } => {
             with_desk(&global, |desk| {
-                Box::pin(async move { tracked::audit_log(desk, csv, json) })
+                Box::pin(async move { ledger_mode::audit_log(desk, csv, json) })
             })
             .await
         }
@@ -655,10 +655,10 @@ async fn run(cli: Cli) -> Result<u8, CliError> {
             if global.json {
                 terminal::json(&task.to_json());
             } else {
-                follow::print_task_line(&task);
-                follow::print_payload(&task);
+                direct::print_task_line(&task);
+                direct::print_payload(&task);
             }
-            Ok(follow::exit_code_for(&task))
+            Ok(direct::exit_code_for(&task))
         }
         Command::Task(TaskCommand::Cancel { url, task_id }) => {
             client(&url, &global)?.cancel_task(&task_id).await?;
@@ -674,7 +674,7 @@ async fn run(cli: Cli) -> Result<u8, CliError> {
             task_id,
             answer,
         }) => {
-            let policy = follow::AnswerPolicy::from_args(&AnswerArgs {
+            let policy = direct::AnswerPolicy::from_args(&AnswerArgs {
                 accept: answer.accept,
                 decline: answer.decline,
             })?;
@@ -735,9 +735,9 @@ type DeskFuture<'a> =
 /// `f` returned.
 async fn with_desk(
     global: &Global,
-    f: impl for<'a> FnOnce(&'a mut tracked::Desk) -> DeskFuture<'a>,
+    f: impl for<'a> FnOnce(&'a mut ledger_mode::Desk) -> DeskFuture<'a>,
 ) -> Result<u8, CliError> {
-    let mut desk = tracked::Desk::open(global).await?;
+    let mut desk = ledger_mode::Desk::open(global).await?;
     let result = f(&mut desk).await;
     desk.close().await;
     result

@@ -681,13 +681,23 @@ impl Console {
         Ok(record)
     }
 
-    /// Flips `has_token` without an audit entry (part of an audited add or update).
+    /// Flips `has_token` without an audit entry (part of an audited add), with the
+    /// `server_updated` event every window and engine follows.
     async fn set_token_flag(&self, id: i64, has_token: bool) -> Result<ServerRecord> {
         Ok(self
             .ledger
             .write(move |ctx| {
                 let s = servers::get(ctx.conn, id)?;
                 servers::update(ctx.conn, id, &s.url, has_token, s.poll_floor_ms)?;
+                ctx.append(events::NewEvent {
+                    task: None,
+                    server_id: Some(id),
+                    via: events::Via::User,
+                    kind: events::EventKind::ServerUpdated {
+                        name: s.name.clone(),
+                        url: s.url.clone(),
+                    },
+                })?;
                 servers::get(ctx.conn, id)
             })
             .await?)

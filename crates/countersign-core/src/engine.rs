@@ -27,7 +27,7 @@ use crate::ledger::{
     inputs, intents, now_ms, DeliveryKind, EventKind, Ledger, StoredEvent, Via, WriteCtx,
 };
 use crate::mcp::{self, Client, ClientOptions, Endpoint, ErrorClass};
-use crate::secret::Sensitive;
+use crate::sensitive::Sensitive;
 use crate::status::poll::{PollSource, PollStats};
 use crate::status::push::{PushConfig, PushSource, PushStats};
 use crate::status::{FirstCheck, Links, Observation, ServerLink, StatusSource, Watch};

@@ -14,7 +14,7 @@
 //! - [`console`]: the one facade every face uses (ledger, engine here or elsewhere, tokens,
 //!   validated actions, the MRTR registry) and the views they share ([`console::view`]);
 //! - [`notice`]: what a person is told outside the window (notification text, a link's host);
-//! - [`secret`]: [`secret::Sensitive`], the wrapper that keeps tokens out of logs and storage;
+//! - [`sensitive`]: [`sensitive::Sensitive`], the wrapper that keeps tokens out of logs and storage;
 //! - [`secrets`]: bearer tokens in the OS keyring (Secret Service / Keychain / Credential Manager).
 //!
 //! The CLI (`crates/countersign-cli`) and the desktop shell (`src-tauri`) drive this crate;
@@ -33,7 +33,7 @@ pub mod ledger;
 pub mod mcp;
 pub mod notice;
 pub mod scheduler;
-pub mod secret;
 pub mod secrets;
+pub mod sensitive;
 pub mod status;
 pub mod tracking;

@@ -14,7 +14,7 @@ use std::sync::{Arc, RwLock};
 
 use crate::engine::TokenProvider;
 use crate::ledger::servers::ServerRecord;
-use crate::secret::Sensitive;
+use crate::sensitive::Sensitive;
 
 /// The keyring service name the app uses (its bundle identifier).
 pub const DEFAULT_SERVICE: &str = "dev.countersign.app";

@@ -3,7 +3,7 @@
 //! supports tasks, the fields of an audited answer) in one place.
 
 use crate::ledger::audit::AuditRecord;
-use crate::ledger::events::{EventKind, ServerReachability, StoredEvent, Via};
+use crate::ledger::events::{ServerReachability, StoredEvent, Via};
 use crate::ledger::inputs::{InboxItem, InputRecord, InputState as LedgerInputState};
 use crate::ledger::servers::ServerRecord;
 use crate::ledger::tasks::{LedgerStatus, TaskSummary};
@@ -11,7 +11,7 @@ use crate::mcp::{self, Elicitation};
 use serde_json::Value;
 
 use super::view::{
-    AuditEntry, EventVia, EventView, Fact, InputKind, InputRequestView, InputState, InputView,
+    AuditEntry, EventVia, EventView, InputKind, InputRequestView, InputState, InputView,
     Reachability, ServerHealth, ServerView, TaskStatus, TaskView, ToolView,
 };
 
@@ -149,115 +149,7 @@ pub fn event(e: &StoredEvent) -> EventView {
             Via::User => EventVia::User,
             Via::Engine => EventVia::Engine,
         },
-        fact: fact(&e.kind),
-    }
-}
-
-/// Exhaustive on purpose: a new core event kind must be mirrored in [`Fact`].
-pub fn fact(kind: &EventKind) -> Fact {
-    match kind.clone() {
-        EventKind::ServerAdded { name, url } => Fact::ServerAdded { name, url },
-        EventKind::ServerRemoved { name } => Fact::ServerRemoved { name },
-        EventKind::ServerUpdated { name, url } => Fact::ServerUpdated { name, url },
-        EventKind::ServerDiscovered {
-            name,
-            supports_tasks,
-        } => Fact::ServerDiscovered {
-            name,
-            supports_tasks,
-        },
-        EventKind::CallStarted { intent, tool } => Fact::CallStarted { intent, tool },
-        EventKind::CallOutcomeUnknown { intent, tool } => Fact::CallOutcomeUnknown { intent, tool },
-        EventKind::CallFinished {
-            intent,
-            tool,
-            outcome,
-        } => Fact::CallFinished {
-            intent,
-            tool,
-            outcome: outcome.as_str().into(),
-        },
-        EventKind::TaskCreated {
-            task_id,
-            status,
-            tool,
-            origin,
-        } => Fact::TaskCreated {
-            task_id,
-            status: self::status(status),
-            tool,
-            origin: origin.as_str().into(),
-        },
-        EventKind::TaskUpdated {
-            status,
-            previous_status,
-            status_message,
-        } => Fact::TaskUpdated {
-            status: self::status(status),
-            previous_status: self::status(previous_status),
-            status_message,
-        },
-        EventKind::InputRequested { key, request } => Fact::InputRequested {
-            key,
-            request: input_kind(&request),
-        },
-        EventKind::InputAnswered {
-            key,
-            action,
-            response,
-            decision,
-            by,
-        } => Fact::InputAnswered {
-            key,
-            action: action.as_str().into(),
-            response,
-            decision,
-            by,
-        },
-        EventKind::InputSuperseded { key } => Fact::InputSuperseded { key },
-        EventKind::UpdateAcknowledged { keys } => Fact::UpdateAcknowledged { keys },
-        EventKind::UpdateFailed { keys, message } => Fact::UpdateFailed { keys, message },
-        EventKind::CancelRequested { by } => Fact::CancelRequested { by },
-        EventKind::CancelAcknowledged => Fact::CancelAcknowledged,
-        EventKind::CancelFailed { message } => Fact::CancelFailed { message },
-        EventKind::DeliveryRetrying {
-            delivery,
-            code,
-            message,
-            retry_in_ms,
-        } => Fact::DeliveryRetrying {
-            delivery: delivery.as_str().into(),
-            code,
-            message,
-            retry_in_ms,
-        },
-        EventKind::PollFailed {
-            code,
-            message,
-            retry_in_ms,
-        } => Fact::PollFailed {
-            code,
-            message,
-            retry_in_ms,
-        },
-        EventKind::PollRecovered { failures } => Fact::PollRecovered { failures },
-        EventKind::TaskFinished {
-            status,
-            result,
-            error,
-        } => Fact::TaskFinished {
-            status: self::status(status),
-            result,
-            error,
-        },
-        EventKind::TaskExpired { ttl_ms } => Fact::TaskExpired { ttl_ms },
-        EventKind::TaskLost { message } => Fact::TaskLost { message },
-        EventKind::ServerDataIgnored { code, message } => Fact::ServerDataIgnored { code, message },
-        EventKind::ServerUnreachable { message } => Fact::ServerUnreachable { message },
-        EventKind::ServerRecovered => Fact::ServerRecovered,
-        EventKind::EngineStarted { resumed } => Fact::EngineStarted {
-            resumed: resumed.min(u32::MAX as usize) as u32,
-        },
+        fact: e.kind.clone(),
     }
 }
 

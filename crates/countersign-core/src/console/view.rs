@@ -7,7 +7,8 @@
 
 pub use crate::decision::Decision;
 pub use crate::diagnosis::Diagnosis;
-use crate::secret::Sensitive;
+use crate::ledger::events::EventKind;
+use crate::sensitive::Sensitive;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
@@ -360,215 +361,9 @@ pub struct EventView {
     pub server_name: Option<String>,
     /// How it reached us.
     pub via: EventVia,
-    /// What happened.
-    pub fact: Fact,
-}
-
-/// What happened: the ledger's event kinds (`countersign_core::ledger::EventKind`), mirrored
-/// field for field in the IPC's camelCase with typed statuses. The conversion in `views.rs`
-/// matches exhaustively, so a new core event cannot be forgotten here.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Fact {
-    /// A server was registered.
-    ServerAdded {
-        /// Its name.
-        name: String,
-        /// Its URL.
-        url: String,
-    },
-    /// A server was removed (its tasks with it).
-    ServerRemoved {
-        /// Its name.
-        name: String,
-    },
-    /// A `tools/call` is about to be sent.
-    CallStarted {
-        /// The intent id.
-        intent: i64,
-        /// The tool.
-        tool: String,
-    },
-    /// A call's outcome never reached us (the process died while it was in flight).
-    CallOutcomeUnknown {
-        /// The intent id.
-        intent: i64,
-        /// The tool.
-        tool: String,
-    },
-    /// A call finished without creating a task.
-    CallFinished {
-        /// The intent id.
-        intent: i64,
-        /// The tool.
-        tool: String,
-        /// `completed`, `tool_error`, `input_required` or `failed`.
-        outcome: String,
-    },
-    /// A task joined the ledger.
-    #[serde(rename_all = "camelCase")]
-    TaskCreated {
-        /// The server's task id.
-        task_id: String,
-        /// Its first status.
-        status: TaskStatus,
-        /// The tool, when we made the call.
-        #[serde(skip_serializing_if = "Option::is_none")]
-        #[cfg_attr(feature = "ts", ts(optional))]
-        tool: Option<String>,
-        /// `call` or `adopted`.
-        origin: String,
-    },
-    /// Status and/or status message changed.
-    #[serde(rename_all = "camelCase")]
-    TaskUpdated {
-        /// The new status.
-        status: TaskStatus,
-        /// The status before.
-        previous_status: TaskStatus,
-        /// The new message (server-provided: text only).
-        #[serde(skip_serializing_if = "Option::is_none")]
-        #[cfg_attr(feature = "ts", ts(optional))]
-        status_message: Option<String>,
-    },
-    /// A question appeared (once per key, ever).
-    InputRequested {
-        /// The key.
-        key: String,
-        /// What is asked.
-        request: InputKind,
-    },
-    /// A person answered (recorded before it is sent).
-    InputAnswered {
-        /// The key.
-        key: String,
-        /// accept, decline or cancel.
-        action: String,
-        /// The exact response sent.
-        #[cfg_attr(feature = "ts", ts(type = "unknown"))]
-        response: Value,
-        /// What the person decided, in their terms ("approved", "denied", …).
-        #[serde(skip_serializing_if = "Option::is_none")]
-        #[cfg_attr(feature = "ts", ts(optional))]
-        decision: Option<Decision>,
-        /// Who answered.
-        by: String,
-    },
-    /// A question vanished from the server's list without an answer.
-    InputSuperseded {
-        /// The key.
-        key: String,
-    },
-    /// `tasks/update` was acknowledged.
-    UpdateAcknowledged {
-        /// Keys delivered.
-        keys: Vec<String>,
-    },
-    /// `tasks/update` was refused for good.
-    UpdateFailed {
-        /// Keys not delivered.
-        keys: Vec<String>,
-        /// Why.
-        message: String,
-    },
-    /// A person asked to cancel.
-    CancelRequested {
-        /// Who.
-        by: String,
-    },
-    /// `tasks/cancel` was acknowledged (the task may still complete).
-    CancelAcknowledged,
-    /// `tasks/cancel` was refused for good.
-    CancelFailed {
-        /// Why.
-        message: String,
-    },
-    /// Delivering an answer or a cancel failed for a passing reason; it is being retried.
-    #[serde(rename_all = "camelCase")]
-    DeliveryRetrying {
-        /// `update` or `cancel`.
-        delivery: String,
-        /// A stable error code.
-        code: String,
-        /// The message.
-        message: String,
-        /// When the next attempt is due.
-        retry_in_ms: u64,
-    },
-    /// A poll failed; polling backs off.
-    #[serde(rename_all = "camelCase")]
-    PollFailed {
-        /// A stable error code (`connect`, `http`, …).
-        code: String,
-        /// The message.
-        message: String,
-        /// When the next attempt is due.
-        retry_in_ms: u64,
-    },
-    /// Polling works again after failures.
-    PollRecovered {
-        /// How many polls failed in a row.
-        failures: u32,
-    },
-    /// The task reached a terminal state.
-    TaskFinished {
-        /// completed, failed or cancelled.
-        status: TaskStatus,
-        /// The tool result, when completed.
-        #[serde(skip_serializing_if = "Option::is_none")]
-        #[cfg_attr(feature = "ts", ts(optional, type = "unknown"))]
-        result: Option<Value>,
-        /// The JSON-RPC error, when failed.
-        #[serde(skip_serializing_if = "Option::is_none")]
-        #[cfg_attr(feature = "ts", ts(optional, type = "unknown"))]
-        error: Option<Value>,
-    },
-    /// The task outlived its TTL.
-    #[serde(rename_all = "camelCase")]
-    TaskExpired {
-        /// The TTL it had.
-        ttl_ms: u64,
-    },
-    /// The server no longer knows the task.
-    TaskLost {
-        /// The server's message.
-        message: String,
-    },
-    /// A server's URL, token flag or poll floor changed.
-    ServerUpdated {
-        /// Its name.
-        name: String,
-        /// Its URL now.
-        url: String,
-    },
-    /// A server described itself again.
-    #[serde(rename_all = "camelCase")]
-    ServerDiscovered {
-        /// Its name.
-        name: String,
-        /// Whether it declares the Tasks extension.
-        supports_tasks: bool,
-    },
-    /// The server sent something we did not take as sent (ignored or clamped).
-    ServerDataIgnored {
-        /// What kind of thing.
-        code: String,
-        /// What was sent and what we did.
-        message: String,
-    },
-    /// A server stopped answering.
-    ServerUnreachable {
-        /// Why.
-        message: String,
-    },
-    /// A server answers again.
-    ServerRecovered,
-    /// The engine started and resumed unfinished tasks.
-    EngineStarted {
-        /// How many.
-        resumed: u32,
-    },
+    /// What happened: the ledger's own event, exactly as stored (its TypeScript is generated
+    /// from `EventKind`, so the window's mirror cannot drift).
+    pub fact: EventKind,
 }
 
 /// Reachability of a server as last seen.
@@ -882,23 +677,6 @@ mod tests {
         assert_eq!(
             serde_json::to_value(&v).unwrap(),
             json!({"mode":"form","message":"Go?","requestedSchema":{"type":"object"}})
-        );
-    }
-
-    #[test]
-    fn facts_are_tagged_by_kind_with_camel_case_fields() {
-        let f = Fact::TaskUpdated {
-            status: TaskStatus::InputRequired,
-            previous_status: TaskStatus::Working,
-            status_message: Some("waiting".into()),
-        };
-        assert_eq!(
-            serde_json::to_value(&f).unwrap(),
-            json!({"kind":"task_updated","status":"input_required","previousStatus":"working","statusMessage":"waiting"})
-        );
-        assert_eq!(
-            serde_json::to_value(Fact::CancelAcknowledged).unwrap(),
-            json!({"kind":"cancel_acknowledged"})
         );
     }
 

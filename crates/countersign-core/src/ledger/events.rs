@@ -53,6 +53,7 @@ macro_rules! stored_words {
     ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident => $text:literal),+ $(,)? }) => {
         $(#[$meta])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
         #[serde(rename_all = "snake_case")]
         pub enum $name {
             $($(#[$vmeta])* $variant),+
@@ -133,8 +134,10 @@ stored_words! {
     }
 }
 
-/// What happened: past-tense facts with typed payloads.
+/// What happened: past-tense facts with typed payloads. Stored as this JSON, and sent to the
+/// window as is (with the `ts` feature, ts-rs writes its TypeScript: the UI's `EventKind`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum EventKind {
     /// A server was registered.
@@ -211,6 +214,7 @@ pub enum EventKind {
         /// The input-request key.
         key: String,
         /// The request, verbatim ({method, params}).
+        #[cfg_attr(feature = "ts", ts(type = "unknown"))]
         request: Value,
     },
     /// A person answered (recorded before it is sent).
@@ -220,10 +224,12 @@ pub enum EventKind {
         /// What the person chose.
         action: AnswerAction,
         /// The exact response that is sent.
+        #[cfg_attr(feature = "ts", ts(type = "unknown"))]
         response: Value,
         /// What the person decided, in their terms (absent in events written before it was
         /// recorded).
         #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[cfg_attr(feature = "ts", ts(optional))]
         decision: Option<Decision>,
         /// Who answered.
         by: String,
@@ -288,8 +294,10 @@ pub enum EventKind {
         /// completed, failed or cancelled.
         status: LedgerStatus,
         /// The tool result, when completed.
+        #[cfg_attr(feature = "ts", ts(type = "unknown"))]
         result: Option<Value>,
         /// The JSON-RPC error, when failed.
+        #[cfg_attr(feature = "ts", ts(type = "unknown"))]
         error: Option<Value>,
     },
     /// The task outlived its `ttlMs`: we stop polling (the server may have discarded it).

@@ -11,6 +11,7 @@ use crate::mcp::{self, TaskStatus};
 
 /// A task's status in the ledger: the server's five, plus two only the client can conclude.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "snake_case")]
 pub enum LedgerStatus {
     /// Running.

@@ -19,7 +19,7 @@ use super::wire::{
     ExcludedTool, HeaderParam, InputRequired, Task, Tool, ToolList, META_CLIENT_CAPABILITIES,
     META_CLIENT_INFO, META_PROTOCOL_VERSION, PROTOCOL_VERSION, TASKS_EXTENSION,
 };
-use crate::secret::Sensitive;
+use crate::sensitive::Sensitive;
 
 /// How to reach one server.
 #[derive(Debug, Clone)]

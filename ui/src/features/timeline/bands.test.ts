@@ -1,23 +1,23 @@
 import { describe, expect, it } from "vitest";
 import type { EventView } from "../../bindings/EventView";
-import type { Fact } from "../../bindings/Fact";
+import type { EventKind } from "../../bindings/EventKind";
 import { axis, offset, ticks } from "./bands";
 import { describe as line } from "./describe";
 
 let id = 0;
-const ev = (atMs: number, fact: Fact): EventView => ({ id: ++id, atMs, taskRow: 1, taskId: "t1", via: "poll", fact });
-const form = { mode: "form" as const, message: "Deploy?", requestedSchema: {} };
+const ev = (atMs: number, fact: EventKind): EventView => ({ id: ++id, atMs, taskRow: 1, taskId: "t1", via: "poll", fact });
+const form = { method: "elicitation/create", params: { message: "Deploy?", requestedSchema: {} } };
 
 // A task that works, asks, is answered and completes: the path every approval takes.
 const approval: EventView[] = [
-  ev(1000, { kind: "task_created", taskId: "t1", status: "working", tool: "deploy", origin: "call" }),
-  ev(1400, { kind: "task_updated", status: "input_required", previousStatus: "working", statusMessage: "waiting" }),
+  ev(1000, { kind: "task_created", task_id: "t1", status: "working", tool: "deploy", origin: "call" }),
+  ev(1400, { kind: "task_updated", status: "input_required", previous_status: "working", status_message: "waiting" }),
   ev(1400, { kind: "input_requested", key: "k", request: form }),
   ev(5000, { kind: "input_answered", key: "k", action: "accept", response: { action: "accept", content: { approve: true } }, by: "ada" }),
   ev(5100, { kind: "update_acknowledged", keys: ["k"] }),
-  ev(5600, { kind: "task_updated", status: "working", previousStatus: "input_required", statusMessage: "rolling out" }),
-  ev(6600, { kind: "task_updated", status: "completed", previousStatus: "working" }),
-  ev(6600, { kind: "task_finished", status: "completed", result: { content: [{ type: "text", text: "done" }] } }),
+  ev(5600, { kind: "task_updated", status: "working", previous_status: "input_required", status_message: "rolling out" }),
+  ev(6600, { kind: "task_updated", status: "completed", previous_status: "working", status_message: null }),
+  ev(6600, { kind: "task_finished", status: "completed", result: { content: [{ type: "text", text: "done" }] }, error: null }),
 ];
 
 describe("timeline axis", () => {
@@ -38,8 +38,8 @@ describe("timeline axis", () => {
 
   it("a running task's last band reaches now; errors and retries are marked", () => {
     const running = [
-      ev(0, { kind: "task_created", taskId: "t", status: "working", origin: "call" }),
-      ev(2000, { kind: "poll_failed", code: "connect", message: "refused", retryInMs: 1500 }),
+      ev(0, { kind: "task_created", task_id: "t", status: "working", tool: null, origin: "call" }),
+      ev(2000, { kind: "poll_failed", code: "connect", message: "refused", retry_in_ms: 1500 }),
       ev(4000, { kind: "poll_recovered", failures: 2 }),
     ];
     const a = axis(running, 0, "working", 10_000);
@@ -50,7 +50,7 @@ describe("timeline axis", () => {
 
   it("expired and lost tasks end in a terminal band of their own", () => {
     const a = axis(
-      [ev(0, { kind: "task_created", taskId: "t", status: "working", origin: "adopted" }), ev(3000, { kind: "task_lost", message: "unknown task" })],
+      [ev(0, { kind: "task_created", task_id: "t", status: "working", tool: null, origin: "adopted" }), ev(3000, { kind: "task_lost", message: "unknown task" })],
       0,
       "lost",
       50_000,
@@ -69,7 +69,7 @@ describe("timeline axis", () => {
 
 describe("event lines", () => {
   it("say what happened in words, with server text verbatim", () => {
-    expect(line({ kind: "task_updated", status: "input_required", previousStatus: "working", statusMessage: "<b>x</b>" })).toEqual({
+    expect(line({ kind: "task_updated", status: "input_required", previous_status: "working", status_message: "<b>x</b>" })).toEqual({
       label: "Working → Needs input",
       text: "<b>x</b>",
       tone: "warn",
@@ -77,11 +77,15 @@ describe("event lines", () => {
     expect(line({ kind: "input_answered", key: "k", action: "accept", response: { action: "accept", content: { ok: true } }, by: "ada" }).text).toBe(
       'by ada · {"ok":true}',
     );
-    expect(line({ kind: "task_finished", status: "completed", result: { isError: true, content: [{ type: "text", text: "boom" }] } })).toEqual({
+    expect(line({ kind: "task_finished", status: "completed", result: { isError: true, content: [{ type: "text", text: "boom" }] }, error: null })).toEqual({
       label: "finished: Completed (isError)",
       text: "boom",
       tone: "bad",
     });
-    expect(line({ kind: "task_finished", status: "failed", error: { code: -32603, message: "exploded" } }).text).toBe("-32603 exploded");
+    expect(line({ kind: "task_finished", status: "failed", result: null, error: { code: -32603, message: "exploded" } }).text).toBe("-32603 exploded");
+    expect(line({ kind: "input_requested", key: "k", request: { method: "sampling/createMessage", params: {} } }).text).toBe(
+      "unsupported request sampling/createMessage",
+    );
+    expect(line({ kind: "input_requested", key: "k", request: "nonsense" }).text).toBe("unsupported request unknown");
   });
 });

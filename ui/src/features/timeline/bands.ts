@@ -2,6 +2,7 @@
 // markers for questions, answers, errors and retries, computed from the ledger's events.
 import type { EventView } from "../../bindings/EventView";
 import type { TaskStatus } from "../../bindings/TaskStatus";
+import { questionText } from "./request";
 
 export type Phase = "working" | "input_required" | "terminal";
 
@@ -78,7 +79,7 @@ export function axis(events: readonly EventView[], createdAtMs: number, status: 
         }
         break;
       case "input_requested":
-        markers.push({ at: e.atMs, kind: "question", label: f.request.mode === "unsupported" ? f.request.method : f.request.message });
+        markers.push({ at: e.atMs, kind: "question", label: questionText(f.request) });
         break;
       case "input_answered":
         markers.push({ at: e.atMs, kind: "answer", label: `${f.action} by ${f.by}` });

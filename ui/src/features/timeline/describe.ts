@@ -1,6 +1,7 @@
 // One line per ledger event for the event list: a label, plain text (server text included
 // verbatim: it is rendered as text), and a tone.
-import type { Fact } from "../../bindings/Fact";
+import type { EventKind } from "../../bindings/EventKind";
+import { questionText } from "./request";
 import { STATUS_LABEL } from "../tasks/status";
 
 export type Tone = "info" | "ok" | "warn" | "bad" | "user";
@@ -32,7 +33,7 @@ function firstText(result: unknown): string {
   return "";
 }
 
-export function describe(f: Fact): Line {
+export function describe(f: EventKind): Line {
   switch (f.kind) {
     case "server_added":
       return { label: "server added", text: `${f.name} → ${f.url}`, tone: "user" };
@@ -48,14 +49,14 @@ export function describe(f: Fact): Line {
       return { label: "task created", text: `${STATUS_LABEL[f.status]}${f.tool ? ` · ${f.tool}` : ""}${f.origin === "adopted" ? " (adopted by id)" : ""}`, tone: "info" };
     case "task_updated":
       return {
-        label: f.status === f.previousStatus ? "status message" : `${STATUS_LABEL[f.previousStatus]} → ${STATUS_LABEL[f.status]}`,
-        text: f.statusMessage ?? "",
+        label: f.status === f.previous_status ? "status message" : `${STATUS_LABEL[f.previous_status]} → ${STATUS_LABEL[f.status]}`,
+        text: f.status_message ?? "",
         tone: f.status === "input_required" ? "warn" : "info",
       };
     case "input_requested":
       return {
         label: "question",
-        text: f.request.mode === "unsupported" ? `unsupported request ${f.request.method}` : f.request.message,
+        text: questionText(f.request),
         tone: "warn",
       };
     case "input_answered": {
@@ -79,11 +80,11 @@ export function describe(f: Fact): Line {
     case "delivery_retrying":
       return {
         label: f.delivery === "cancel" ? "cancel retrying" : "answer retrying",
-        text: `${f.message} · retrying in ${(f.retryInMs / 1000).toFixed(1)} s`,
+        text: `${f.message} · retrying in ${(f.retry_in_ms / 1000).toFixed(1)} s`,
         tone: "bad",
       };
     case "poll_failed":
-      return { label: `poll failed (${f.code})`, text: `${f.message} · retrying in ${(f.retryInMs / 1000).toFixed(1)} s`, tone: "bad" };
+      return { label: `poll failed (${f.code})`, text: `${f.message} · retrying in ${(f.retry_in_ms / 1000).toFixed(1)} s`, tone: "bad" };
     case "poll_recovered":
       return { label: "polling recovered", text: `after ${f.failures} failed poll(s)`, tone: "ok" };
     case "task_finished": {
@@ -93,13 +94,13 @@ export function describe(f: Fact): Line {
       return { label: `finished: ${STATUS_LABEL[f.status]}${isError ? " (isError)" : ""}`, text, tone: f.status === "completed" && !isError ? "ok" : "bad" };
     }
     case "task_expired":
-      return { label: "expired", text: `outlived its TTL of ${Math.round(f.ttlMs / 1000)} s`, tone: "bad" };
+      return { label: "expired", text: `outlived its TTL of ${Math.round(f.ttl_ms / 1000)} s`, tone: "bad" };
     case "task_lost":
       return { label: "lost", text: f.message, tone: "bad" };
     case "server_updated":
       return { label: "server updated", text: `${f.name} → ${f.url}`, tone: "user" };
     case "server_discovered":
-      return { label: "server described itself", text: `${f.name}${f.supportsTasks ? "" : " (no tasks extension)"}`, tone: "info" };
+      return { label: "server described itself", text: `${f.name}${f.supports_tasks ? "" : " (no tasks extension)"}`, tone: "info" };
     case "server_data_ignored":
       return { label: "server sent an unusable value", text: f.message, tone: "bad" };
     case "server_unreachable":

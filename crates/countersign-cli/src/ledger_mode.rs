@@ -19,10 +19,10 @@ use countersign_core::ledger::servers::ServerRecord;
 use countersign_core::ledger::tasks::{self, Filter, LedgerStatus, TaskRecord};
 use countersign_core::ledger::{self, Ledger};
 use countersign_core::mcp::{self, ToolCall};
-use countersign_core::secret::Sensitive;
+use countersign_core::sensitive::Sensitive;
 use serde_json::{json, Map, Value};
 
-use crate::follow::AnswerPolicy;
+use crate::direct::AnswerPolicy;
 use crate::terminal::{self, say, tell};
 use crate::{
     CliError, Global, EXIT_CANCELLED, EXIT_COMPLETED, EXIT_FAILED, EXIT_INPUT_NEEDED,
@@ -632,7 +632,7 @@ pub(crate) async fn call(
     let record = loop {
         match step {
             CallStep::Complete(result) => {
-                return Ok(crate::follow::report_complete(&result, json_out))
+                return Ok(crate::direct::report_complete(&result, json_out))
             }
             CallStep::Questions { call_id, question } => {
                 let mut responses = Map::new();
@@ -721,7 +721,7 @@ async fn follow(
                     let response = match policy.automatic(&parsed) {
                         Some(r) => r,
                         None if std::io::stdin().is_terminal() => {
-                            crate::follow::ask_one(&record.server, &parsed)?
+                            crate::direct::ask_one(&record.server, &parsed)?
                         }
                         None => {
                             if json_out {
