@@ -447,6 +447,10 @@ async fn an_unreachable_server_exits_69() {
     let got = run(&["call", &url, "quick_echo", r#"{"text":"hi"}"#]).await;
     got.assert_code(69);
     assert!(got.stderr.starts_with("error: cannot connect to"), "{got}");
+    assert!(
+        got.stderr.contains("Nothing is listening at 127.0.0.1:"),
+        "the plain sentence and what to do follow the transport's words: {got}"
+    );
 }
 
 // ------------------------------------------------------------------ against `demo-server`

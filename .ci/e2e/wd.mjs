@@ -1,7 +1,13 @@
 // A small W3C WebDriver client for tauri-driver (no client library), plus what the E2E and the
 // measurements share: waiting, screenshots of the X screen, and the notification log.
 import { execFileSync, spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { createInterface } from "node:readline";
+
+/** axe-core, pinned in ui/package.json (devDependencies), injected into the page as a script. */
+const AXE_SOURCE = join(import.meta.dirname, "../../ui/node_modules/axe-core/axe.min.js");
+let axeSource;
 
 const DRIVER = process.env.TAURI_DRIVER_URL ?? "http://127.0.0.1:4444";
 const ELEMENT = "element-6066-11e4-a52e-4f735466cecf";
@@ -89,6 +95,57 @@ export class App {
   /** Presses keys as the user would on the page (the app's shortcuts listen on the window). */
   async keys(value) {
     await wd("POST", this.path(`/element/${await this.find("body")}/value`), { text: value });
+  }
+
+  /**
+   * Presses keys on whatever has focus, as a keyboard would (WebDriver actions, not "send keys
+   * to an element", which would move focus first). Names: Enter, Escape, Tab, or one character.
+   */
+  async press(...names) {
+    const codes = { Enter: "\uE007", Escape: "\uE00C", Tab: "\uE004", ShiftTab: null };
+    const actions = [];
+    for (const n of names) {
+      const value = codes[n] ?? n;
+      actions.push({ type: "keyDown", value }, { type: "keyUp", value });
+    }
+    await wd("POST", this.path("/actions"), { actions: [{ type: "key", id: "keyboard", actions }] });
+    await wd("DELETE", this.path("/actions")).catch(() => {});
+  }
+
+  /**
+   * Runs axe-core on the page as it is now (WCAG 2.0-2.2 A/AA and best practices) and returns the
+   * violations by impact with the rule ids, e.g. { critical: 0, serious: 1, moderate: 0, minor: 0,
+   * rules: ["color-contrast (serious) x3"] }.
+   */
+  async axe() {
+    axeSource ??= readFileSync(AXE_SOURCE, "utf8");
+    if (!(await this.js(`return typeof window.axe === "object";`))) {
+      await this.js(`${axeSource}\n;window.axe = window.axe ?? axe; return true;`);
+    }
+    const result = await this.js(`return window.axe
+      .run(document, { resultTypes: ["violations"], runOnly: { type: "tag", values: ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "wcag22aa", "best-practice"] } })
+      .then((r) => r.violations.map((v) => ({ id: v.id, impact: v.impact, nodes: v.nodes.length, where: v.nodes.slice(0, 2).map((n) => n.target.join(" ")) })));`);
+    const counts = { critical: 0, serious: 0, moderate: 0, minor: 0, rules: [] };
+    for (const v of result) {
+      counts[v.impact ?? "minor"] += 1;
+      counts.rules.push(`${v.id} (${v.impact}) x${v.nodes}: ${v.where.join(", ")}`);
+    }
+    return counts;
+  }
+
+  /** The window's size in CSS pixels; `setSize` resizes it (WebDriver Set Window Rect). */
+  async size() {
+    return wd("GET", this.path("/window/rect"));
+  }
+  async setSize(width, height) {
+    return wd("POST", this.path("/window/rect"), { width, height });
+  }
+
+  /** What has focus: its data-testid, id, aria-label or tag, for focus assertions. */
+  async focused() {
+    return this.js(`const el = document.activeElement;
+      if (!el || el === document.body) return "body";
+      return el.dataset.testid ?? (el.id || el.getAttribute("aria-label") || el.tagName.toLowerCase());`);
   }
 
   /** Runs a script in the page; `args` are passed as `arguments`. */

@@ -397,6 +397,12 @@ fn main() -> ExitCode {
                 );
             }
             tell!("error: {e}");
+            // A server that could not be reached or spoke wrongly: the same plain sentence and
+            // advice as the app's server form.
+            if let CliError::Mcp(m) = &e {
+                let d = countersign_core::diagnosis::diagnose(m.url(), m);
+                tell!("  {} {}", d.summary, d.advice);
+            }
             ExitCode::from(e.exit_code())
         }
     }

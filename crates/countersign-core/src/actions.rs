@@ -319,6 +319,9 @@ pub async fn answer(
                 )));
             }
             let question = inputs::answer(ctx.conn, task, &key, &response, &actor)?;
+            // The person's choice in their terms, next to the exact response: `accept` with
+            // `approve: false` is a denial, and the record must say so.
+            let decision = crate::decision::decide(&question.request, &response);
             audit::record(
                 ctx.conn,
                 NewAudit {
@@ -330,6 +333,7 @@ pub async fn answer(
                     detail: json!({
                         "question": question.request,
                         "response": response,
+                        "decision": decision.map(crate::decision::Decision::as_str),
                         "waited_ms": now_ms().saturating_sub(question.requested_at),
                         "tool": record.tool,
                     }),
@@ -346,6 +350,7 @@ pub async fn answer(
                     key,
                     action,
                     response,
+                    decision,
                     by: actor,
                 },
             })?;
@@ -484,6 +489,22 @@ pub async fn update_server(
         .await?)
 }
 
+/// Records that a server could not be reached when a person checked it, so it shows as
+/// unreachable (not "unknown") until something reaches it again.
+pub async fn record_unreachable(ledger: &Ledger, id: i64, message: String) -> Result<()> {
+    Ok(ledger
+        .write(move |ctx| {
+            ctx.append(NewEvent {
+                task: None,
+                server_id: Some(id),
+                via: Via::User,
+                kind: EventKind::ServerUnreachable { message },
+            })?;
+            Ok(())
+        })
+        .await?)
+}
+
 /// Records what `server/discover` said about a registered server.
 pub async fn record_discovery(
     ledger: &Ledger,
@@ -539,4 +560,122 @@ pub async fn remove_server(ledger: &Ledger, id: i64, actor: &str) -> Result<()> 
         })
         .await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decision::Decision;
+    use crate::ledger::{events, servers};
+    use crate::mcp;
+
+    fn scratch() -> std::path::PathBuf {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        std::env::temp_dir().join(format!(
+            "countersign-actions-{}-{nanos}",
+            std::process::id()
+        ))
+    }
+
+    /// The demo server's deployment question, as the ledger stores it.
+    fn deploy_question() -> Value {
+        json!({"method": "elicitation/create", "params": {"mode": "form",
+            "message": "Approve deployment of 'billing-api'?",
+            "requestedSchema": {"type": "object", "properties": {
+                "approve": {"type": "boolean", "title": "Approve"},
+                "reason": {"type": "string", "title": "Reason"}}, "required": ["approve"]}}})
+    }
+
+    #[tokio::test]
+    async fn accepting_the_deployment_with_approve_false_is_recorded_as_denied_everywhere() {
+        let dir = scratch();
+        let ledger = Ledger::open(&dir).expect("ledger");
+        let (task, other) = ledger
+            .write(|ctx| {
+                let s = servers::add(ctx.conn, "demo", "http://127.0.0.1:1/mcp", false)?;
+                let handle = |id: &str| {
+                    mcp::Task::parse_handle(&json!({"taskId": id, "status": "input_required"}))
+                        .expect("handle")
+                };
+                let a = tasks::insert(
+                    ctx.conn,
+                    s.id,
+                    &handle("a"),
+                    Some("deploy_service"),
+                    None,
+                    "call",
+                )?;
+                let b = tasks::insert(
+                    ctx.conn,
+                    s.id,
+                    &handle("b"),
+                    Some("deploy_service"),
+                    None,
+                    "call",
+                )?;
+                inputs::record(ctx.conn, a.id, "approval", &deploy_question())?;
+                inputs::record(ctx.conn, b.id, "approval", &deploy_question())?;
+                Ok((a.id, b.id))
+            })
+            .await
+            .expect("setup");
+
+        let sent =
+            json!({"action": "accept", "content": {"approve": false, "reason": "not today"}});
+        answer(&ledger, task, "approval", sent.clone(), "ada")
+            .await
+            .expect("answer");
+        answer(
+            &ledger,
+            other,
+            "approval",
+            json!({"action": "accept", "content": {"approve": true}}),
+            "ada",
+        )
+        .await
+        .expect("answer");
+        cancel(&ledger, other, "ada").await.expect("cancel");
+
+        let (log, timeline, summaries) = ledger
+            .read(|c| {
+                Ok((
+                    audit::list(c)?,
+                    events::for_task(c, task)?,
+                    tasks::summaries(c, None)?,
+                ))
+            })
+            .expect("read");
+        let entry = log
+            .iter()
+            .find(|r| r.task_id.as_deref() == Some("a"))
+            .expect("audited");
+        assert_eq!(
+            entry.action, "answer_accept",
+            "the elicitation action as sent"
+        );
+        assert_eq!(entry.detail["response"], sent, "the exact response sent");
+        assert_eq!(
+            entry.detail["decision"], "denied",
+            "accept with approve:false is a denial in the person's terms"
+        );
+        let answered = timeline
+            .iter()
+            .find_map(|e| match &e.kind {
+                EventKind::InputAnswered { decision, .. } => Some(*decision),
+                _ => None,
+            })
+            .expect("input_answered event");
+        assert_eq!(answered, Some(Decision::Denied));
+        let a = summaries.iter().find(|t| t.id == task).expect("task a");
+        assert_eq!(a.last_decision, Some(Decision::Denied));
+        assert!(!a.cancel_requested);
+        let b = summaries.iter().find(|t| t.id == other).expect("task b");
+        assert_eq!(b.last_decision, Some(Decision::Approved));
+        assert!(b.cancel_requested, "cancelling is the person's act too");
+        ledger.close();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

@@ -123,7 +123,14 @@ impl Error {
 
 impl From<Error> for CommandError {
     fn from(e: Error) -> Self {
-        CommandError::new(e.code(), e.to_string())
+        let diagnosis = match &e {
+            Error::Server(server) => Some(crate::diagnosis::diagnose(server.url(), server)),
+            _ => None,
+        };
+        CommandError {
+            diagnosis,
+            ..CommandError::new(e.code(), e.to_string())
+        }
     }
 }
 
@@ -746,7 +753,17 @@ impl Console {
     /// Asks `server/discover` again and records what it says.
     pub async fn check_server(&self, id: i64) -> Result<ServerRecord> {
         let server = self.server(id).await?;
-        let discovery = self.client(&server).await?.discover().await?;
+        let discovery = match self.client(&server).await?.discover().await {
+            Ok(discovery) => discovery,
+            Err(e) => {
+                // A server that cannot be reached shows as unreachable, not "unknown" (a server
+                // added anyway has no tasks, so the engine would never say so).
+                if e.class() == mcp::ErrorClass::Transient {
+                    actions::record_unreachable(&self.ledger, id, e.to_string()).await?;
+                }
+                return Err(e.into());
+            }
+        };
         actions::record_discovery(&self.ledger, id, &discovery).await?;
         self.server(id).await
     }

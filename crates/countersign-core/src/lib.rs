@@ -9,6 +9,8 @@
 //! - [`tracking`]: a new task state turned into timeline events and question records;
 //! - [`engine`]: the loop that resumes, observes and delivers; one per ledger;
 //! - [`actions`]: what a person does (call, answer, cancel, adopt), recorded before it is sent;
+//! - [`decision`]: an answer in a person's terms (approved, denied, declined, …);
+//! - [`diagnosis`]: why a server could not be reached or checked, as a sentence and what to do;
 //! - [`console`]: the one facade every face uses (ledger, engine here or elsewhere, tokens,
 //!   validated actions, the MRTR registry) and the views they share ([`console::view`]);
 //! - [`notice`]: what a person is told outside the window (notification text, a link's host);
@@ -24,6 +26,8 @@
 
 pub mod actions;
 pub mod console;
+pub mod decision;
+pub mod diagnosis;
 pub mod engine;
 pub mod ledger;
 pub mod mcp;

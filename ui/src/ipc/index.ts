@@ -3,6 +3,7 @@
 import { invoke } from "@tauri-apps/api/core";
 import { listen as tauriListen, type UnlistenFn } from "@tauri-apps/api/event";
 import type { CommandError } from "../bindings/CommandError";
+import type { Diagnosis } from "../bindings/Diagnosis";
 import type { Commands, Events } from "../bindings/Contract";
 import type { ErrorCode } from "../bindings/ErrorCode";
 
@@ -29,11 +30,19 @@ const ERROR_CODES: readonly ErrorCode[] = [
 ];
 
 /** Normalises whatever a rejected invoke carries into `{ code, message }`. */
+function isDiagnosis(d: unknown): d is Diagnosis {
+  if (typeof d !== "object" || d === null) return false;
+  const x = d as Record<string, unknown>;
+  return typeof x.summary === "string" && typeof x.advice === "string" && typeof x.detail === "string" && typeof x.addAnyway === "boolean";
+}
+
 export function toCommandError(e: unknown): CommandError {
   if (typeof e === "object" && e !== null && "code" in e && "message" in e) {
-    const { code, message } = e as { code: unknown; message: unknown };
+    const { code, message, diagnosis } = e as { code: unknown; message: unknown; diagnosis?: unknown };
     if (typeof code === "string" && (ERROR_CODES as readonly string[]).includes(code)) {
-      return { code: code as ErrorCode, message: String(message) };
+      const out: CommandError = { code: code as ErrorCode, message: String(message) };
+      if (isDiagnosis(diagnosis)) out.diagnosis = diagnosis;
+      return out;
     }
   }
   return { code: "internal", message: e instanceof Error ? e.message : String(e) };

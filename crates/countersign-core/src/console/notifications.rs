@@ -3,8 +3,6 @@
 //! from [`crate::notice`]: truncated, a link's host first; escaped for daemons that render
 //! markup), and which questions one click can answer ([`single_confirmation`]).
 
-use serde_json::Value;
-
 use super::view::{InputKind, InputRequestView};
 use crate::notice::{form_body, link_body};
 
@@ -121,18 +119,7 @@ pub fn single_confirmation(kind: &InputKind) -> Option<String> {
     else {
         return None;
     };
-    let props = requested_schema.get("properties")?.as_object()?;
-    let required: Vec<&str> = requested_schema
-        .get("required")?
-        .as_array()?
-        .iter()
-        .filter_map(Value::as_str)
-        .collect();
-    let [only] = required.as_slice() else {
-        return None;
-    };
-    let prop = props.get(*only)?;
-    (prop.get("type")?.as_str()? == "boolean").then(|| (*only).to_owned())
+    crate::decision::confirmation_field(requested_schema)
 }
 
 #[cfg(test)]
@@ -141,7 +128,7 @@ mod tests {
     use crate::notice::BODY_MAX_CHARS;
     use serde_json::json;
 
-    fn form(schema: Value) -> InputKind {
+    fn form(schema: serde_json::Value) -> InputKind {
         InputKind::Form {
             message: "Approve deployment of 'billing-api'?".into(),
             requested_schema: schema,

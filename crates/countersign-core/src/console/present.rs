@@ -44,6 +44,8 @@ pub fn task(t: &TaskSummary) -> TaskView {
         ttl_ms: t.ttl_ms,
         pending_inputs: t.pending_inputs,
         poll_error: t.poll_error.clone(),
+        last_decision: t.last_decision,
+        cancelled_by_you: t.cancel_requested,
     }
 }
 
@@ -240,6 +242,10 @@ pub fn audit(r: &AuditRecord) -> AuditEntry {
             .cloned()
             .or_else(|| d.get("inputResponses").cloned()),
         waited_ms: d.get("waited_ms").and_then(Value::as_i64),
+        decision: d
+            .get("decision")
+            .and_then(Value::as_str)
+            .and_then(crate::decision::Decision::parse),
         detail: d.clone(),
     }
 }
@@ -283,7 +289,7 @@ mod tests {
             task_id: Some("t1".into()),
             input_key: Some("approval".into()),
             detail: json!({"question":{"method":"elicitation/create","params":{"message":"Deploy?"}},
-                "response":{"action":"accept","content":{"approve":true}},"waited_ms":4200,"tool":"deploy"}),
+                "response":{"action":"accept","content":{"approve":true}},"decision":"approved","waited_ms":4200,"tool":"deploy"}),
         };
         let e = audit(&r);
         assert_eq!(e.question.as_deref(), Some("Deploy?"));
@@ -292,5 +298,6 @@ mod tests {
             Some(json!({"action":"accept","content":{"approve":true}}))
         );
         assert_eq!(e.waited_ms, Some(4200));
+        assert_eq!(e.decision, Some(crate::decision::Decision::Approved));
     }
 }

@@ -5,6 +5,8 @@
 //! ever carries a secret: the only token-carrying types ([`ServerAddRequest`],
 //! [`ServerUpdateRequest`]) are requests, deserialise-only, and redact themselves in `Debug`.
 
+pub use crate::decision::Decision;
+pub use crate::diagnosis::Diagnosis;
 use crate::ledger::events::EventKind;
 use crate::sensitive::Sensitive;
 use serde::{Deserialize, Deserializer, Serialize};
@@ -41,6 +43,10 @@ pub struct CommandError {
     pub code: ErrorCode,
     /// Human-readable, already safe to show as text.
     pub message: String,
+    /// For failures talking to a server: what is wrong and what to do, in plain words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub diagnosis: Option<Diagnosis>,
 }
 
 impl CommandError {
@@ -49,6 +55,7 @@ impl CommandError {
         Self {
             code,
             message: message.into(),
+            diagnosis: None,
         }
     }
 }
@@ -229,6 +236,12 @@ pub struct TaskView {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "ts", ts(optional))]
     pub poll_error: Option<String>,
+    /// The person's last decision on this task's questions ("Completed · denied by you").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub last_decision: Option<Decision>,
+    /// A person asked for this task to be cancelled.
+    pub cancelled_by_you: bool,
 }
 
 /// Where a question stands.
@@ -580,6 +593,11 @@ pub struct AuditEntry {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "ts", ts(optional))]
     pub waited_ms: Option<i64>,
+    /// What the person decided, for answers ("approved", "denied", "declined", …); "cancelled the
+    /// task" is `action == "cancel"`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub decision: Option<Decision>,
     /// Everything recorded, verbatim.
     #[cfg_attr(feature = "ts", ts(type = "unknown"))]
     pub detail: Value,

@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use super::tasks::LedgerStatus;
 use super::{now_ms, Error, Result};
+use crate::decision::Decision;
 
 /// How the fact reached us.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -225,6 +226,11 @@ pub enum EventKind {
         /// The exact response that is sent.
         #[cfg_attr(feature = "ts", ts(type = "unknown"))]
         response: Value,
+        /// What the person decided, in their terms (absent in events written before it was
+        /// recorded).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[cfg_attr(feature = "ts", ts(optional))]
+        decision: Option<Decision>,
         /// Who answered.
         by: String,
     },
@@ -605,9 +611,10 @@ mod tests {
                     key: "k".into(),
                     action: AnswerAction::Decline,
                     response: json!({"action": "decline"}),
+                    decision: Some(Decision::Declined),
                     by: "me".into(),
                 },
-                json!({"kind": "input_answered", "key": "k", "action": "decline", "response": {"action": "decline"}, "by": "me"}),
+                json!({"kind": "input_answered", "key": "k", "action": "decline", "response": {"action": "decline"}, "decision": "declined", "by": "me"}),
             ),
             (
                 EventKind::DeliveryRetrying {

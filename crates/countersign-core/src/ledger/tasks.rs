@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::{now_ms, Error, Result};
+use crate::decision::Decision;
 use crate::mcp::{self, TaskStatus};
 
 /// A task's status in the ledger: the server's five, plus two only the client can conclude.
@@ -403,11 +404,18 @@ pub struct TaskSummary {
     pub poll_error: Option<String>,
     /// Questions of this task waiting for a person.
     pub pending_inputs: u32,
+    /// The person's last decision on its questions (from the `input_answered` events).
+    pub last_decision: Option<Decision>,
+    /// A person asked for it to be cancelled.
+    pub cancel_requested: bool,
 }
 
 const SUMMARY: &str = "SELECT t.id, t.server_id, s.name, t.task_id, t.tool, t.origin, t.status,
         t.status_message, t.ttl_ms, t.created_at, t.updated_at, t.finished_at, t.poll_error,
-        (SELECT COUNT(*) FROM inputs i WHERE i.task = t.id AND i.state = 'pending')
+        (SELECT COUNT(*) FROM inputs i WHERE i.task = t.id AND i.state = 'pending'),
+        (SELECT json_extract(e.data, '$.decision') FROM events e
+            WHERE e.task = t.id AND e.kind = 'input_answered' ORDER BY e.id DESC LIMIT 1),
+        EXISTS (SELECT 1 FROM events e WHERE e.task = t.id AND e.kind = 'cancel_requested')
      FROM tasks t JOIN servers s ON s.id = t.server_id";
 
 fn summary_from_row(row: &Row<'_>) -> rusqlite::Result<TaskSummary> {
@@ -427,6 +435,13 @@ fn summary_from_row(row: &Row<'_>) -> rusqlite::Result<TaskSummary> {
         finished_at: row.get(11)?,
         poll_error: row.get(12)?,
         pending_inputs: row.get::<_, i64>(13)?.clamp(0, u32::MAX as i64) as u32,
+        // An unknown spelling (a newer version's word) shows as no decision rather than failing
+        // the whole list.
+        last_decision: row
+            .get::<_, Option<String>>(14)?
+            .as_deref()
+            .and_then(Decision::parse),
+        cancel_requested: row.get(15)?,
     })
 }
 

@@ -192,6 +192,18 @@ pub enum ErrorClass {
 }
 
 impl Error {
+    /// The endpoint, for the failures that carry it (the transport's).
+    pub fn url(&self) -> Option<&str> {
+        match self {
+            Self::InvalidUrl { url, .. }
+            | Self::Connect { url, .. }
+            | Self::Tls { url, .. }
+            | Self::Timeout { url, .. }
+            | Self::Transport { url, .. } => Some(url),
+            _ => None,
+        }
+    }
+
     /// How an engine should treat this error.
     pub fn class(&self) -> ErrorClass {
         match self {

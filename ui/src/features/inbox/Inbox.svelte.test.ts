@@ -62,8 +62,8 @@ describe("Inbox keyboard", () => {
   let destroy: (() => void) | undefined;
   afterEach(() => destroy?.());
 
-  it("moves with j/k, approves with a (review, then send), declines with d", async () => {
-    const { r, props, sent, server } = setup([confirm(1, "alpha"), confirm(2, "beta"), confirm(3, "gamma")]);
+  it("moves with j/k; a, n and d each ask once and act on the second press", async () => {
+    const { r, props, sent, server } = setup([confirm(1, "alpha"), confirm(2, "beta"), confirm(3, "gamma"), confirm(4, "delta")]);
     destroy = r.destroy;
     expect(server()).toBe("alpha");
     press("j");
@@ -72,21 +72,45 @@ describe("Inbox keyboard", () => {
     expect(server()).toBe("alpha");
 
     press("a");
-    expect(r.target.querySelector(".review"), "first a opens the review").not.toBeNull();
+    expect(r.target.querySelector('[data-testid="armed"]'), "first a asks").not.toBeNull();
     expect(sent).toEqual([]);
     press("a");
     await settle();
     expect(sent).toEqual([[1, { action: "accept", content: { ok: true } }]]);
     expect(props.selectedRow, "the next request is selected after answering").toBe(2);
+    expect(r.target.querySelector('[data-testid="announce"]')?.textContent).toMatch(/^Approved: answer sent\. Next: beta\./);
+    expect(document.activeElement?.id, "focus moves to the next question's first field").toBe("f-why");
 
+    (document.activeElement as HTMLElement).blur();
+    press("n");
+    expect(sent.length).toBe(1);
+    press("n");
+    await settle();
+    expect(sent[1]).toEqual([2, { action: "accept", content: { ok: false } }]);
+    expect(r.target.querySelector('[data-testid="announce"]')?.textContent).toMatch(/^Denied/);
+
+    (document.activeElement as HTMLElement).blur();
     press("d");
     await settle();
-    expect(sent[1]).toEqual([2, { action: "decline" }]);
+    expect(sent.length, "one d sends nothing").toBe(2);
+    press("d");
+    await settle();
+    expect(sent[2]).toEqual([3, { action: "decline" }]);
 
     press("?");
+    await settle();
     expect(r.target.querySelector('[role="dialog"]')).not.toBeNull();
+    expect(r.target.querySelector('[role="dialog"]')?.contains(document.activeElement), "the help dialog takes focus").toBe(true);
     press("Escape");
     expect(r.target.querySelector('[role="dialog"]')).toBeNull();
+  });
+
+  it("the last answer moves focus to the inbox list", async () => {
+    const { r } = setup([confirm(1, "alpha")]);
+    destroy = r.destroy;
+    (r.target.querySelector('[data-testid="deny"]') as HTMLElement).click();
+    await settle();
+    expect(document.activeElement?.getAttribute("aria-label")).toBe("Waiting for you");
   });
 
   it("shows how long a question waited and the TTL left", () => {
@@ -96,28 +120,40 @@ describe("Inbox keyboard", () => {
     expect(r.target.querySelector('[data-testid="ttl"]')?.textContent?.trim()).toMatch(/^TTL (9|10) min left$/);
   });
 
-  it("cancels the task on a second Esc, and only then", async () => {
+  it("Esc asks whether to cancel the whole task; only the Cancel the task button does it", async () => {
     const { r, cancelled } = setup([confirm(7, "alpha")]);
     destroy = r.destroy;
     press("a");
     press("Escape");
-    expect(r.target.querySelector(".review"), "Esc first steps back from the review").toBeNull();
+    expect(r.target.querySelector('[data-testid="armed"]'), "Esc first steps back from the pending approve").toBeNull();
     expect(r.target.querySelector('[data-testid="confirm-cancel"]')).toBeNull();
     press("Escape");
     expect(r.target.querySelector('[data-testid="confirm-cancel"]')?.textContent).toContain("t-7");
-    expect(cancelled).toEqual([]);
+    await settle();
+    expect(document.activeElement?.getAttribute("data-testid"), "focus lands on the safe choice").toBe("cancel-task-keep");
     press("Escape");
+    await settle();
+    expect(cancelled, "a second Esc keeps the task").toEqual([]);
+    expect(r.target.querySelector('[data-testid="confirm-cancel"]')).toBeNull();
+
+    press("Escape");
+    await settle();
+    (r.target.querySelector('[data-testid="cancel-task-confirm"]') as HTMLElement).click();
     await settle();
     expect(cancelled).toEqual([7]);
+    expect(r.target.querySelector('[data-testid="announce"]')?.textContent).toBe("Task cancellation requested");
   });
 
-  it("keeps the task when another key follows the first Esc", async () => {
-    const { r, cancelled } = setup([confirm(7, "alpha")]);
+  it("keys other than Esc do nothing while the cancel question is open", async () => {
+    const { r, cancelled, sent } = setup([confirm(7, "alpha")]);
     destroy = r.destroy;
     press("Escape");
-    press("j");
-    press("Escape");
+    press("a");
+    press("a");
+    press("d");
+    press("d");
     await settle();
     expect(cancelled).toEqual([]);
+    expect(sent).toEqual([]);
   });
 });

@@ -6,9 +6,9 @@ const k = (key: string, mods: Partial<{ ctrlKey: boolean; metaKey: boolean; altK
 });
 
 describe("inboxAction", () => {
-  it("maps j/k, Enter, a, d, Esc and ?", () => {
-    expect(["j", "k", "Enter", "a", "d", "Escape", "?", "ArrowDown", "ArrowUp"].map((x) => inboxAction(k(x), false))).toEqual([
-      "next", "prev", "open", "accept", "decline", "back", "help", "next", "prev",
+  it("maps j/k, Enter, a, n, d, Esc and ?", () => {
+    expect(["j", "k", "Enter", "a", "n", "d", "Escape", "?", "ArrowDown", "ArrowUp"].map((x) => inboxAction(k(x), false))).toEqual([
+      "next", "prev", "open", "accept", "deny", "decline", "back", "help", "next", "prev",
     ]);
   });
 

@@ -1,8 +1,10 @@
-// Keyboard-first inbox: j/k move, Enter opens the form, a approves (review, then send),
-// d declines, Esc steps back and, with nothing left to step back from, cancels the task (after
-// a second Esc), ? toggles help. Keys typed into a text field are left alone, except Esc.
+// Keyboard-first inbox: j/k move, Enter opens the form, a approves and n denies an approval
+// question (each asks for the same key again before sending), a reviews then sends other forms,
+// d declines the question (after a second d), Esc steps back and, with nothing left to step back
+// from, asks whether to cancel the whole task (a button confirms; Esc again keeps it), ? toggles
+// help. Keys typed into a text field are left alone, except Esc.
 
-export type InboxAction = "next" | "prev" | "open" | "accept" | "decline" | "back" | "help";
+export type InboxAction = "next" | "prev" | "open" | "accept" | "deny" | "decline" | "back" | "help";
 
 export function inboxAction(e: Pick<KeyboardEvent, "key" | "ctrlKey" | "metaKey" | "altKey">, typing: boolean): InboxAction | undefined {
   if (e.ctrlKey || e.metaKey || e.altKey) return undefined;
@@ -19,6 +21,8 @@ export function inboxAction(e: Pick<KeyboardEvent, "key" | "ctrlKey" | "metaKey"
       return "open";
     case "a":
       return "accept";
+    case "n":
+      return "deny";
     case "d":
       return "decline";
     case "?":
@@ -32,8 +36,9 @@ export const INBOX_KEYS: readonly [string, string][] = [
   ["j / ↓", "next request"],
   ["k / ↑", "previous request"],
   ["Enter", "open the form (focus first field)"],
-  ["a", "approve: review the answer (a yes/no is set to yes); press again to send"],
-  ["d", "decline"],
-  ["Esc", "back: leave the field, the review, or this help; otherwise cancel the task (Esc again confirms)"],
+  ["a", "Approve (press again to send); on other forms: review the answer, press again to send"],
+  ["n", "Deny an approval question (press again to send)"],
+  ["d", "Decline this question (press again to confirm); the task goes on"],
+  ["Esc", "back: leave the field, the review, or this help; otherwise ask whether to cancel the whole task"],
   ["?", "show or hide this help"],
 ];

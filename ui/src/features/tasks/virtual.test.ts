@@ -19,6 +19,7 @@ function tasks(n: number): TaskView[] {
     createdAtMs: Date.UTC(2026, 11, 2, 9),
     updatedAtMs: Date.UTC(2026, 11, 2, 9),
     pendingInputs: 0,
+    cancelledByYou: false,
   }));
 }
 

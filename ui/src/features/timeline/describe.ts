@@ -61,7 +61,9 @@ export function describe(f: EventKind): Line {
       };
     case "input_answered": {
       const content = (f.response as { content?: unknown } | null)?.content;
-      return { label: `answered: ${f.action}`, text: `by ${f.by}${content !== undefined ? ` · ${compact(content)}` : ""}`, tone: "user" };
+      // The decision in the person's words first, then the exact elicitation action and content.
+      const said = f.decision ? `${f.decision} (answered: ${f.action})` : `answered: ${f.action}`;
+      return { label: said, text: `by ${f.by}${content !== undefined ? ` · ${compact(content)}` : ""}`, tone: "user" };
     }
     case "input_superseded":
       return { label: "question withdrawn", text: `the server no longer asks ${f.key}`, tone: "info" };
@@ -70,7 +72,7 @@ export function describe(f: EventKind): Line {
     case "update_failed":
       return { label: "answer refused", text: f.message, tone: "bad" };
     case "cancel_requested":
-      return { label: "cancel requested", text: `by ${f.by}`, tone: "user" };
+      return { label: "cancelled the task", text: `by ${f.by} (cancel requested)`, tone: "user" };
     case "cancel_acknowledged":
       return { label: "cancel delivered", text: "tasks/cancel acknowledged", tone: "ok" };
     case "cancel_failed":

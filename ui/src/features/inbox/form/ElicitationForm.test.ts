@@ -97,16 +97,28 @@ describe("ElicitationForm", () => {
     expect((q("#f-owner") as HTMLInputElement).value, "edits survive the round trip").toBe("ops@example.com");
   });
 
-  it("declines and cancels without validating", async () => {
+  it("declines without validating, and offers no ambiguous Cancel", async () => {
     const a = setup();
-    click(buttonByText(a.target, "Decline"));
+    click(buttonByText(a.target, "Decline this question"));
     await settle();
     expect(a.answers).toEqual([{ action: "decline" }]);
-    a.destroy();
-    const b = setup();
-    click(buttonByText(b.target, "Cancel"));
+    const labels = [...a.target.querySelectorAll("button")].map((b) => b.textContent?.trim());
+    expect(labels.some((l) => /^Cancel/.test(l ?? "")), `"Cancel" beside "Decline" is easy to mix up with cancelling the task: ${labels}`).toBe(false);
+  });
+
+  it("d asks before declining: one key press sends nothing, the same key again declines", async () => {
+    const { instance, target, answers } = setup();
+    (instance as unknown as { decline(): void }).decline();
     await settle();
-    expect(b.answers).toEqual([{ action: "cancel" }]);
+    expect(answers).toEqual([]);
+    expect(target.querySelector('[data-testid="armed"]')?.textContent).toMatch(/Decline this question/);
+    (instance as unknown as { back(): void }).back();
+    await settle();
+    expect(target.querySelector('[data-testid="armed"]'), "Esc steps back from the question").toBeNull();
+    (instance as unknown as { decline(): void }).decline();
+    (instance as unknown as { decline(): void }).decline();
+    await settle();
+    expect(answers).toEqual([{ action: "decline" }]);
   });
 
   it("enforces maxItems on multi-select", () => {
@@ -139,7 +151,7 @@ describe("ElicitationForm", () => {
   it("offers only decline and cancel when a required field cannot be rendered", () => {
     const { target } = setup({ type: "object", properties: { cfg: { type: "object" } }, required: ["cfg"] });
     expect(buttonByText(target, "Review answer").disabled).toBe(true);
-    expect(buttonByText(target, "Decline").disabled).toBe(false);
+    expect(buttonByText(target, "Decline this question").disabled).toBe(false);
   });
 
   it("shows the error and keeps the form when sending fails", async () => {
@@ -152,5 +164,59 @@ describe("ElicitationForm", () => {
     click(buttonByText(r.target, "Send"));
     await settle();
     expect(r.target.querySelector(".banner.error")?.textContent).toBe("Answered from a notification.");
+  });
+
+  describe("an approval question (one required yes/no)", () => {
+    const DEPLOY = {
+      type: "object",
+      properties: {
+        approve: { type: "boolean", title: "Approve", description: "Allow the deployment to proceed" },
+        reason: { type: "string", title: "Reason" },
+      },
+      required: ["approve"],
+    };
+
+    it("shows Approve and Deny as the two primary actions, and no consent checkbox left at a default", () => {
+      const { target } = setup(DEPLOY, "Approve deployment of 'billing-api'?");
+      const primaries = [...target.querySelectorAll("button.primary")].map((b) => b.textContent?.replace(/\s+/g, " ").trim());
+      expect(primaries).toEqual(["Approve a", "Deny n"]);
+      expect(target.querySelector('input[type="checkbox"]'), "the choice is a button, not a switch that starts off").toBeNull();
+      expect([...target.querySelectorAll("button")].some((b) => /Review answer|^Send/.test(b.textContent ?? ""))).toBe(false);
+      expect(target.querySelector("#f-reason"), "the optional reason is kept").not.toBeNull();
+    });
+
+    it("Approve sends approve: true with the reason; Deny sends approve: false", async () => {
+      const a = setup(DEPLOY);
+      type(a.q("#f-reason"), "looks fine");
+      click(a.q('[data-testid="approve"]'));
+      await settle();
+      expect(a.answers).toEqual([{ action: "accept", content: { approve: true, reason: "looks fine" } }]);
+      a.destroy();
+      const b = setup(DEPLOY);
+      click(b.q('[data-testid="deny"]'));
+      await settle();
+      expect(b.answers).toEqual([{ action: "accept", content: { approve: false } }]);
+    });
+
+    it("keys ask first: a once sends nothing, a twice approves; n twice denies", async () => {
+      const a = setup(DEPLOY);
+      const form = a.instance as unknown as { accept(): void; deny(): void };
+      form.accept();
+      await settle();
+      expect(a.answers).toEqual([]);
+      expect(a.q('[data-testid="armed"]')?.getAttribute("data-armed")).toBe("approve");
+      form.accept();
+      await settle();
+      expect(a.answers).toEqual([{ action: "accept", content: { approve: true } }]);
+      a.destroy();
+      const b = setup(DEPLOY);
+      const other = b.instance as unknown as { accept(): void; deny(): void };
+      other.deny();
+      await settle();
+      expect(b.answers).toEqual([]);
+      other.deny();
+      await settle();
+      expect(b.answers).toEqual([{ action: "accept", content: { approve: false } }]);
+    });
   });
 });
