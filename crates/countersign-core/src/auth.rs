@@ -27,7 +27,7 @@ pub use flow::{
     RegistrationKind, TokenAuth, TokenSet, MAX_STEP_UP_ATTEMPTS,
 };
 pub use loopback::{follow_without_browser, Callback, Loopback};
-pub use session::{with_sign_in, SessionError};
+pub use session::{with_refresh, with_sign_in, SessionError};
 
 /// Why signing in (or refreshing) failed. Messages are plain sentences for a person; none
 /// contains a token, a client secret, an authorization code or a PKCE verifier.

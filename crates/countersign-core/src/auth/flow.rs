@@ -637,12 +637,13 @@ fn supported_auth(found: &Discovered) -> Vec<TokenAuth> {
     }
 }
 
-/// For a client with a secret: Basic where offered, else post.
+/// For a client with a secret: the first secret method in the server's own order. (The server's
+/// order matters: the MCP Python SDK lists `client_secret_post` first and, with
+/// `client_secret_basic`, still demands `client_id` in the body, which Basic does not send.)
 fn pick_secret_auth(found: &Discovered) -> Result<TokenAuth> {
-    let supported = supported_auth(found);
-    [TokenAuth::ClientSecretBasic, TokenAuth::ClientSecretPost]
+    supported_auth(found)
         .into_iter()
-        .find(|m| supported.contains(m))
+        .find(|m| *m != TokenAuth::None)
         .ok_or_else(|| Error::NoTokenAuth {
             issuer: found.issuer.clone(),
         })
