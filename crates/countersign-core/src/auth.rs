@@ -7,7 +7,8 @@
 //!   document → dynamic registration), the authorization request (PKCE S256, `resource`,
 //!   `state`), the callback check (RFC 9207 `iss`), token and refresh requests;
 //! - [`loopback`]: the browser step, a one-shot listener on `127.0.0.1:0` (RFC 8252);
-//! - [`session`]: one operation with sign-in on `401` and bounded step-up on `403`.
+//! - [`session`]: one operation with sign-in on `401` and bounded step-up on `403`;
+//! - [`store`]: a server's sign-in as one keyring blob (tokens, registration, expiry).
 //!
 //! The protocol pieces OAuth already has a crate for (PKCE, the authorization URL, token and
 //! refresh requests, client authentication) go through `oauth2` 5; the MCP-specific discovery,
@@ -19,6 +20,7 @@ pub mod discovery;
 pub mod flow;
 pub mod loopback;
 pub mod session;
+pub mod store;
 
 pub use challenge::Challenge;
 pub use discovery::{AuthServerMetadata, Discovered, ProtectedResource};

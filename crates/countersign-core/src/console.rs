@@ -738,6 +738,11 @@ impl Console {
         if server.has_token {
             self.tokens.delete(server.id).await?;
         }
+        // An OAuth sign-in has no flag in the ledger; where there is no keyring there is none.
+        match self.tokens.delete_credentials(server.id).await {
+            Ok(()) | Err(secrets::Error::NoKeyring { .. }) => {}
+            Err(e) => return Err(e.into()),
+        }
         actions::remove_server(&self.ledger, server.id, &self.actor).await?;
         self.nudge();
         Ok(())

@@ -83,7 +83,7 @@ impl TokenAuth {
         }
     }
 
-    fn parse(name: &str) -> Option<Self> {
+    pub(crate) fn parse(name: &str) -> Option<Self> {
         match name {
             "none" => Some(Self::None),
             "client_secret_basic" => Some(Self::ClientSecretBasic),
