@@ -252,3 +252,82 @@ async fn watch_on_a_ledger_the_app_wrote_polls_each_server_with_its_own_token() 
         .delete(&format!("{id_a}@{}", dir.path().display()))
         .expect("the test cleans its keyring entry");
 }
+
+/// `countersign servers add NAME URL` against an OAuth-protected server that is not ours (the
+/// fastmcp peer behind fastmcp's `InMemoryOAuthProvider`): the `401` starts the sign-in, the
+/// browser (`$BROWSER`, here a script that follows the authorization redirect into the CLI's
+/// loopback listener, as a browser would once the person approved) completes it, the tokens and
+/// registration land in the keyring only, the engine polls with the access token, `logout`
+/// forgets the sign-in and `remove` leaves nothing behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs an unlocked Secret Service: run inside .ci/with-session.sh with --ignored"]
+async fn servers_add_signs_in_to_an_oauth_server_and_keeps_the_sign_in_in_the_keyring_only() {
+    use countersign_core::auth::Credentials;
+    use countersign_tests::peer::FastmcpPeer;
+
+    let peer = FastmcpPeer::start_with_env(&[
+        ("PEER_OAUTH", "1"),
+        ("PEER_STEP_SECONDS", "0.05"),
+        ("PEER_POLL_INTERVAL_MS", "50"),
+    ])
+    .await;
+    let dir = DataDir::new("oauth");
+    let browser = dir.path().join("test-browser.sh");
+    std::fs::write(
+        &browser,
+        "#!/bin/sh\nloc=$(curl -s -o /dev/null -w '%{redirect_url}' \"$1\") && curl -s -o /dev/null \"$loc\"\n",
+    )
+    .expect("write the test browser");
+    std::process::Command::new("chmod")
+        .arg("+x")
+        .arg(&browser)
+        .status()
+        .expect("chmod");
+    let browser = browser.display().to_string();
+
+    let added = dir
+        .run_with_env(&["servers", "add", "p", &peer.url], &[("BROWSER", &browser)])
+        .await;
+    added.expect_code(0);
+    assert!(
+        added.stderr.contains("127.0.0.1"),
+        "the authorization URL and its host are printed: {added}"
+    );
+
+    let id = dir.ledger().server_id("p");
+    let entry = format!("oauth:{id}@{}", dir.path().display());
+    let blob = Secrets::default()
+        .load(&entry)
+        .expect("the keyring answers")
+        .expect("the sign-in is in the keyring");
+    let credentials = Credentials::from_keyring_blob(&blob).expect("a readable sign-in");
+    let access = credentials.tokens.access_token.expose().clone();
+    assert!(credentials.tokens.refresh_token.is_some());
+    for file in ["ledger.sqlite3", "ledger.sqlite3-wal"] {
+        let bytes = std::fs::read(dir.path().join(file)).unwrap_or_default();
+        assert!(
+            !bytes.windows(access.len()).any(|w| w == access.as_bytes()),
+            "no access token in {file}"
+        );
+    }
+
+    // The engine sends the access token: a call is recorded and polled to its end.
+    dir.run(&["call", "p", "long_job", r#"{"steps": 2}"#])
+        .await
+        .expect_code(0);
+
+    dir.run(&["servers", "logout", "p"]).await.expect_code(0);
+    assert!(
+        Secrets::default().load(&entry).expect("keyring").is_none(),
+        "logout forgets the sign-in"
+    );
+    dir.run_with_env(&["servers", "login", "p"], &[("BROWSER", &browser)])
+        .await
+        .expect_code(0);
+    assert!(Secrets::default().load(&entry).expect("keyring").is_some());
+    dir.run(&["servers", "remove", "p"]).await.expect_code(0);
+    assert!(
+        Secrets::default().load(&entry).expect("keyring").is_none(),
+        "removing the server deletes its sign-in"
+    );
+}

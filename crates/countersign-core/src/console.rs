@@ -24,6 +24,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use serde_json::{Map, Value};
 use tokio::sync::{broadcast, OnceCell};
@@ -81,6 +82,9 @@ pub enum Error {
     /// The engine could not start.
     #[error(transparent)]
     Engine(#[from] engine::Error),
+    /// Signing in to an OAuth-protected server failed (the message names the step; no secret).
+    #[error(transparent)]
+    SignIn(#[from] crate::auth::SessionError),
     /// A file the person asked for could not be written.
     #[error("cannot write {}: {source}", path.display())]
     Write {
@@ -116,6 +120,7 @@ impl Error {
             Self::Server(e) if e.class() == ErrorClass::Transient => ErrorCode::Unavailable,
             Self::Server(_) | Self::Refused(_) | Self::TooManyRounds { .. } => ErrorCode::Server,
             Self::Keyring(_) => ErrorCode::Keyring,
+            Self::SignIn(_) => ErrorCode::Server,
             Self::Ledger(_) | Self::Engine(_) | Self::Write { .. } => ErrorCode::Internal,
         }
     }
@@ -728,6 +733,73 @@ impl Console {
         .await?;
         self.nudge();
         self.server(before.id).await
+    }
+
+    /// Signs in to the OAuth-protected server `id`: discovery from its `401`, registration, the
+    /// browser step (`open` shows the person the authorization URL; the loopback listener waits
+    /// at most `timeout`), the token request. The sign-in goes to the OS keyring only, and the
+    /// engine sends its access token to this server from then on. A server that does not ask
+    /// for a sign-in is refused ([`Error::Invalid`]).
+    pub async fn sign_in<F, Fut>(&self, id: i64, open: F, timeout: Duration) -> Result<ServerRecord>
+    where
+        F: Fn(String) -> Fut,
+        Fut: std::future::Future<Output = crate::auth::Result<()>>,
+    {
+        let server = self.server(id).await?;
+        let client = Client::with_options(
+            mcp::Endpoint::new(server.url.clone()),
+            self.config.client.clone(),
+            None,
+        )?;
+        let authorizer =
+            crate::auth::Authorizer::new(&server.url, crate::auth::ClientConfig::default())
+                .map_err(crate::auth::SessionError::from)?;
+        // The last sign-in keeps its registration (a new one only for a new authorization
+        // server); an unreadable one is simply replaced.
+        let mut credentials = self.tokens.load_credentials(id).await.ok().flatten();
+        let before = credentials.as_ref().map(|c| c.tokens.access_token.clone());
+        let discovery = crate::auth::with_sign_in(
+            &client,
+            &authorizer,
+            &mut credentials,
+            || client.discover(),
+            open,
+            timeout,
+        )
+        .await?;
+        // Only a 401 leads to a new token (signed in or refreshed): same token, open server.
+        let Some(credentials) =
+            credentials.filter(|c| Some(&c.tokens.access_token) != before.as_ref())
+        else {
+            return Err(Error::Invalid(format!(
+                "{} does not ask for a sign-in",
+                server.name
+            )));
+        };
+        self.tokens.store_credentials(id, &credentials).await?;
+        actions::record_discovery(&self.ledger, id, &discovery).await?;
+        let record = self.set_token_flag(id, true).await?;
+        if let Some(engine) = self.engine() {
+            // The ledger cannot see a new token: have the engine rebuild its clients.
+            engine.reload_links();
+        }
+        Ok(record)
+    }
+
+    /// Signs out of server `id`: its OAuth sign-in leaves the keyring (and the engine stops
+    /// sending its token); the server and its tasks stay.
+    pub async fn sign_out(&self, id: i64) -> Result<ServerRecord> {
+        let server = self.server(id).await?;
+        self.tokens.delete_credentials(id).await?;
+        let record = if server.has_token && self.tokens.get(id).is_none() {
+            self.set_token_flag(id, false).await?
+        } else {
+            server
+        };
+        if let Some(engine) = self.engine() {
+            engine.reload_links();
+        }
+        Ok(record)
     }
 
     /// Removes a server, everything tracked on it, and its token.

@@ -244,9 +244,15 @@ impl Tokens {
     pub async fn store_credentials(&self, server: i64, credentials: &Credentials) -> Result<()> {
         let me = self.clone();
         let blob = credentials.to_keyring_blob();
-        tokio::task::spawn_blocking(move || me.secrets.store(&me.sign_in_entry_name(server), &blob))
-            .await
-            .unwrap_or_else(|_| Err(panicked()))
+        let access = credentials.tokens.access_token.clone();
+        tokio::task::spawn_blocking(move || {
+            me.secrets.store(&me.sign_in_entry_name(server), &blob)?;
+            // The engine's provider reads the cache: the access token is this server's token.
+            me.put(server, Some(access));
+            Ok(())
+        })
+        .await
+        .unwrap_or_else(|_| Err(panicked()))
     }
 
     /// A server's OAuth sign-in, or `None` if it has none (an unreadable one, written by another
@@ -263,9 +269,13 @@ impl Tokens {
     /// Forgets a server's OAuth sign-in (sign out); succeeds if there was none.
     pub async fn delete_credentials(&self, server: i64) -> Result<()> {
         let me = self.clone();
-        tokio::task::spawn_blocking(move || me.secrets.delete(&me.sign_in_entry_name(server)))
-            .await
-            .unwrap_or_else(|_| Err(panicked()))
+        tokio::task::spawn_blocking(move || {
+            me.secrets.delete(&me.sign_in_entry_name(server))?;
+            me.put(server, None);
+            Ok(())
+        })
+        .await
+        .unwrap_or_else(|_| Err(panicked()))
     }
 
     /// Reads the tokens of these servers from the keyring into the cache; returns the failures.
@@ -276,7 +286,16 @@ impl Tokens {
             for id in servers {
                 match me.secrets.load(&me.entry_name(id)) {
                     Ok(Some(token)) => me.put(id, Some(token)),
-                    Ok(None) => {}
+                    // No static token: an OAuth sign-in's access token, if there is one.
+                    Ok(None) => match me.secrets.load(&me.sign_in_entry_name(id)) {
+                        Ok(Some(blob)) => {
+                            if let Ok(credentials) = Credentials::from_keyring_blob(&blob) {
+                                me.put(id, Some(credentials.tokens.access_token));
+                            }
+                        }
+                        Ok(None) => {}
+                        Err(e) => failed.push((id, e)),
+                    },
                     Err(e) => failed.push((id, e)),
                 }
             }
