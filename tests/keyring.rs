@@ -286,7 +286,10 @@ async fn servers_add_signs_in_to_an_oauth_server_and_keeps_the_sign_in_in_the_ke
     let browser = browser.display().to_string();
 
     let added = dir
-        .run_with_env(&["servers", "add", "p", &peer.url], &[("BROWSER", &browser)])
+        .run_with_env(
+            &["servers", "add", "p", &peer.url],
+            &[("BROWSER", &browser)],
+        )
         .await;
     added.expect_code(0);
     assert!(
