@@ -27,9 +27,10 @@ const COMMANDS: &[&str] = &[
 ];
 
 fn main() {
-    // The config lives at the repository root (shared with the UI tooling), not in src-tauri/.
+    // The package (and so `tauri.conf.json`) is the repository root; the capabilities stay
+    // with the shell's sources.
     let attrs = Attributes::new()
-        .config_path("../tauri.conf.json")
+        .capabilities_path_pattern("src-tauri/capabilities/**/*")
         .app_manifest(AppManifest::new().commands(COMMANDS));
     if let Err(e) = tauri_build::try_build(attrs) {
         eprintln!("tauri-build failed: {e:#}");

@@ -316,7 +316,7 @@ mod tests {
     /// The UI's types are generated from these; a stale copy would let the two sides drift.
     #[test]
     fn bindings_are_fresh() {
-        let committed = Path::new(env!("CARGO_MANIFEST_DIR")).join("../ui/src/bindings");
+        let committed = Path::new(env!("CARGO_MANIFEST_DIR")).join("ui/src/bindings");
         if std::env::var_os("COUNTERSIGN_BLESS").is_some() {
             if let Ok(rd) = std::fs::read_dir(&committed) {
                 for e in rd.filter_map(Result::ok) {

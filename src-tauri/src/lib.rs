@@ -117,8 +117,7 @@ pub fn run(options: Options, launch: Launch) -> Result<(), Error> {
         demo_url: demo.as_ref().map(demo::Demo::url),
     };
     let first_calls = demo.as_ref().is_some_and(|d| d.first_launch);
-    let app = builder(tauri::Builder::default(), shell)
-        .build(tauri::generate_context!("../tauri.conf.json"))?;
+    let app = builder(tauri::Builder::default(), shell).build(tauri::generate_context!())?;
     if first_calls {
         tauri::async_runtime::spawn(async move { demo::first_calls(&console).await });
     }

@@ -62,7 +62,7 @@ fn app_on(dir: PathBuf, demo: Option<DemoServer>) -> Fixture {
         demo_url: None,
     };
     let app = countersign_desktop::builder(mock_builder(), shell)
-        .build(tauri::generate_context!("../tauri.conf.json", test = true))
+        .build(tauri::generate_context!("tauri.conf.json", test = true))
         .expect("app builds with the real config and capabilities");
     let window = WebviewWindowBuilder::new(&app, "main", Default::default())
         .build()
@@ -284,8 +284,9 @@ fn url_open_refuses_non_http_schemes() {
 fn every_command_is_registered_granted_and_built() {
     let fx = app("contract");
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let caps = std::fs::read_to_string(root.join("capabilities/main.json")).expect("capabilities");
-    let build = std::fs::read_to_string(root.join("build.rs")).expect("build.rs");
+    let caps = std::fs::read_to_string(root.join("src-tauri/capabilities/main.json"))
+        .expect("capabilities");
+    let build = std::fs::read_to_string(root.join("src-tauri/build.rs")).expect("build.rs");
     for cmd in ipc::COMMANDS {
         let grant = format!("\"allow-{}\"", cmd.replace('_', "-"));
         assert!(

@@ -164,7 +164,8 @@ export function parseSchema(schema: unknown): ParsedForm {
 /**
  * The field of a yes/no confirmation: exactly one required field, a boolean (other fields are
  * optional). "Approve" sets it to yes; the desktop notification offers Approve/Decline for the
- * same forms (src-tauri/src/notify.rs `single_confirmation`).
+ * same forms (`single_confirmation` in
+ * crates/countersign-core/src/console/notifications.rs).
  */
 export function confirmationField(form: ParsedForm): string | undefined {
   const required = form.fields.filter((f) => f.required);
