@@ -334,3 +334,139 @@ async fn servers_add_signs_in_to_an_oauth_server_and_keeps_the_sign_in_in_the_ke
         "removing the server deletes its sign-in"
     );
 }
+
+/// Living with expiry, the app's way (the console and its engine in one process), against
+/// fastmcp's own OAuth provider with 2 s tokens: the console refreshes each token before it
+/// expires, so a task is polled across several lifetimes without one refused poll; after the
+/// authorization server revokes the sign-in, the refresh is refused, polls fail `unauthorized`
+/// while the task keeps its state (nothing concluded), and once the person signs in again the
+/// engine polls with the new token and the task completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs an unlocked Secret Service: run inside .ci/with-session.sh with --ignored"]
+async fn tokens_are_refreshed_while_a_task_runs_and_after_revocation_it_resumes_on_sign_in() {
+    use countersign_core::auth::{follow_without_browser, Credentials};
+    use countersign_core::console::view::ServerAddRequest;
+    use countersign_core::console::{CallStep, Console, Setup, Start};
+    use countersign_core::mcp::ToolCall;
+    use countersign_tests::peer::FastmcpPeer;
+
+    let peer = FastmcpPeer::start_with_env(&[
+        ("PEER_OAUTH", "1"),
+        ("PEER_TOKEN_SECONDS", "2"),
+        ("PEER_STEP_SECONDS", "0.5"),
+        ("PEER_POLL_INTERVAL_MS", "250"),
+    ])
+    .await;
+    let dir = DataDir::new("oauth-expiry");
+    let mut setup = Setup::new(dir.path());
+    setup.start = Start::Now;
+    let app = Console::open(setup).await.expect("the console opens");
+    let server = app
+        .add_server(ServerAddRequest {
+            name: "p".into(),
+            url: peer.url.clone(),
+            token: None,
+            discover: false,
+        })
+        .await
+        .expect("added");
+    let timeout = Duration::from_secs(20);
+    app.sign_in(server.id, follow_without_browser, timeout)
+        .await
+        .unwrap_or_else(|e| panic!("sign-in: {e}"));
+    let entry = format!("oauth:{}@{}", server.id, dir.path().display());
+    let stored = || {
+        let blob = Secrets::default()
+            .load(&entry)
+            .expect("keyring")
+            .expect("signed in");
+        Credentials::from_keyring_blob(&blob).expect("readable")
+    };
+    let first_token = stored().tokens.access_token.expose().clone();
+    let step = app
+        .call(
+            server.id,
+            ToolCall::new("long_job", json!({"steps": 30}).as_object().cloned()),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("call: {e}"));
+    assert!(matches!(step, CallStep::Task(_)), "{step:?}");
+
+    // Two token lifetimes: refreshed in time, never a refused poll.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let unauthorized = || {
+        dir.ledger()
+            .events_of("poll_failed")
+            .into_iter()
+            .find(|e| e.str("code") == Some("unauthorized"))
+    };
+    assert!(
+        unauthorized().is_none(),
+        "a poll was refused: {:?}",
+        unauthorized()
+    );
+    let current = stored();
+    assert_ne!(
+        current.tokens.access_token.expose(),
+        &first_token,
+        "the token was refreshed and kept in the keyring"
+    );
+    let task = dir.ledger().tasks().into_iter().next().expect("the task");
+    assert_eq!(task.status, "working");
+
+    // Revocation at the authorization server (the access token and its refresh token).
+    let base = peer.url.trim_end_matches("/mcp");
+    let secret = current
+        .registration
+        .client_secret
+        .as_ref()
+        .map(|s| s.expose().clone())
+        .unwrap_or_default();
+    let revoked = reqwest::Client::new()
+        .post(format!("{base}/revoke"))
+        .form(&[
+            ("token", current.tokens.access_token.expose().as_str()),
+            ("client_id", current.registration.client_id.as_str()),
+            ("client_secret", secret.as_str()),
+        ])
+        .send()
+        .await
+        .expect("revocation");
+    assert!(revoked.status().is_success(), "{}", revoked.status());
+
+    let refused = wait_for(
+        "a poll refused after the revocation",
+        Duration::from_secs(15),
+        unauthorized,
+    )
+    .await;
+    assert_eq!(refused.task, Some(task.id));
+    let row = dir
+        .ledger()
+        .tasks()
+        .into_iter()
+        .find(|t| t.id == task.id)
+        .expect("the task");
+    assert_eq!(row.status, "working", "a refused token concludes nothing");
+
+    app.sign_in(server.id, follow_without_browser, timeout)
+        .await
+        .unwrap_or_else(|e| panic!("sign-in again: {e}"));
+    wait_for(
+        "the task to complete after signing in again",
+        Duration::from_secs(30),
+        || {
+            dir.ledger()
+                .tasks()
+                .into_iter()
+                .find(|t| t.id == task.id && t.status == "completed")
+        },
+    )
+    .await;
+    app.remove_server(server.id).await.expect("removed");
+    assert!(
+        Secrets::default().load(&entry).expect("keyring").is_none(),
+        "removing the server deletes its sign-in"
+    );
+    app.close().await;
+}

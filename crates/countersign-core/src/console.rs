@@ -132,6 +132,17 @@ impl From<Error> for CommandError {
     }
 }
 
+/// How long to wait before refreshing a token that expires at `expires_at` (Unix seconds): half
+/// the time left, but no later than a minute before it expires.
+fn refresh_delay(expires_at: u64, now: std::time::SystemTime) -> Duration {
+    let now = now
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs_f64();
+    let left = (expires_at as f64 - now).max(0.0);
+    Duration::from_secs_f64((left - 60.0).max(left / 2.0))
+}
+
 /// Result of a console action.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -238,6 +249,8 @@ pub struct Console {
     warn: Option<Warn>,
     calls: Mutex<HashMap<u64, PendingCall>>,
     next_call: AtomicU64,
+    /// One token refresher per signed-in server (single-flight: a new sign-in replaces it).
+    refreshers: Mutex<HashMap<i64, tokio::task::JoinHandle<()>>>,
 }
 
 impl Console {
@@ -264,6 +277,7 @@ impl Console {
             warn,
             calls: Mutex::default(),
             next_call: AtomicU64::new(1),
+            refreshers: Mutex::default(),
         };
         if start == Start::Now {
             console.ensure_engine().await.map_err(|e| match e {
@@ -347,6 +361,11 @@ impl Console {
 
     /// Stops our engine (if any) and closes the ledger.
     pub async fn close(self) {
+        if let Ok(mut refreshers) = self.refreshers.lock() {
+            for (_, refresher) in refreshers.drain() {
+                refresher.abort();
+            }
+        }
         if let Some(Here::Running(engine)) = self.here.into_inner() {
             engine.shutdown().await;
         }
@@ -783,13 +802,78 @@ impl Console {
             // The ledger cannot see a new token: have the engine rebuild its clients.
             engine.reload_links();
         }
+        self.keep_fresh(id, authorizer, credentials);
         Ok(record)
+    }
+
+    /// Refreshes server `id`'s token before it expires, for as long as this process runs an
+    /// engine; when a refresh is refused, warns that a person must sign in again (the engine's
+    /// polls then fail `unauthorized`, the tasks keep their state) and stops.
+    fn keep_fresh(
+        &self,
+        id: i64,
+        authorizer: crate::auth::Authorizer,
+        mut credentials: crate::auth::Credentials,
+    ) {
+        let Some(reloader) = self.engine().map(Engine::link_reloader) else {
+            return;
+        };
+        let tokens = self.tokens.clone();
+        let warn = self.warn.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                let (Some(expires_at), Some(_)) = (
+                    credentials.tokens.expires_at,
+                    &credentials.tokens.refresh_token,
+                ) else {
+                    return;
+                };
+                tokio::time::sleep(refresh_delay(expires_at, std::time::SystemTime::now())).await;
+                match authorizer.refresh(&credentials).await {
+                    Ok(fresh) => {
+                        reloader.set_token(id, fresh.tokens.access_token.clone());
+                        // Clients built later take the token from the cache, which storing
+                        // updates; if the keyring refuses, the in-place token still serves.
+                        match tokens.store_credentials(id, &fresh).await {
+                            Ok(()) => reloader.reload(),
+                            Err(e) => tracing::warn!("a refreshed token could not be kept: {e}"),
+                        }
+                        credentials = fresh;
+                    }
+                    // The authorization server is unreachable: try again shortly.
+                    Err(crate::auth::Error::TokenRequest { .. }) => {
+                        tokio::time::sleep(Duration::from_secs(30)).await;
+                    }
+                    Err(e) => {
+                        let message =
+                            format!("{} needs you to sign in again ({e})", authorizer.server());
+                        tracing::warn!("{message}");
+                        if let Some(warn) = &warn {
+                            warn(&message);
+                        }
+                        return;
+                    }
+                }
+            }
+        });
+        if let Ok(mut refreshers) = self.refreshers.lock() {
+            if let Some(old) = refreshers.insert(id, task) {
+                old.abort();
+            }
+        }
+    }
+
+    fn stop_refreshing(&self, id: i64) {
+        if let Some(old) = self.refreshers.lock().ok().and_then(|mut r| r.remove(&id)) {
+            old.abort();
+        }
     }
 
     /// Signs out of server `id`: its OAuth sign-in leaves the keyring (and the engine stops
     /// sending its token); the server and its tasks stay.
     pub async fn sign_out(&self, id: i64) -> Result<ServerRecord> {
         let server = self.server(id).await?;
+        self.stop_refreshing(id);
         self.tokens.delete_credentials(id).await?;
         let record = if server.has_token && self.tokens.get(id).is_none() {
             self.set_token_flag(id, false).await?
@@ -810,6 +894,7 @@ impl Console {
         if server.has_token {
             self.tokens.delete(server.id).await?;
         }
+        self.stop_refreshing(server.id);
         // An OAuth sign-in has no flag in the ledger; where there is no keyring there is none.
         match self.tokens.delete_credentials(server.id).await {
             Ok(()) | Err(secrets::Error::NoKeyring { .. }) => {}
