@@ -251,6 +251,8 @@ pub struct Console {
     next_call: AtomicU64,
     /// One token refresher per signed-in server (single-flight: a new sign-in replaces it).
     refreshers: Mutex<HashMap<i64, tokio::task::JoinHandle<()>>>,
+    /// Whether the refreshers of servers signed in before this process started are running.
+    refreshers_resumed: std::sync::atomic::AtomicBool,
 }
 
 impl Console {
@@ -278,6 +280,7 @@ impl Console {
             calls: Mutex::default(),
             next_call: AtomicU64::new(1),
             refreshers: Mutex::default(),
+            refreshers_resumed: Default::default(),
         };
         if start == Start::Now {
             console.ensure_engine().await.map_err(|e| match e {
@@ -315,7 +318,30 @@ impl Console {
                 }
             })
             .await?;
+        if matches!(here, Here::Running(_)) && !self.refreshers_resumed.swap(true, Ordering::SeqCst)
+        {
+            self.resume_refreshers().await;
+        }
         Ok(state_of(here))
+    }
+
+    /// Starts the refreshers of servers signed in earlier (their sign-in is in the keyring): the
+    /// engine polls with their tokens, so this process keeps them fresh. A token that expired
+    /// while nothing ran is refreshed at once.
+    async fn resume_refreshers(&self) {
+        let Ok(list) = self.ledger.read_async(servers::list).await else {
+            return;
+        };
+        for server in list.into_iter().filter(|s| s.has_token) {
+            let Ok(Some(credentials)) = self.tokens.load_credentials(server.id).await else {
+                continue;
+            };
+            if let Ok(authorizer) =
+                crate::auth::Authorizer::new(&server.url, crate::auth::ClientConfig::default())
+            {
+                self.keep_fresh(server.id, authorizer, credentials);
+            }
+        }
     }
 
     /// Who serves the ledger, if the console has asked yet.
