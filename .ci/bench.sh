@@ -13,6 +13,9 @@
 #                               a 2-core machine, too much for a smoke run; CPU figures of a debug
 #                               build are ~7x those of release, and the table says which it is).
 #
+# Where `perf stat` can count syscall tracepoints (as root here), the engine runs under it and
+# the tables add its fsync/fdatasync, connect, epoll_wait and futex calls; elsewhere they say "—".
+#
 # Other arguments go to countersign-bench (`--tasks`, `--seconds`, `--json`, ...; see --help).
 # BENCH_PROFILE=release|debug overrides the build profile.
 set -euo pipefail

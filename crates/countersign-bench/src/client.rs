@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::child::Child;
 use crate::demo::{DemoProcess, Gaps};
 use crate::error::{Error, Result};
+use crate::syncs::SyncCount;
 
 /// One line from a client.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -108,13 +109,28 @@ pub struct ClientRun {
     /// TCP connections the server accepted in the window.
     #[serde(default)]
     pub window_connections: u64,
+    /// `fsync` + `fdatasync` and `connect` calls of the client process in the window (`None`:
+    /// not counted, see [`crate::syncs`]).
+    #[serde(default)]
+    pub window_calls: Option<crate::syncs::Counts>,
+}
+
+/// A server process the driver can only watch from outside (the fastmcp peer server): its CPU
+/// over the window is all that is measured of it.
+#[derive(Debug, Clone, Copy)]
+pub struct Watched {
+    /// Its process id.
+    pub pid: u32,
 }
 
 /// Runs a started client through its phases against `server` (reset just before the client
-/// started). Every wait is bounded by the given durations plus a margin.
+/// started) or a `watched` server, with `syncs` counting over exactly the window. Every wait is
+/// bounded by the given durations plus a margin.
 pub async fn drive(
     child: &mut Child,
     mut server: Option<&mut DemoProcess>,
+    watched: Option<Watched>,
+    syncs: Option<&SyncCount>,
     create_budget: Duration,
     warmup: Duration,
     window: Duration,
@@ -138,9 +154,26 @@ pub async fn drive(
         Some(server) => Some(server.report().await?),
         None => None,
     };
+    let counting = syncs.is_some_and(SyncCount::enable);
+    let watched_start = watched
+        .and_then(|w| crate::usage::cpu_of(w.pid))
+        .map(|cpu| (cpu, std::time::Instant::now()));
     child.send("ok").await?;
     eprintln!("  steady window: {window:?}");
     expect_phase(child, "window_end", window + MARGIN).await?;
+    if let (Some(syncs), true) = (syncs, counting) {
+        syncs.disable();
+    }
+    let watched_cpu = match (
+        watched_start,
+        watched.and_then(|w| crate::usage::cpu_of(w.pid)),
+    ) {
+        (Some((before, since)), Some(after)) => {
+            after.saturating_sub(before).as_secs_f64() / since.elapsed().as_secs_f64().max(1e-9)
+                * 100.0
+        }
+        _ => 0.0,
+    };
     let end = match server {
         Some(server) => Some(server.report().await?),
         None => None,
@@ -154,16 +187,18 @@ pub async fn drive(
             )))
         }
     };
-    // Without our demo server (the fastmcp peer) only the client's own figures exist.
+    // Without our demo server (the fastmcp peer) only the client's own figures and the
+    // server's CPU exist.
     let (Some(start), Some(end)) = (start, end) else {
         return Ok(ClientRun {
             client,
             window: Gaps::default(),
             life: Gaps::default(),
             window_requests: BTreeMap::new(),
-            server_cpu_percent: 0.0,
+            server_cpu_percent: watched_cpu,
             window_notifications: 0,
             window_connections: 0,
+            window_calls: None,
         });
     };
     let window_requests = end
@@ -184,6 +219,7 @@ pub async fn drive(
         window_requests,
         window_notifications: end.notifications.saturating_sub(start.notifications),
         window_connections: end.connections.saturating_sub(start.connections),
+        window_calls: None,
         server_cpu_percent: if wall > 0.0 {
             (end.cpu_s - start.cpu_s) / wall * 100.0
         } else {

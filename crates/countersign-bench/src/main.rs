@@ -25,6 +25,7 @@ mod resume;
 mod run;
 mod sources;
 mod steady;
+mod syncs;
 mod usage;
 mod workload;
 
@@ -289,12 +290,17 @@ fn plan(args: &RunArgs) -> Result<Plan> {
             (true, false) => vec![Workload::Calm, Workload::SseEveryPoll],
         },
         compare_exe: args.compare_exe.clone(),
+        count_syncs: false,
     })
 }
 
 /// The driver: runs the plan under a watchdog and Ctrl-C, prints the table or JSON.
 async fn drive(args: RunArgs) -> Result<ExitCode> {
-    let plan = plan(&args)?;
+    let mut plan = plan(&args)?;
+    plan.count_syncs = syncs::available().await;
+    if !plan.count_syncs {
+        eprintln!("countersign-bench: `perf stat` cannot count syscalls here; no sync counts");
+    }
     let mut machine = Machine::probe();
     let budget = plan.time_budget();
     eprintln!(

@@ -15,6 +15,7 @@ use crate::error::{Error, Result};
 use crate::resume::{self, ResumeOptions, ResumeReport};
 use crate::sources::{Scheme, Source};
 use crate::steady::SteadyOptions;
+use crate::syncs::SyncCount;
 
 /// The fastmcp baseline.
 #[derive(Debug, Clone)]
@@ -54,6 +55,9 @@ pub struct Plan {
     pub workloads: Vec<Workload>,
     /// Another build whose engine repeats each steady (polling) run and the resume: "before".
     pub compare_exe: Option<PathBuf>,
+    /// Whether the engine runs under `perf stat` to count its syncs ([`crate::syncs`]); set by
+    /// the driver once it has asked whether `perf` can.
+    pub count_syncs: bool,
 }
 
 /// The shape of a steady run's traffic.
@@ -462,18 +466,40 @@ async fn client_run(
 ) -> Result<ClientRun> {
     let mut server = DemoProcess::start(&plan.exe, serve).await?;
     server.reset().await?;
-    let mut child = Child::spawn(name, command(&server.url))?;
+    let (command, syncs) = count_syncs(plan, command(&server.url));
+    let mut child = Child::spawn(name, command)?;
     let run = client::drive(
         &mut child,
         Some(&mut server),
+        None,
+        syncs.as_ref(),
         plan.create_budget(n),
         plan.warmup(),
         plan.window,
     )
     .await;
     child.finish(Duration::from_secs(30)).await;
+    let run = with_syncs(run, syncs);
     server.stop().await;
     run
+}
+
+/// `command` under `perf stat` counting its syncs, when the plan counts them.
+fn count_syncs(plan: &Plan, command: Command) -> (Command, Option<SyncCount>) {
+    if !plan.count_syncs {
+        return (command, None);
+    }
+    match SyncCount::wrap(command.as_std(), &plan.work_dir) {
+        Some((wrapped, syncs)) => (wrapped, Some(syncs)),
+        None => (command, None),
+    }
+}
+
+/// The run with the syncs counted in its window (read once the process has exited).
+fn with_syncs(run: Result<ClientRun>, syncs: Option<SyncCount>) -> Result<ClientRun> {
+    let mut run = run?;
+    run.window_calls = syncs.and_then(SyncCount::read);
+    Ok(run)
 }
 
 async fn steady_run(
@@ -642,16 +668,20 @@ async fn peer_run(plan: &Plan, engine_exe: &Path, n: usize) -> Result<ClientRun>
     };
     let mut command = Command::new(engine_exe);
     command.arg("steady").args(steady_args(&options));
+    let (command, syncs) = count_syncs(plan, command);
     let mut child = Child::spawn("engine", command)?;
     let run = client::drive(
         &mut child,
         None,
+        peer.id().map(|pid| client::Watched { pid }),
+        syncs.as_ref(),
         plan.create_budget(n),
         plan.warmup(),
         plan.window,
     )
     .await;
     child.finish(Duration::from_secs(30)).await;
+    let run = with_syncs(run, syncs);
     let _ = peer.start_kill();
     let _ = tokio::time::timeout(Duration::from_secs(10), peer.wait()).await;
     run

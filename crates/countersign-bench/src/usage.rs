@@ -56,6 +56,11 @@ pub fn own() -> Result<Usage> {
     })
 }
 
+/// CPU time (utime + stime) of another process so far; `None` once it is gone.
+pub fn cpu_of(pid: u32) -> Option<Duration> {
+    cpu_from_stat(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+}
+
 /// Restarts the peak-RSS measurement (`VmHWM` := current RSS), so a steady window can be
 /// measured apart from the creation burst before it. Returns false where the kernel refuses.
 pub fn reset_peak() -> bool {

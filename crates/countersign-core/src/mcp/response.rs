@@ -54,26 +54,29 @@ pub(crate) enum Message {
 
 /// Classifies one JSON-RPC message relative to our request id.
 pub(crate) fn classify(message: Value, id: &Value) -> Result<Message, String> {
-    let Value::Object(map) = message else {
+    let Value::Object(mut map) = message else {
         return Err("a JSON-RPC message must be an object".into());
     };
     let has_method = map.contains_key("method");
-    match map.get("id") {
-        None if has_method => Ok(Message::Notification(Value::Object(map))),
-        Some(_) if has_method => Ok(Message::Other),
-        Some(msg_id) if msg_id == id || (msg_id.is_null() && map.contains_key("error")) => {
-            if let Some(error) = map.get("error") {
-                let error: RpcError = serde_json::from_value(error.clone())
-                    .map_err(|e| format!("malformed JSON-RPC error object: {e}"))?;
-                Ok(Message::Response(Err(error)))
-            } else if let Some(result) = map.get("result") {
-                Ok(Message::Response(Ok(result.clone())))
-            } else {
-                Err("a JSON-RPC response must have `result` or `error`".into())
-            }
-        }
-        Some(_) => Ok(Message::Other),
-        None => Err("a JSON-RPC response must have an `id`".into()),
+    let ours = match map.get("id") {
+        None if has_method => return Ok(Message::Notification(Value::Object(map))),
+        Some(_) if has_method => return Ok(Message::Other),
+        Some(msg_id) => msg_id == id || (msg_id.is_null() && map.contains_key("error")),
+        None => return Err("a JSON-RPC response must have an `id`".into()),
+    };
+    if !ours {
+        return Ok(Message::Other);
+    }
+    // Moved out, not cloned: the message is ours and dropped right after (a clone of the result
+    // was a tenth of an unchanged poll's CPU).
+    if let Some(error) = map.remove("error") {
+        let error: RpcError = serde_json::from_value(error)
+            .map_err(|e| format!("malformed JSON-RPC error object: {e}"))?;
+        Ok(Message::Response(Err(error)))
+    } else if let Some(result) = map.remove("result") {
+        Ok(Message::Response(Ok(result)))
+    } else {
+        Err("a JSON-RPC response must have `result` or `error`".into())
     }
 }
 
