@@ -252,3 +252,249 @@ async fn watch_on_a_ledger_the_app_wrote_polls_each_server_with_its_own_token() 
         .delete(&format!("{id_a}@{}", dir.path().display()))
         .expect("the test cleans its keyring entry");
 }
+
+/// `countersign servers add NAME URL` against an OAuth-protected server that is not ours (the
+/// fastmcp peer behind fastmcp's `InMemoryOAuthProvider`): the `401` starts the sign-in, the
+/// browser (`$BROWSER`, here a script that follows the authorization redirect into the CLI's
+/// loopback listener, as a browser would once the person approved) completes it, the tokens and
+/// registration land in the keyring only, the engine polls with the access token, `logout`
+/// forgets the sign-in and `remove` leaves nothing behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs an unlocked Secret Service: run inside .ci/with-session.sh with --ignored"]
+async fn servers_add_signs_in_to_an_oauth_server_and_keeps_the_sign_in_in_the_keyring_only() {
+    use countersign_core::auth::Credentials;
+    use countersign_tests::peer::FastmcpPeer;
+
+    let peer = FastmcpPeer::start_with_env(&[
+        ("PEER_OAUTH", "1"),
+        ("PEER_STEP_SECONDS", "0.05"),
+        ("PEER_POLL_INTERVAL_MS", "50"),
+    ])
+    .await;
+    let dir = DataDir::new("oauth");
+    let browser = dir.path().join("test-browser.sh");
+    std::fs::write(
+        &browser,
+        "#!/bin/sh\nloc=$(curl -s -o /dev/null -w '%{redirect_url}' \"$1\") && curl -s -o /dev/null \"$loc\"\n",
+    )
+    .expect("write the test browser");
+    std::process::Command::new("chmod")
+        .arg("+x")
+        .arg(&browser)
+        .status()
+        .expect("chmod");
+    let browser = browser.display().to_string();
+
+    let added = dir
+        .run_with_env(
+            &["servers", "add", "p", &peer.url],
+            &[("BROWSER", &browser)],
+        )
+        .await;
+    added.expect_code(0);
+    assert!(
+        added.stderr.contains("127.0.0.1"),
+        "the authorization URL and its host are printed: {added}"
+    );
+
+    let id = dir.ledger().server_id("p");
+    let entry = format!("oauth:{id}@{}", dir.path().display());
+    let blob = Secrets::default()
+        .load(&entry)
+        .expect("the keyring answers")
+        .expect("the sign-in is in the keyring");
+    let credentials = Credentials::from_keyring_blob(&blob).expect("a readable sign-in");
+    let access = credentials.tokens.access_token.expose().clone();
+    assert!(credentials.tokens.refresh_token.is_some());
+    for file in ["ledger.sqlite3", "ledger.sqlite3-wal"] {
+        let bytes = std::fs::read(dir.path().join(file)).unwrap_or_default();
+        assert!(
+            !bytes.windows(access.len()).any(|w| w == access.as_bytes()),
+            "no access token in {file}"
+        );
+    }
+
+    // The engine sends the access token: a call is recorded and polled to its end.
+    dir.run(&["call", "p", "long_job", r#"{"steps": 2}"#])
+        .await
+        .expect_code(0);
+
+    dir.run(&["servers", "logout", "p"]).await.expect_code(0);
+    assert!(
+        Secrets::default().load(&entry).expect("keyring").is_none(),
+        "logout forgets the sign-in"
+    );
+    dir.run_with_env(&["servers", "login", "p"], &[("BROWSER", &browser)])
+        .await
+        .expect_code(0);
+    assert!(Secrets::default().load(&entry).expect("keyring").is_some());
+    dir.run(&["servers", "remove", "p"]).await.expect_code(0);
+    assert!(
+        Secrets::default().load(&entry).expect("keyring").is_none(),
+        "removing the server deletes its sign-in"
+    );
+}
+
+/// Living with expiry, the app's way (the console and its engine in one process), against
+/// fastmcp's own OAuth provider with 2 s tokens: the console refreshes each token before it
+/// expires, so a task is polled across several lifetimes without one refused poll; after the
+/// authorization server revokes the sign-in, the refresh is refused, polls fail `unauthorized`
+/// while the task keeps its state (nothing concluded), and once the person signs in again the
+/// engine polls with the new token and the task completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs an unlocked Secret Service: run inside .ci/with-session.sh with --ignored"]
+async fn tokens_are_refreshed_while_a_task_runs_and_after_revocation_it_resumes_on_sign_in() {
+    use countersign_core::auth::{follow_without_browser, Credentials};
+    use countersign_core::console::view::ServerAddRequest;
+    use countersign_core::console::{CallStep, Console, Setup, Start};
+    use countersign_core::mcp::ToolCall;
+    use countersign_tests::peer::FastmcpPeer;
+
+    let peer = FastmcpPeer::start_with_env(&[
+        ("PEER_OAUTH", "1"),
+        ("PEER_TOKEN_SECONDS", "2"),
+        ("PEER_STEP_SECONDS", "0.5"),
+        ("PEER_POLL_INTERVAL_MS", "250"),
+    ])
+    .await;
+    let dir = DataDir::new("oauth-expiry");
+    let mut setup = Setup::new(dir.path());
+    setup.start = Start::Now;
+    let app = Console::open(setup).await.expect("the console opens");
+    let server = app
+        .add_server(ServerAddRequest {
+            name: "p".into(),
+            url: peer.url.clone(),
+            token: None,
+            discover: false,
+        })
+        .await
+        .expect("added");
+    let timeout = Duration::from_secs(20);
+    app.sign_in(server.id, follow_without_browser, timeout)
+        .await
+        .unwrap_or_else(|e| panic!("sign-in: {e}"));
+    let entry = format!("oauth:{}@{}", server.id, dir.path().display());
+    let stored = || {
+        let blob = Secrets::default()
+            .load(&entry)
+            .expect("keyring")
+            .expect("signed in");
+        Credentials::from_keyring_blob(&blob).expect("readable")
+    };
+    let first_token = stored().tokens.access_token.expose().clone();
+    let step = app
+        .call(
+            server.id,
+            ToolCall::new("long_job", json!({"steps": 30}).as_object().cloned()),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("call: {e}"));
+    assert!(matches!(step, CallStep::Task(_)), "{step:?}");
+
+    // Two token lifetimes: the refreshed token keeps the polls going. (A poll already in flight
+    // when fastmcp refreshes may be refused once: it revokes the old token as it issues the new
+    // one; the next poll carries the new token, so no refusal lasts.)
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let task_id = dir
+        .ledger()
+        .tasks()
+        .into_iter()
+        .next()
+        .expect("the task")
+        .id;
+    wait_for(
+        "the polls to go through with the refreshed tokens",
+        Duration::from_secs(2),
+        || {
+            dir.ledger()
+                .tasks()
+                .into_iter()
+                .find(|t| t.id == task_id && t.poll_error.is_none())
+        },
+    )
+    .await;
+    let unauthorized_after = |after: i64| {
+        dir.ledger()
+            .events_of("poll_failed")
+            .into_iter()
+            .find(|e| e.id > after && e.str("code") == Some("unauthorized"))
+    };
+    let current = stored();
+    assert_ne!(
+        current.tokens.access_token.expose(),
+        &first_token,
+        "the token was refreshed and kept in the keyring"
+    );
+    let task = dir.ledger().tasks().into_iter().next().expect("the task");
+    assert_eq!(task.status, "working");
+
+    // Revocation at the authorization server (the access token and its refresh token).
+    let base = peer.url.trim_end_matches("/mcp");
+    let secret = current
+        .registration
+        .client_secret
+        .as_ref()
+        .map(|s| s.expose().clone())
+        .unwrap_or_default();
+    let revoked = reqwest::Client::new()
+        .post(format!("{base}/revoke"))
+        .form(&[
+            ("token", current.tokens.access_token.expose().as_str()),
+            ("client_id", current.registration.client_id.as_str()),
+            ("client_secret", secret.as_str()),
+        ])
+        .send()
+        .await
+        .expect("revocation");
+    assert!(revoked.status().is_success(), "{}", revoked.status());
+    let before_revocation = dir.ledger().events().last().map_or(0, |e| e.id);
+
+    let refused = wait_for(
+        "a poll refused after the revocation",
+        Duration::from_secs(15),
+        || unauthorized_after(before_revocation),
+    )
+    .await;
+    assert_eq!(refused.task, Some(task.id));
+    let row = dir
+        .ledger()
+        .tasks()
+        .into_iter()
+        .find(|t| t.id == task.id)
+        .expect("the task");
+    assert_eq!(row.status, "working", "a refused token concludes nothing");
+
+    app.sign_in(server.id, follow_without_browser, timeout)
+        .await
+        .unwrap_or_else(|e| panic!("sign-in again: {e}"));
+    wait_for(
+        "the task to complete after signing in again",
+        Duration::from_secs(30),
+        || {
+            dir.ledger()
+                .tasks()
+                .into_iter()
+                .find(|t| t.id == task.id && t.status == "completed")
+        },
+    )
+    .await;
+    // A process started later (an app restart) keeps the stored sign-in fresh too.
+    app.close().await;
+    let at_close = stored().tokens.access_token.expose().clone();
+    let mut setup = Setup::new(dir.path());
+    setup.start = Start::Now;
+    let app = Console::open(setup).await.expect("the console opens again");
+    wait_for(
+        "the reopened console to refresh the stored token",
+        Duration::from_secs(10),
+        || (stored().tokens.access_token.expose() != &at_close).then_some(()),
+    )
+    .await;
+    app.remove_server(server.id).await.expect("removed");
+    assert!(
+        Secrets::default().load(&entry).expect("keyring").is_none(),
+        "removing the server deletes its sign-in"
+    );
+    app.close().await;
+}

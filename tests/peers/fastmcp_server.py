@@ -28,6 +28,12 @@ Environment (all optional):
                           long after its last run (default: fastmcp-tasks', 900000)
   PEER_LONG_JOB_STEPS     default step count of long_job (default 5)
   PEER_SLOW_SECONDS       default `seconds` of slow_cancellable (default 10)
+  PEER_OAUTH              "1": the server is OAuth-protected by fastmcp's own
+                          InMemoryOAuthProvider (its authorization server on the same
+                          origin: RFC 9728/8414 metadata, dynamic registration, an
+                          authorize endpoint that approves at once, token, refresh,
+                          revocation); /mcp answers 401 without a token
+  PEER_TOKEN_SECONDS      access token lifetime in OAuth mode (default: fastmcp's, 3600)
 """
 
 from __future__ import annotations
@@ -83,6 +89,8 @@ POLL_INTERVAL_MS = _env_int("PEER_POLL_INTERVAL_MS", 200)
 TTL_MS = _env_int("PEER_TTL_MS", None)
 LONG_JOB_STEPS = _env_int("PEER_LONG_JOB_STEPS", 5) or 5
 SLOW_SECONDS = _env_float("PEER_SLOW_SECONDS", 10.0)
+OAUTH = os.environ.get("PEER_OAUTH") == "1"
+TOKEN_SECONDS = _env_int("PEER_TOKEN_SECONDS", None)
 
 PROTOCOL_VERSION = "2026-07-28"
 SERVER_NAME = "peer-fastmcp-tasks"
@@ -286,7 +294,8 @@ async def _probe(port: int) -> bool:
         await writer.drain()
         status = await asyncio.wait_for(reader.readline(), timeout=5)
         await asyncio.wait_for(reader.read(), timeout=5)
-        return status.split(b" ")[1:2] == [b"200"]
+        # OAuth mode: a 401 without a token is the server being up and protected.
+        return status.split(b" ")[1:2] == ([b"401"] if OAUTH else [b"200"])
     except (OSError, asyncio.TimeoutError, IndexError):
         return False
     finally:
@@ -304,6 +313,21 @@ async def _announce_when_ready(port: int) -> None:
     os.kill(os.getpid(), signal.SIGTERM)
 
 
+def _protect(port: int) -> None:
+    """Puts fastmcp's in-memory OAuth provider in front of /mcp, issuer on our origin."""
+    from fastmcp.server.auth.auth import ClientRegistrationOptions, RevocationOptions
+    from fastmcp.server.auth.providers import in_memory
+
+    if TOKEN_SECONDS is not None:
+        # fastmcp reads this module constant at each token issue; there is no setting.
+        in_memory.DEFAULT_ACCESS_TOKEN_EXPIRY_SECONDS = TOKEN_SECONDS
+    mcp.auth = in_memory.InMemoryOAuthProvider(
+        base_url=f"http://127.0.0.1:{port}",
+        client_registration_options=ClientRegistrationOptions(enabled=True),
+        revocation_options=RevocationOptions(enabled=True),
+    )
+
+
 async def _main(port: int, log_level: str) -> None:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -313,6 +337,8 @@ async def _main(port: int, log_level: str) -> None:
     bound = sock.getsockname()[1]
     _log(f"bound 127.0.0.1:{bound}; step={STEP_SECONDS}s poll={POLL_INTERVAL_MS}ms ttl={TTL_MS}")
 
+    if OAUTH:
+        _protect(bound)
     announcer = asyncio.create_task(_announce_when_ready(bound))
     try:
         await mcp.run_http_async(

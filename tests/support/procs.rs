@@ -106,8 +106,14 @@ impl DataDir {
 
     /// Runs `countersign --data-dir DIR ARGS…` to its end ([`COMMAND_TIMEOUT`] at most).
     pub async fn run(&self, args: &[&str]) -> Exit {
-        let child = self
-            .command(args)
+        self.run_with_env(args, &[]).await
+    }
+
+    /// As [`DataDir::run`], with extra environment variables (e.g. `BROWSER`).
+    pub async fn run_with_env(&self, args: &[&str], vars: &[(&str, &str)]) -> Exit {
+        let mut command = self.command(args);
+        command.envs(vars.iter().copied());
+        let child = command
             .spawn()
             .unwrap_or_else(|e| panic!("cannot run countersign {args:?}: {e}"));
         let output = tokio::time::timeout(COMMAND_TIMEOUT, child.wait_with_output())

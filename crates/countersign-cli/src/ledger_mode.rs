@@ -133,18 +133,29 @@ pub(crate) async fn servers_add(
     url: &str,
     token: Option<Sensitive<String>>,
     discover: bool,
+    browser: bool,
     json_out: bool,
 ) -> Result<u8, CliError> {
+    let static_token = token.is_some();
     // The token given is this server's: discovery carries it, the keyring keeps it.
-    let record = desk
-        .console
-        .add_server(ServerAddRequest {
-            name: name.to_owned(),
-            url: url.to_owned(),
-            token: token.map(SecretText),
-            discover,
-        })
-        .await?;
+    let request = |discover: bool, token: Option<Sensitive<String>>| ServerAddRequest {
+        name: name.to_owned(),
+        url: url.to_owned(),
+        token: token.map(SecretText),
+        discover,
+    };
+    let record = match desk.console.add_server(request(discover, token)).await {
+        // A server that answers 401 without a token we were given needs an OAuth sign-in:
+        // register it undiscovered, then sign in (which discovers it with the token).
+        Err(console::Error::Server(mcp::Error::Unauthorized { status: 401, .. }))
+            if !static_token =>
+        {
+            let added = desk.console.add_server(request(false, None)).await?;
+            tell!("{name} needs a sign-in");
+            sign_in(desk, added.id, browser).await?
+        }
+        other => other?,
+    };
     if json_out {
         terminal::json(&serde_json::to_value(&record).unwrap_or(Value::Null));
     } else {
@@ -157,6 +168,81 @@ pub(crate) async fn servers_add(
         say!("added server {} → {} ({identity})", record.name, record.url);
     }
     Ok(EXIT_COMPLETED)
+}
+
+/// How long the CLI waits for the person to finish signing in in the browser.
+const SIGN_IN_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// `servers login NAME`: signs in (again) to an OAuth-protected server.
+pub(crate) async fn servers_login(
+    desk: &Desk,
+    name: &str,
+    browser: bool,
+    json_out: bool,
+) -> Result<u8, CliError> {
+    let server = desk.server(name).await?;
+    let record = sign_in(desk, server.id, browser).await?;
+    if json_out {
+        terminal::json(&json!({"signedIn": record.name}));
+    } else {
+        say!("signed in to {}", record.name);
+    }
+    Ok(EXIT_COMPLETED)
+}
+
+/// `servers logout NAME`: forgets the server's sign-in (its keyring entry).
+pub(crate) async fn servers_logout(
+    desk: &Desk,
+    name: &str,
+    json_out: bool,
+) -> Result<u8, CliError> {
+    let server = desk.server(name).await?;
+    desk.console.sign_out(server.id).await?;
+    if json_out {
+        terminal::json(&json!({"signedOut": name}));
+    } else {
+        say!("signed out of {name}; `countersign servers login {name}` signs in again");
+    }
+    Ok(EXIT_COMPLETED)
+}
+
+async fn sign_in(desk: &Desk, id: i64, browser: bool) -> Result<ServerRecord, CliError> {
+    let open = move |url: String| async move {
+        let host = reqwest_host(&url);
+        tell!("sign in at {host} in your browser:\n  {url}");
+        if browser {
+            if let Err(e) = open_browser(&url) {
+                tell!("could not open a browser ({e}); open the URL above yourself");
+            }
+        }
+        Ok(())
+    };
+    Ok(desk.console.sign_in(id, open, SIGN_IN_TIMEOUT).await?)
+}
+
+/// The authorization server's host, shown before the browser opens.
+fn reqwest_host(url: &str) -> String {
+    url.split_once("://")
+        .map(|(_, rest)| rest.split(['/', '?', '#']).next().unwrap_or(rest))
+        .map(|authority| authority.rsplit('@').next().unwrap_or(authority).to_owned())
+        .unwrap_or_else(|| url.to_owned())
+}
+
+/// Opens `url` with `$BROWSER` (its first word, the URL as one argument), else `xdg-open`,
+/// without a shell and without waiting for the browser to close.
+fn open_browser(url: &str) -> std::io::Result<()> {
+    let program = std::env::var("BROWSER")
+        .ok()
+        .and_then(|b| b.split(':').next().map(str::to_owned))
+        .filter(|b| !b.trim().is_empty())
+        .unwrap_or_else(|| "xdg-open".into());
+    std::process::Command::new(program.trim())
+        .arg(url)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map(|_| ())
 }
 
 pub(crate) async fn servers_list(desk: &Desk, json_out: bool) -> Result<u8, CliError> {

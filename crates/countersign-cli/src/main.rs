@@ -38,13 +38,17 @@ pub const EXIT_WORKING: u8 = 5;
 pub const EXIT_USAGE: u8 = 64;
 /// Exit code: connection or protocol error.
 pub const EXIT_UNAVAILABLE: u8 = 69;
+/// Exit code: the server needs a person to sign in (OAuth) and the sign-in did not happen
+/// (`EX_NOPERM`).
+pub const EXIT_SIGN_IN_NEEDED: u8 = 77;
 
 /// The exit-code contract, shown by `--help` (the README's paragraph says the same).
 const EXIT_CODES_HELP: &str = "\
 Exit codes: 0 completed, 1 completed with isError, 2 failed, 3 cancelled, 4 input needed \
 (no answer flag and no terminal), 5 still working (task get), 64 usage, 69 connection or \
 protocol error (also: the server misbehaved, e.g. kept asking questions or reused a task id; \
-another engine already runs on this ledger), 141 stdout closed early (e.g. `| head`). \
+another engine already runs on this ledger), 77 sign-in needed or failed (`servers login NAME`), \
+141 stdout closed early (e.g. `| head`). \
 `call` exits by how the call ended; `call --no-follow` exits 0 once the handle is recorded; \
 `task get` exits by the task's current status.";
 
@@ -254,6 +258,23 @@ enum ServersCommand {
         /// Do not contact the server now.
         #[arg(long)]
         no_discover: bool,
+        /// If the server needs a sign-in, only print the URL; open no browser.
+        #[arg(long)]
+        no_browser: bool,
+    },
+    /// Sign in to an OAuth-protected server (again): opens the browser (`$BROWSER`, else
+    /// `xdg-open`) at the authorization server and prints the URL too.
+    Login {
+        /// Its name.
+        name: String,
+        /// Only print the URL; open no browser.
+        #[arg(long)]
+        no_browser: bool,
+    },
+    /// Sign out: forget the server's OAuth tokens and registration (the keyring entry).
+    Logout {
+        /// Its name.
+        name: String,
     },
     /// List servers.
     List,
@@ -308,6 +329,9 @@ pub(crate) enum CliError {
     /// The OS keyring (Secret Service) refused or is not there (exit 69).
     #[error("{0}; tokens are kept only in the OS keyring, never in a file")]
     Keyring(countersign_core::secrets::Error),
+    /// Signing in to an OAuth-protected server failed or is needed (exit 77).
+    #[error("{0}")]
+    SignIn(countersign_core::auth::SessionError),
 }
 
 impl From<countersign_core::actions::Error> for CliError {
@@ -335,6 +359,7 @@ impl From<countersign_core::console::Error> for CliError {
             C::Ledger(e) => Self::Ledger(e),
             C::Keyring(e) => Self::Keyring(e),
             C::Engine(e) => Self::Engine(e),
+            C::SignIn(e) => Self::SignIn(e),
             C::Write { path, source } => Self::Io(std::io::Error::new(
                 source.kind(),
                 format!("cannot write {}: {source}", path.display()),
@@ -355,6 +380,13 @@ impl CliError {
             // A URL that cannot be used as given is the caller's to fix, like any bad argument.
             Self::Mcp(countersign_core::mcp::Error::InvalidUrl { .. }) => EXIT_USAGE,
             Self::Engine(countersign_core::engine::Error::Lock(_)) => EXIT_UNAVAILABLE,
+            // A sign-in that could not reach the authorization server is a connection error.
+            Self::SignIn(countersign_core::auth::SessionError::Mcp(_))
+            | Self::SignIn(countersign_core::auth::SessionError::Auth(
+                countersign_core::auth::Error::Transport { .. }
+                | countersign_core::auth::Error::TokenRequest { .. },
+            )) => EXIT_UNAVAILABLE,
+            Self::SignIn(_) => EXIT_SIGN_IN_NEEDED,
             Self::Mcp(_)
             | Self::Io(_)
             | Self::MrtrRounds { .. }
@@ -422,6 +454,7 @@ fn error_code(e: &CliError) -> &'static str {
         CliError::Ledger(_) => "ledger",
         CliError::Engine(_) => "engine",
         CliError::Keyring(_) => "keyring",
+        CliError::SignIn(_) => "sign_in",
     }
 }
 
@@ -560,6 +593,7 @@ async fn run(cli: Cli) -> Result<u8, CliError> {
             name,
             url,
             no_discover,
+            no_browser,
         }) => {
             // `--token`/`COUNTERSIGN_TOKEN` here is this server's token: kept in the keyring.
             let token = global
@@ -569,8 +603,31 @@ async fn run(cli: Cli) -> Result<u8, CliError> {
                 .map(countersign_core::sensitive::Sensitive::new);
             with_desk(&global, |desk| {
                 Box::pin(async move {
-                    ledger_mode::servers_add(desk, &name, &url, token, !no_discover, json).await
+                    ledger_mode::servers_add(
+                        desk,
+                        &name,
+                        &url,
+                        token,
+                        !no_discover,
+                        !no_browser,
+                        json,
+                    )
+                    .await
                 })
+            })
+            .await
+        }
+        Command::Servers(ServersCommand::Login { name, no_browser }) => {
+            with_desk(&global, |desk| {
+                Box::pin(
+                    async move { ledger_mode::servers_login(desk, &name, !no_browser, json).await },
+                )
+            })
+            .await
+        }
+        Command::Servers(ServersCommand::Logout { name }) => {
+            with_desk(&global, |desk| {
+                Box::pin(async move { ledger_mode::servers_logout(desk, &name, json).await })
             })
             .await
         }

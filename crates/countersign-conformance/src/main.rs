@@ -5,10 +5,15 @@
 
 use std::process::ExitCode;
 
+use countersign_core::auth::{
+    follow_without_browser, with_sign_in, Authorizer, ClientConfig, PreRegistered,
+};
 use countersign_core::mcp::{
     CallOutcome, Client, Endpoint, InputRequests, ToolCall, PROTOCOL_VERSION,
 };
+use countersign_core::sensitive::Sensitive;
 use serde_json::{json, Map, Value};
+use std::time::Duration;
 
 type Failure = Box<dyn std::error::Error>;
 
@@ -36,6 +41,9 @@ async fn main() -> ExitCode {
 
 async fn run(scenario: &str, url: &str) -> Result<(), Failure> {
     let client = Client::new(Endpoint::new(url))?;
+    if scenario.starts_with("auth/") {
+        return run_auth(&client, url).await;
+    }
     match scenario {
         "tools_call" => {
             client.discover().await?;
@@ -150,6 +158,64 @@ async fn run(scenario: &str, url: &str) -> Result<(), Failure> {
         }
         other => return Err(format!("unknown scenario {other:?}").into()),
     }
+    Ok(())
+}
+
+/// The client ID metadata document URL the suite expects (it never fetches it).
+const CLIENT_METADATA_URL: &str = "https://conformance-test.local/client-metadata.json";
+
+/// Every `auth/*` scenario: the same client as the app's, signing in when the mock server
+/// answers `401`, the browser played by a client that follows the authorization redirect into
+/// our loopback listener. Then discover, list tools, call `test-tool` (each with sign-in).
+async fn run_auth(client: &Client, url: &str) -> Result<(), Failure> {
+    let mut config = ClientConfig {
+        metadata_document_url: Some(CLIENT_METADATA_URL.into()),
+        ..ClientConfig::default()
+    };
+    if let Ok(context) = std::env::var("MCP_CONFORMANCE_CONTEXT") {
+        let context: Value = serde_json::from_str(&context)?;
+        if let (Some(id), Some(issuer)) =
+            (context["client_id"].as_str(), context["issuer"].as_str())
+        {
+            config.pre_registered = Some(PreRegistered {
+                issuer: issuer.into(),
+                client_id: id.into(),
+                client_secret: context["client_secret"]
+                    .as_str()
+                    .map(|s| Sensitive::new(s.to_owned())),
+            });
+        }
+    }
+    let authorizer = Authorizer::new(url, config)?;
+    let mut credentials = None;
+    let timeout = Duration::from_secs(20);
+    with_sign_in(
+        client,
+        &authorizer,
+        &mut credentials,
+        || client.list_tools(),
+        follow_without_browser,
+        timeout,
+    )
+    .await?;
+    let call = ToolCall::new("test-tool", object(json!({})));
+    let outcome = with_sign_in(
+        client,
+        &authorizer,
+        &mut credentials,
+        || client.call_tool(&call),
+        follow_without_browser,
+        timeout,
+    )
+    .await?;
+    eprintln!(
+        "test-tool → {}",
+        if matches!(outcome, CallOutcome::Complete(_)) {
+            "complete"
+        } else {
+            "not complete"
+        }
+    );
     Ok(())
 }
 

@@ -24,6 +24,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use serde_json::{Map, Value};
 use tokio::sync::{broadcast, OnceCell};
@@ -81,6 +82,9 @@ pub enum Error {
     /// The engine could not start.
     #[error(transparent)]
     Engine(#[from] engine::Error),
+    /// Signing in to an OAuth-protected server failed (the message names the step; no secret).
+    #[error(transparent)]
+    SignIn(#[from] crate::auth::SessionError),
     /// A file the person asked for could not be written.
     #[error("cannot write {}: {source}", path.display())]
     Write {
@@ -116,6 +120,7 @@ impl Error {
             Self::Server(e) if e.class() == ErrorClass::Transient => ErrorCode::Unavailable,
             Self::Server(_) | Self::Refused(_) | Self::TooManyRounds { .. } => ErrorCode::Server,
             Self::Keyring(_) => ErrorCode::Keyring,
+            Self::SignIn(_) => ErrorCode::Server,
             Self::Ledger(_) | Self::Engine(_) | Self::Write { .. } => ErrorCode::Internal,
         }
     }
@@ -132,6 +137,17 @@ impl From<Error> for CommandError {
             ..CommandError::new(e.code(), e.to_string())
         }
     }
+}
+
+/// How long to wait before refreshing a token that expires at `expires_at` (Unix seconds): half
+/// the time left, but no later than a minute before it expires.
+fn refresh_delay(expires_at: u64, now: std::time::SystemTime) -> Duration {
+    let now = now
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs_f64();
+    let left = (expires_at as f64 - now).max(0.0);
+    Duration::from_secs_f64((left - 60.0).max(left / 2.0))
 }
 
 /// Result of a console action.
@@ -240,6 +256,10 @@ pub struct Console {
     warn: Option<Warn>,
     calls: Mutex<HashMap<u64, PendingCall>>,
     next_call: AtomicU64,
+    /// One token refresher per signed-in server (single-flight: a new sign-in replaces it).
+    refreshers: Mutex<HashMap<i64, tokio::task::JoinHandle<()>>>,
+    /// Whether the refreshers of servers signed in before this process started are running.
+    refreshers_resumed: std::sync::atomic::AtomicBool,
 }
 
 impl Console {
@@ -266,6 +286,8 @@ impl Console {
             warn,
             calls: Mutex::default(),
             next_call: AtomicU64::new(1),
+            refreshers: Mutex::default(),
+            refreshers_resumed: Default::default(),
         };
         if start == Start::Now {
             console.ensure_engine().await.map_err(|e| match e {
@@ -303,7 +325,30 @@ impl Console {
                 }
             })
             .await?;
+        if matches!(here, Here::Running(_)) && !self.refreshers_resumed.swap(true, Ordering::SeqCst)
+        {
+            self.resume_refreshers().await;
+        }
         Ok(state_of(here))
+    }
+
+    /// Starts the refreshers of servers signed in earlier (their sign-in is in the keyring): the
+    /// engine polls with their tokens, so this process keeps them fresh. A token that expired
+    /// while nothing ran is refreshed at once.
+    async fn resume_refreshers(&self) {
+        let Ok(list) = self.ledger.read_async(servers::list).await else {
+            return;
+        };
+        for server in list.into_iter().filter(|s| s.has_token) {
+            let Ok(Some(credentials)) = self.tokens.load_credentials(server.id).await else {
+                continue;
+            };
+            if let Ok(authorizer) =
+                crate::auth::Authorizer::new(&server.url, crate::auth::ClientConfig::default())
+            {
+                self.keep_fresh(server.id, authorizer, credentials);
+            }
+        }
     }
 
     /// Who serves the ledger, if the console has asked yet.
@@ -349,6 +394,11 @@ impl Console {
 
     /// Stops our engine (if any) and closes the ledger.
     pub async fn close(self) {
+        if let Ok(mut refreshers) = self.refreshers.lock() {
+            for (_, refresher) in refreshers.drain() {
+                refresher.abort();
+            }
+        }
         if let Some(Here::Running(engine)) = self.here.into_inner() {
             engine.shutdown().await;
         }
@@ -737,6 +787,138 @@ impl Console {
         self.server(before.id).await
     }
 
+    /// Signs in to the OAuth-protected server `id`: discovery from its `401`, registration, the
+    /// browser step (`open` shows the person the authorization URL; the loopback listener waits
+    /// at most `timeout`), the token request. The sign-in goes to the OS keyring only, and the
+    /// engine sends its access token to this server from then on. A server that does not ask
+    /// for a sign-in is refused ([`Error::Invalid`]).
+    pub async fn sign_in<F, Fut>(&self, id: i64, open: F, timeout: Duration) -> Result<ServerRecord>
+    where
+        F: Fn(String) -> Fut,
+        Fut: std::future::Future<Output = crate::auth::Result<()>>,
+    {
+        let server = self.server(id).await?;
+        let client = Client::with_options(
+            mcp::Endpoint::new(server.url.clone()),
+            self.config.client.clone(),
+            None,
+        )?;
+        let authorizer =
+            crate::auth::Authorizer::new(&server.url, crate::auth::ClientConfig::default())
+                .map_err(crate::auth::SessionError::from)?;
+        // The last sign-in keeps its registration (a new one only for a new authorization
+        // server); an unreadable one is simply replaced.
+        let mut credentials = self.tokens.load_credentials(id).await.ok().flatten();
+        let before = credentials.as_ref().map(|c| c.tokens.access_token.clone());
+        let discovery = crate::auth::with_sign_in(
+            &client,
+            &authorizer,
+            &mut credentials,
+            || client.discover(),
+            open,
+            timeout,
+        )
+        .await?;
+        // Only a 401 leads to a new token (signed in or refreshed): same token, open server.
+        let Some(credentials) =
+            credentials.filter(|c| Some(&c.tokens.access_token) != before.as_ref())
+        else {
+            return Err(Error::Invalid(format!(
+                "{} does not ask for a sign-in",
+                server.name
+            )));
+        };
+        self.tokens.store_credentials(id, &credentials).await?;
+        actions::record_discovery(&self.ledger, id, &discovery).await?;
+        let record = self.set_token_flag(id, true).await?;
+        if let Some(engine) = self.engine() {
+            // The ledger cannot see a new token: have the engine rebuild its clients.
+            engine.reload_links();
+        }
+        self.keep_fresh(id, authorizer, credentials);
+        Ok(record)
+    }
+
+    /// Refreshes server `id`'s token before it expires, for as long as this process runs an
+    /// engine; when a refresh is refused, warns that a person must sign in again (the engine's
+    /// polls then fail `unauthorized`, the tasks keep their state) and stops.
+    fn keep_fresh(
+        &self,
+        id: i64,
+        authorizer: crate::auth::Authorizer,
+        mut credentials: crate::auth::Credentials,
+    ) {
+        let Some(reloader) = self.engine().map(Engine::link_reloader) else {
+            return;
+        };
+        let tokens = self.tokens.clone();
+        let warn = self.warn.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                let (Some(expires_at), Some(_)) = (
+                    credentials.tokens.expires_at,
+                    &credentials.tokens.refresh_token,
+                ) else {
+                    return;
+                };
+                tokio::time::sleep(refresh_delay(expires_at, std::time::SystemTime::now())).await;
+                match authorizer.refresh(&credentials).await {
+                    Ok(fresh) => {
+                        reloader.set_token(id, fresh.tokens.access_token.clone());
+                        // Clients built later take the token from the cache, which storing
+                        // updates; if the keyring refuses, the in-place token still serves.
+                        match tokens.store_credentials(id, &fresh).await {
+                            Ok(()) => reloader.reload(),
+                            Err(e) => tracing::warn!("a refreshed token could not be kept: {e}"),
+                        }
+                        credentials = fresh;
+                    }
+                    // The authorization server is unreachable: try again shortly.
+                    Err(crate::auth::Error::TokenRequest { .. }) => {
+                        tokio::time::sleep(Duration::from_secs(30)).await;
+                    }
+                    Err(e) => {
+                        let message =
+                            format!("{} needs you to sign in again ({e})", authorizer.server());
+                        tracing::warn!("{message}");
+                        if let Some(warn) = &warn {
+                            warn(&message);
+                        }
+                        return;
+                    }
+                }
+            }
+        });
+        if let Ok(mut refreshers) = self.refreshers.lock() {
+            if let Some(old) = refreshers.insert(id, task) {
+                old.abort();
+            }
+        }
+    }
+
+    fn stop_refreshing(&self, id: i64) {
+        if let Some(old) = self.refreshers.lock().ok().and_then(|mut r| r.remove(&id)) {
+            old.abort();
+        }
+    }
+
+    /// Signs out of server `id`: its OAuth sign-in leaves the keyring (and the engine stops
+    /// sending its token); the server and its tasks stay.
+    pub async fn sign_out(&self, id: i64) -> Result<ServerRecord> {
+        let server = self.server(id).await?;
+        self.stop_refreshing(id);
+        self.tokens.delete_credentials(id).await?;
+        let record = if server.has_token && self.tokens.get(id).is_none() {
+            self.set_token_flag(id, false).await?
+        } else {
+            server
+        };
+        if let Some(engine) = self.engine() {
+            engine.reload_links();
+        }
+        Ok(record)
+    }
+
     /// Removes a server, everything tracked on it, and its token.
     pub async fn remove_server(&self, id: i64) -> Result<()> {
         let server = self.server(id).await?;
@@ -744,6 +926,12 @@ impl Console {
         // not. (A server without one needs no keyring at all: the CLI works without one.)
         if server.has_token {
             self.tokens.delete(server.id).await?;
+        }
+        self.stop_refreshing(server.id);
+        // An OAuth sign-in has no flag in the ledger; where there is no keyring there is none.
+        match self.tokens.delete_credentials(server.id).await {
+            Ok(()) | Err(secrets::Error::NoKeyring { .. }) => {}
+            Err(e) => return Err(e.into()),
         }
         actions::remove_server(&self.ledger, server.id, &self.actor).await?;
         self.nudge();

@@ -122,6 +122,31 @@ pub enum Error {
     Ledger(#[from] crate::ledger::Error),
 }
 
+/// Rebuilds the engine's clients on its next scan (see [`Engine::link_reloader`]).
+#[derive(Clone)]
+pub struct LinkReloader {
+    flag: Arc<std::sync::atomic::AtomicBool>,
+    nudge: Arc<Notify>,
+    links: Links,
+}
+
+impl LinkReloader {
+    /// Gives the server's current client a new bearer token at once (its clones share it), so
+    /// no poll goes out with a token the server has already replaced (an OAuth refresh may
+    /// revoke the old access token the moment it issues the new one).
+    pub fn set_token(&self, server_id: i64, token: Sensitive<String>) {
+        if let Some(link) = self.links.get(server_id) {
+            link.client.set_bearer_token(Some(token));
+        }
+    }
+
+    /// As [`Engine::reload_links`].
+    pub fn reload(&self) {
+        self.flag.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.nudge.notify_one();
+    }
+}
+
 /// A running engine. Dropping it stops the loop; [`Engine::shutdown`] waits for it.
 pub struct Engine {
     ledger: Arc<Ledger>,
@@ -222,6 +247,16 @@ impl Engine {
         self.reload_links
             .store(true, std::sync::atomic::Ordering::SeqCst);
         self.nudge.notify_one();
+    }
+
+    /// A handle that does [`Engine::reload_links`] from another task (e.g. after a token
+    /// refresh), without holding the engine.
+    pub fn link_reloader(&self) -> LinkReloader {
+        LinkReloader {
+            flag: self.reload_links.clone(),
+            nudge: self.nudge.clone(),
+            links: self.links.clone(),
+        }
     }
 
     /// Tells the engine this process wrote something it should act on now.

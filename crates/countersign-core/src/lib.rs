@@ -15,6 +15,8 @@
 //!   validated actions, the MRTR registry) and the views they share ([`console::view`]);
 //! - [`notice`]: what a person is told outside the window (notification text, a link's host);
 //! - [`sensitive`]: [`sensitive::Sensitive`], the wrapper that keeps tokens out of logs and storage;
+//! - [`auth`]: signing in to OAuth-protected servers (discovery, registration, PKCE, the
+//!   loopback browser step, refresh);
 //! - [`secrets`]: bearer tokens in the OS keyring (Secret Service / Keychain / Credential Manager).
 //!
 //! The CLI (`crates/countersign-cli`) and the desktop shell (`src-tauri`) drive this crate;
@@ -25,6 +27,7 @@
 #![allow(clippy::result_large_err, clippy::large_enum_variant)]
 
 pub mod actions;
+pub mod auth;
 pub mod console;
 pub mod decision;
 pub mod diagnosis;

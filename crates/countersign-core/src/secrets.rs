@@ -1,7 +1,8 @@
 //! Bearer tokens in the OS keyring: the Secret Service on Linux (gnome-keyring, KWallet),
 //! Keychain on macOS, Credential Manager on Windows, through the `keyring` crate (4.x, `v1` API).
 //!
-//! One entry per server: service = [`Secrets::service`], user = the server id. Tokens live only
+//! One entry per server for its static token, and one for its OAuth sign-in (tokens, expiry,
+//! client registration as one JSON blob): service = [`Secrets::service`], user = the server id. Tokens live only
 //! there (never in the ledger, logs or IPC) and leave this module wrapped in [`Sensitive`].
 //!
 //! Every call blocks on the platform store (a D-Bus round trip on Linux): from async code, call
@@ -12,6 +13,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, RwLock};
 
+use crate::auth::Credentials;
 use crate::engine::TokenProvider;
 use crate::ledger::servers::ServerRecord;
 use crate::sensitive::Sensitive;
@@ -153,6 +155,12 @@ fn store_failure() -> String {
     }
 }
 
+fn panicked() -> Error {
+    Error::NoKeyring {
+        detail: "the keyring task panicked".into(),
+    }
+}
+
 /// Maps a keyring error to ours, dropping any payload that could hold secret bytes.
 fn classify(server_id: &str, e: keyring::Error) -> Error {
     let server_id = server_id.to_owned();
@@ -226,6 +234,50 @@ impl Tokens {
         self.secrets.service()
     }
 
+    /// The keyring entry's user name for a server's OAuth sign-in (tokens, refresh token,
+    /// expiry, client registration: one JSON blob, [`Credentials::to_keyring_blob`]).
+    pub fn sign_in_entry_name(&self, server: i64) -> String {
+        format!("oauth:{server}@{}", self.scope)
+    }
+
+    /// Stores (or replaces) a server's OAuth sign-in in the keyring.
+    pub async fn store_credentials(&self, server: i64, credentials: &Credentials) -> Result<()> {
+        let me = self.clone();
+        let blob = credentials.to_keyring_blob();
+        let access = credentials.tokens.access_token.clone();
+        tokio::task::spawn_blocking(move || {
+            me.secrets.store(&me.sign_in_entry_name(server), &blob)?;
+            // The engine's provider reads the cache: the access token is this server's token.
+            me.put(server, Some(access));
+            Ok(())
+        })
+        .await
+        .unwrap_or_else(|_| Err(panicked()))
+    }
+
+    /// A server's OAuth sign-in, or `None` if it has none (an unreadable one, written by another
+    /// version, also reads as none: the person signs in again).
+    pub async fn load_credentials(&self, server: i64) -> Result<Option<Credentials>> {
+        let me = self.clone();
+        let blob =
+            tokio::task::spawn_blocking(move || me.secrets.load(&me.sign_in_entry_name(server)))
+                .await
+                .unwrap_or_else(|_| Err(panicked()))?;
+        Ok(blob.and_then(|b| Credentials::from_keyring_blob(&b).ok()))
+    }
+
+    /// Forgets a server's OAuth sign-in (sign out); succeeds if there was none.
+    pub async fn delete_credentials(&self, server: i64) -> Result<()> {
+        let me = self.clone();
+        tokio::task::spawn_blocking(move || {
+            me.secrets.delete(&me.sign_in_entry_name(server))?;
+            me.put(server, None);
+            Ok(())
+        })
+        .await
+        .unwrap_or_else(|_| Err(panicked()))
+    }
+
     /// Reads the tokens of these servers from the keyring into the cache; returns the failures.
     pub async fn load(&self, servers: Vec<i64>) -> Vec<(i64, Error)> {
         let me = self.clone();
@@ -234,7 +286,16 @@ impl Tokens {
             for id in servers {
                 match me.secrets.load(&me.entry_name(id)) {
                     Ok(Some(token)) => me.put(id, Some(token)),
-                    Ok(None) => {}
+                    // No static token: an OAuth sign-in's access token, if there is one.
+                    Ok(None) => match me.secrets.load(&me.sign_in_entry_name(id)) {
+                        Ok(Some(blob)) => {
+                            if let Ok(credentials) = Credentials::from_keyring_blob(&blob) {
+                                me.put(id, Some(credentials.tokens.access_token));
+                            }
+                        }
+                        Ok(None) => {}
+                        Err(e) => failed.push((id, e)),
+                    },
                     Err(e) => failed.push((id, e)),
                 }
             }

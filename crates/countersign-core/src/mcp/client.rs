@@ -199,6 +199,9 @@ struct Inner {
     version: RwLock<String>,
     tools: RwLock<ToolHeaders>,
     notifications: Option<mpsc::UnboundedSender<Value>>,
+    /// The bearer token in use: the endpoint's, replaced by [`Client::set_bearer_token`] when
+    /// an OAuth sign-in or refresh brings a new one (clones share it).
+    token: RwLock<Option<Sensitive<String>>>,
     /// The `_meta` entries every request carries unchanged, encoded once.
     fixed_meta: FixedMeta,
     /// For `subscriptions/listen` only: no whole-request timeout (the stream is meant to stay
@@ -245,6 +248,7 @@ impl Client {
             inner: Arc::new(Inner {
                 http,
                 listen_http,
+                token: RwLock::new(endpoint.bearer_token.clone()),
                 fixed_meta,
                 endpoint,
                 url,
@@ -255,6 +259,21 @@ impl Client {
                 notifications,
             }),
         })
+    }
+
+    /// Replaces the bearer token sent with every request from now on (an OAuth sign-in or
+    /// refresh); `None` sends none.
+    pub fn set_bearer_token(&self, token: Option<Sensitive<String>>) {
+        // A poisoned lock only means a panic elsewhere mid-write of an Option: the value is whole.
+        *self.inner.token.write().unwrap_or_else(|e| e.into_inner()) = token;
+    }
+
+    fn bearer_token(&self) -> Option<Sensitive<String>> {
+        self.inner
+            .token
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// The endpoint URL.
@@ -515,7 +534,7 @@ impl Client {
         for (header, value) in extra_headers {
             insert_header(&mut headers, header, value)?;
         }
-        if let Some(token) = &inner.endpoint.bearer_token {
+        if let Some(token) = self.bearer_token() {
             let mut value =
                 HeaderValue::from_str(&format!("Bearer {}", token.expose())).map_err(|_| {
                     Error::InvalidRequest(
@@ -684,7 +703,7 @@ impl Client {
         );
         insert_known(&mut headers, MCP_PROTOCOL_VERSION, &version)?;
         insert_known(&mut headers, MCP_METHOD, method)?;
-        if let Some(token) = &inner.endpoint.bearer_token {
+        if let Some(token) = self.bearer_token() {
             let mut value =
                 HeaderValue::from_str(&format!("Bearer {}", token.expose())).map_err(|_| {
                     Error::InvalidRequest(
