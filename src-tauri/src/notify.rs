@@ -93,6 +93,16 @@ impl Notifier {
         })
     }
 
+    /// Whether the daemon interprets markup in bodies. dunst parses markup while advertising only
+    /// "body-hyperlinks": either cap means tags in server text would be interpreted (links,
+    /// bold), so they are escaped.
+    #[cfg(target_os = "linux")]
+    fn renders_markup(&self) -> bool {
+        self.capabilities()
+            .iter()
+            .any(|c| c == "body-markup" || c == "body-hyperlinks")
+    }
+
     /// Whether Approve/Decline buttons can be offered.
     pub fn actions_supported(&self) -> bool {
         self.capabilities().iter().any(|c| c == "actions")
@@ -191,10 +201,7 @@ impl Notifier {
 
     #[cfg(target_os = "linux")]
     fn post_summary(&self, wait: bool, on_open: impl FnOnce()) {
-        let markup = self
-            .capabilities()
-            .iter()
-            .any(|c| c == "body-markup" || c == "body-hyperlinks");
+        let markup = self.renders_markup();
         let posting = self.summary_posting.lock();
         // Read under the posting lock: the latest count, and the id of the summary on screen.
         let Some((title, body, replace)) = self.summary.lock().ok().map(|s| {
@@ -204,13 +211,7 @@ impl Notifier {
             return;
         };
         let body = if markup { escape(&body) } else { body };
-        let mut n = notify_rust::Notification::new();
-        n.appname("Countersign")
-            .summary(&title)
-            .body(&body)
-            .hint(notify_rust::Hint::Category("im.received".into()))
-            .timeout(notify_rust::Timeout::Never)
-            .action("default", "Open in Countersign");
+        let mut n = question_notification(&title, &body);
         if replace != 0 {
             n.id(replace);
         }
@@ -261,12 +262,7 @@ impl Notifier {
         on_answer: impl FnOnce(QuickAnswer),
         on_open: impl FnOnce(),
     ) {
-        // dunst parses markup while advertising only "body-hyperlinks": either cap means tags in
-        // server text would be interpreted (links, bold), so escape them.
-        let markup = self
-            .capabilities()
-            .iter()
-            .any(|c| c == "body-markup" || c == "body-hyperlinks");
+        let markup = self.renders_markup();
         let quick = self
             .actions_supported()
             .then(|| single_confirmation(&input.request))
@@ -274,13 +270,7 @@ impl Notifier {
         let body = body_text(&input.request, markup);
         // The summary is plain text by the notification spec (dunst shows entities literally).
         let title = summary(input);
-        let mut n = notify_rust::Notification::new();
-        n.appname("Countersign")
-            .summary(&title)
-            .body(&body)
-            .hint(notify_rust::Hint::Category("im.received".into()))
-            .timeout(notify_rust::Timeout::Never)
-            .action("default", "Open in Countersign");
+        let mut n = question_notification(&title, &body);
         if quick.is_some() {
             n.action("approve", "Approve").action("decline", "Decline");
         }
@@ -374,6 +364,19 @@ impl Notifier {
         #[cfg(not(target_os = "linux"))]
         let _ = shown;
     }
+}
+
+/// A notification about questions: stays until acted on, and its body opens the app.
+#[cfg(target_os = "linux")]
+fn question_notification(title: &str, body: &str) -> notify_rust::Notification {
+    let mut n = notify_rust::Notification::new();
+    n.appname("Countersign")
+        .summary(title)
+        .body(body)
+        .hint(notify_rust::Hint::Category("im.received".into()))
+        .timeout(notify_rust::Timeout::Never)
+        .action("default", "Open in Countersign");
+    n
 }
 
 #[cfg(test)]
