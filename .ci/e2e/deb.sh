@@ -14,7 +14,8 @@ if [[ -z "${COUNTERSIGN_SESSION_BUS:-}" ]]; then
   bash "$root/.ci/setup-desktop.sh" # the Tauri CLI is a devDependency of ui/
   echo "deb: building the debug .deb (into $target/debug/bundle/deb)"
   rm -rf "$target/debug/bundle/deb"
-  (cd "$root" && CARGO_TARGET_DIR="$target" ui/node_modules/.bin/tauri build --debug --bundles deb --ci)
+  # `custom-protocol`: the same features as .ci/e2e/run.sh's build, so the app is not rebuilt.
+  (cd "$root" && CARGO_TARGET_DIR="$target" ui/node_modules/.bin/tauri build --debug --bundles deb --ci --features custom-protocol)
   debs=("$target"/debug/bundle/deb/*.deb)
   if [[ ${#debs[@]} -ne 1 || ! -f "${debs[0]}" ]]; then
     echo "deb: expected one .deb in $target/debug/bundle/deb, found: ${debs[*]}" >&2
