@@ -43,8 +43,9 @@ pub async fn app_info(shell: State<'_, Shell>) -> Result<AppInfo> {
 
 /// The UI drew its first frame (startup time, printed once).
 #[tauri::command]
-pub async fn ui_painted(shell: State<'_, Shell>) -> Result<()> {
+pub async fn ui_painted<R: Runtime>(app: AppHandle<R>, shell: State<'_, Shell>) -> Result<()> {
     shell.painted();
+    crate::window::painted(&app);
     Ok(())
 }
 
