@@ -4,7 +4,8 @@
 // WebKit's web and network processes while the app keeps running; its engine still polls (a
 // question of a task called meanwhile is recorded and notified); clicking that notification
 // rebuilds the window on the question; a second launch on the same ledger hands over to the
-// running app (single instance) and exits.
+// running app (single instance) and exits; countersign:// links handed over that way open the
+// page they lead to (task detail, the adopt form to confirm, or the server to add).
 //
 // Env: COUNTERSIGN_APP, COUNTERSIGN_CLI (absolute paths), E2E_WORK (scratch dir), SCREENSHOTS,
 // E2E_LOGS (where the app's log goes; default E2E_WORK).
@@ -143,5 +144,24 @@ await step("a second launch on the same ledger hands over to the running app, wh
   console.log(`     reopened in ${Date.now() - t0} ms from the second launch; ${painted.replace(/^.*countersign: /, "")}`);
   assert.ok(webkit(proc.pid).some((c) => c.startsWith("WebKitWebProces")), "a new web process");
   assert.ok(alive(proc.pid));
+});
+await step("links: a tracked task opens its detail, an untracked one the adopt form, an unknown server is named, a hostile link opens nothing", async () => {
+  const shown = JSON.parse(execFileSync(cli, ["--data-dir", dataDir, "--json", "task", "show", "#1"]).toString());
+  const row = shown.task.id;
+  const serverUrl = shown.task.server_url;
+  assert.match(shown.link, /^countersign:\/\/task\/http/);
+  const follow = async (link, expected) => {
+    log.length = 0;
+    const r = spawnSync(app, ["--data-dir", dataDir, link], { timeout: 30000 });
+    assert.equal(r.status, 0, `the second instance hands the link over: ${r.stderr}`);
+    return until(`the running app to act on ${expected}`, () => logged(expected), 15000);
+  };
+  await follow(shown.link, new RegExp(`opening the window at #/tasks/${row}$`));
+  const untracked = `countersign://task/${encodeURIComponent(serverUrl)}/${encodeURIComponent("not-tracked/1")}`;
+  await follow(untracked, new RegExp(`opening the window at #/adopt/${shown.task.server_id}/not-tracked%2F1$`));
+  await follow("countersign://task/demo/not-tracked", new RegExp(`opening the window at #/adopt/${shown.task.server_id}/not-tracked$`));
+  await follow(`countersign://task/${encodeURIComponent("https://elsewhere.example/mcp")}/t1`, /opening the window at #\/adopt\/url\/https%3A%2F%2Felsewhere\.example%2Fmcp\/t1$/);
+  await follow("countersign://task/demo/a%0A%1B%5B2J", /cannot open the link: the link's task id holds a control character/);
+  assert.ok(alive(proc.pid), "a hostile link does not end the app");
 });
 proc.kill("SIGTERM");

@@ -102,7 +102,14 @@ pub async fn task_cancel(shell: State<'_, Shell>, request: TaskRef) -> Result<()
     ipc(shell.console.cancel(request.row).await)
 }
 
-/// Starts tracking a task created elsewhere, by its id.
+/// The task's `countersign://task/<server URL>/<task id>` link ("Copy link").
+#[tauri::command]
+pub async fn task_link(shell: State<'_, Shell>, request: TaskRef) -> Result<String> {
+    ipc(shell.console.task_link(request.row).await)
+}
+
+/// Starts tracking a task created elsewhere, by its id (the person confirmed it, also when a
+/// link led there).
 #[tauri::command]
 pub async fn task_adopt(shell: State<'_, Shell>, request: TaskAdoptRequest) -> Result<TaskView> {
     let record = ipc(shell

@@ -17,6 +17,7 @@ pub mod commands;
 pub mod demo;
 pub mod feed;
 pub mod ipc;
+pub mod links;
 pub mod notify;
 pub mod options;
 pub mod tray;
@@ -124,9 +125,25 @@ pub fn run(options: Options, launch: Launch) -> Result<(), Error> {
     // instance stops before anything else starts.
     let single = tauri_plugin_single_instance::Builder::new()
         .dbus_id(instance_id(&options.data_dir))
-        .callback(|app, _args, _cwd| window::open(app, None))
+        .callback(|app, args, _cwd| {
+            // Links among its arguments (the desktop entry's `%u`; any position, unlike the
+            // deep-link plugin's single-argument rule), else just the window.
+            let links: Vec<String> = args
+                .into_iter()
+                .skip(1)
+                .filter(|a| links::is_link(a))
+                .collect();
+            if links.is_empty() {
+                window::open(app, None);
+            }
+            for link in links {
+                links::open(app, link);
+            }
+        })
         .build();
     let app = builder(tauri::Builder::default().plugin(single), shell)
+        .plugin(tauri_plugin_deep_link::init())
+        .plugin(links::plugin(options.link.clone()))
         .build(tauri::generate_context!())?;
     if first_calls {
         tauri::async_runtime::spawn(async move { demo::first_calls(&console).await });
@@ -160,6 +177,7 @@ pub fn builder<R: Runtime>(builder: tauri::Builder<R>, shell: Shell) -> tauri::B
             commands::task_get,
             commands::task_cancel,
             commands::task_adopt,
+            commands::task_link,
             commands::server_list,
             commands::server_add,
             commands::server_update,

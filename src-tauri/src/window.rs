@@ -22,6 +22,20 @@ pub enum Page {
     Inbox(Option<(i64, String)>),
     /// One task's detail, by its ledger row.
     Task(i64),
+    /// "Adopt a task by id", filled in: the person confirms (a link to an untracked task).
+    Adopt {
+        /// The registered server's row.
+        server_id: i64,
+        /// The task id.
+        task_id: String,
+    },
+    /// "Adopt a task by id" for a server not added yet: the page says to add it first.
+    AddServer {
+        /// The server's endpoint from the link.
+        url: String,
+        /// The task id.
+        task_id: String,
+    },
 }
 
 impl Page {
@@ -31,14 +45,44 @@ impl Page {
             Page::Inbox(None) => "#/inbox".to_owned(),
             Page::Inbox(Some((row, key))) => format!("#/inbox/{row}/{}", uri_component(key)),
             Page::Task(row) => format!("#/tasks/{row}"),
+            Page::Adopt { server_id, task_id } => {
+                format!("#/adopt/{server_id}/{}", uri_component(task_id))
+            }
+            Page::AddServer { url, task_id } => format!(
+                "#/adopt/url/{}/{}",
+                uri_component(url),
+                uri_component(task_id)
+            ),
         }
     }
 }
 
-/// When the last window was asked for, until its first paint (the reopen time).
+/// When the last window was asked for, until its first paint (the reopen time); and a page
+/// asked for before the first window had painted (a link on the command line).
 #[derive(Default)]
 pub struct Reopen {
     asked: Mutex<Option<Instant>>,
+    first: Mutex<FirstPaint>,
+}
+
+#[derive(Default)]
+struct FirstPaint {
+    painted: bool,
+    page: Option<Page>,
+}
+
+/// Opens `page` in the window the app starts with, once that has painted (a script run before
+/// the page has loaded would be lost); at once when it has.
+pub fn open_when_painted<R: Runtime>(app: &AppHandle<R>, page: Page) {
+    if let Some(reopen) = app.try_state::<Reopen>() {
+        if let Ok(mut first) = reopen.first.lock() {
+            if !first.painted {
+                first.page = Some(page);
+                return;
+            }
+        }
+    }
+    open(app, Some(page));
 }
 
 /// Shows the window at `page`, building a new one when it was closed. Errors are logged: a
@@ -74,6 +118,13 @@ pub fn painted<R: Runtime>(app: &AppHandle<R>) {
     let Some(reopen) = app.try_state::<Reopen>() else {
         return;
     };
+    let waiting = reopen.first.lock().ok().and_then(|mut first| {
+        first.painted = true;
+        first.page.take()
+    });
+    if let Some(page) = waiting {
+        open(app, Some(page));
+    }
     let Ok(mut asked) = reopen.asked.lock() else {
         return;
     };
@@ -218,6 +269,16 @@ mod tests {
     fn routes_match_the_ui_router_and_escape_the_question_key() {
         assert_eq!(Page::Inbox(None).route(), "#/inbox");
         assert_eq!(Page::Task(42).route(), "#/tasks/42");
+        let adopt = Page::Adopt {
+            server_id: 2,
+            task_id: "a/b".into(),
+        };
+        assert_eq!(adopt.route(), "#/adopt/2/a%2Fb");
+        let add = Page::AddServer {
+            url: "https://h.example/mcp".into(),
+            task_id: "t".into(),
+        };
+        assert_eq!(add.route(), "#/adopt/url/https%3A%2F%2Fh.example%2Fmcp/t");
         assert_eq!(
             Page::Inbox(Some((3, "approve/deploy #1".into()))).route(),
             "#/inbox/3/approve%2Fdeploy%20%231"
