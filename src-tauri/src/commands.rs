@@ -5,6 +5,7 @@
 //! Rust type to one TypeScript type. They delegate to the core's
 //! [`Console`](countersign_core::console::Console), the one the CLI uses too.
 
+use countersign_core::browser::OpenError;
 use countersign_core::console::{Console, Error as ConsoleError};
 use countersign_core::mcp::ToolCall;
 
@@ -197,69 +198,12 @@ pub async fn audit_export<R: Runtime>(
     ipc(shell.console.audit_export(request.format, dir).await)
 }
 
-/// Opens an http(s) URL in the user's browser. The UI asks consent first (showing the host); this
-/// re-checks the scheme so no other kind of URL can be launched through IPC.
+/// Opens an http(s) URL in the user's browser. The UI asks consent first (showing the host); the
+/// core re-checks the scheme, so no other kind of URL can be launched through IPC.
 #[tauri::command]
 pub async fn url_open(request: UrlOpenRequest) -> Result<()> {
-    let url = checked_http_url(&request.url)?;
-    #[cfg(target_os = "linux")]
-    let mut cmd = std::process::Command::new("xdg-open");
-    #[cfg(target_os = "macos")]
-    let mut cmd = std::process::Command::new("open");
-    #[cfg(target_os = "windows")]
-    let mut cmd = {
-        let mut c = std::process::Command::new("rundll32");
-        c.arg("url.dll,FileProtocolHandler");
-        c
-    };
-    cmd.arg(url)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .map(drop)
-        .map_err(|e| {
-            CommandError::new(
-                ErrorCode::Unavailable,
-                format!("cannot start the browser: {e}"),
-            )
-        })
-}
-
-/// The URL if it is absolute http(s) with a host and no whitespace or control characters.
-pub fn checked_http_url(url: &str) -> Result<&str> {
-    let bad = || {
-        CommandError::new(
-            ErrorCode::InvalidInput,
-            "only http and https links can be opened",
-        )
-    };
-    let (scheme, rest) = url.split_once("://").ok_or_else(bad)?;
-    let host = rest.split(['/', '?', '#']).next().unwrap_or("");
-    let ok_scheme = scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https");
-    if !ok_scheme || host.is_empty() || url.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err(bad());
-    }
-    Ok(url)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::checked_http_url;
-
-    #[test]
-    fn only_http_and_https_urls_may_be_opened() {
-        assert!(checked_http_url("https://login.example.com/a?b=c").is_ok());
-        assert!(checked_http_url("HTTP://h:8080").is_ok());
-        for bad in [
-            "javascript:alert(1)",
-            "file:///etc/passwd",
-            "https://",
-            "ftp://h/x",
-            "https://h/a b",
-            "-https://h",
-        ] {
-            assert!(checked_http_url(bad).is_err(), "{bad} must be refused");
-        }
-    }
+    countersign_core::browser::open(&request.url).map_err(|e| match e {
+        OpenError::NotHttp => CommandError::new(ErrorCode::InvalidInput, e.to_string()),
+        OpenError::Spawn { .. } => CommandError::new(ErrorCode::Unavailable, e.to_string()),
+    })
 }

@@ -208,41 +208,16 @@ pub(crate) async fn servers_logout(
 
 async fn sign_in(desk: &Desk, id: i64, browser: bool) -> Result<ServerRecord, CliError> {
     let open = move |url: String| async move {
-        let host = reqwest_host(&url);
+        let host = countersign_core::notice::link_host(&url).unwrap_or_else(|| url.clone());
         tell!("sign in at {host} in your browser:\n  {url}");
         if browser {
-            if let Err(e) = open_browser(&url) {
+            if let Err(e) = countersign_core::browser::open(&url) {
                 tell!("could not open a browser ({e}); open the URL above yourself");
             }
         }
         Ok(())
     };
     Ok(desk.console.sign_in(id, open, SIGN_IN_TIMEOUT).await?)
-}
-
-/// The authorization server's host, shown before the browser opens.
-fn reqwest_host(url: &str) -> String {
-    url.split_once("://")
-        .map(|(_, rest)| rest.split(['/', '?', '#']).next().unwrap_or(rest))
-        .map(|authority| authority.rsplit('@').next().unwrap_or(authority).to_owned())
-        .unwrap_or_else(|| url.to_owned())
-}
-
-/// Opens `url` with `$BROWSER` (its first word, the URL as one argument), else `xdg-open`,
-/// without a shell and without waiting for the browser to close.
-fn open_browser(url: &str) -> std::io::Result<()> {
-    let program = std::env::var("BROWSER")
-        .ok()
-        .and_then(|b| b.split(':').next().map(str::to_owned))
-        .filter(|b| !b.trim().is_empty())
-        .unwrap_or_else(|| "xdg-open".into());
-    std::process::Command::new(program.trim())
-        .arg(url)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .map(|_| ())
 }
 
 pub(crate) async fn servers_list(desk: &Desk, json_out: bool) -> Result<u8, CliError> {

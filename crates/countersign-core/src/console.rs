@@ -16,6 +16,7 @@
 //! records the answer (question state, audit, outbox item, `input_answered`) in one synced
 //! transaction and nudges the engine, which delivers it with `tasks/update`.
 
+pub mod feed;
 pub mod notifications;
 pub mod present;
 pub mod view;
@@ -27,12 +28,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Map, Value};
-use tokio::sync::{broadcast, OnceCell};
+use tokio::sync::OnceCell;
 
 use crate::actions::{self, Called};
 use crate::engine::lock::LockError;
 use crate::engine::{self, Engine, EngineConfig};
-use crate::ledger::events::{self, StoredEvent};
+use crate::ledger::events;
 use crate::ledger::servers::{self, ServerRecord};
 use crate::ledger::tasks::{self, TaskRecord};
 use crate::ledger::{self, audit, inputs, Ledger};
@@ -235,7 +236,7 @@ pub enum CallStep {
 }
 
 /// A pending question and whether a desktop notification was already shown for it.
-pub struct InboxEntry {
+struct InboxEntry {
     /// What the inbox shows.
     pub view: InputRequestView,
     /// The `inputs` row (for [`Console::mark_notified`]).
@@ -443,11 +444,6 @@ impl Console {
         }
     }
 
-    /// Events this process commits, as a wake-up for a feed (which reads by cursor).
-    pub fn subscribe(&self) -> broadcast::Receiver<StoredEvent> {
-        self.ledger.subscribe()
-    }
-
     async fn read<T: Send + 'static>(
         &self,
         f: impl FnOnce(&rusqlite::Connection) -> ledger::Result<T> + Send + 'static,
@@ -455,20 +451,10 @@ impl Console {
         Ok(self.ledger.read_async(f).await?)
     }
 
-    /// The newest event id.
-    pub async fn last_event_id(&self) -> Result<i64> {
-        self.read(events::last_id).await
-    }
-
-    /// Events after `cursor`, oldest first.
-    pub async fn events_since(&self, cursor: i64, limit: usize) -> Result<Vec<StoredEvent>> {
-        self.read(move |c| events::since(c, cursor, limit)).await
-    }
-
     // ---- questions ------------------------------------------------------------------------
 
     /// The inbox with notification bookkeeping.
-    pub async fn inbox_entries(&self) -> Result<Vec<InboxEntry>> {
+    async fn inbox_entries(&self) -> Result<Vec<InboxEntry>> {
         let items = self.read(inputs::inbox).await?;
         Ok(items
             .iter()
@@ -492,7 +478,7 @@ impl Console {
 
     /// Records that these questions were notified (or deliberately not), so no restart notifies
     /// them: one write for the whole batch, however many questions a server sent at once.
-    pub async fn mark_notified(&self, input_ids: Vec<i64>) -> Result<()> {
+    async fn mark_notified(&self, input_ids: Vec<i64>) -> Result<()> {
         self.ledger
             .write(move |ctx| {
                 for id in input_ids {
