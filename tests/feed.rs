@@ -155,3 +155,63 @@ async fn a_question_is_told_once_by_the_engines_process_and_an_answer_from_anoth
     other.close().await;
     rig.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_task_whose_tool_reports_an_error_is_listed_as_completed_with_an_error() {
+    let server = DemoServer::start(
+        ([127, 0, 0, 1], 0).into(),
+        DemoConfig {
+            time_scale: 0.05,
+            poll_interval_ms: 300,
+            ..DemoConfig::default()
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("the demo server must start: {e}"));
+    let rig = Rig::start(&server.url(), false).await;
+    let failing = rig
+        .call("lint_repository", json!({"repo": "acme/web"}))
+        .await;
+    let fine = rig
+        .call(
+            "run_ci_pipeline",
+            json!({"repo": "acme/web", "branch": "main"}),
+        )
+        .await;
+    rig.wait_finished(failing.id).await;
+    rig.wait_finished(fine.id).await;
+    let failing = rig.console.task(failing.id).await.expect("listed");
+    let fine = rig.console.task(fine.id).await.expect("listed");
+    assert!(
+        failing.result_is_error,
+        "lint_repository completes with isError: true"
+    );
+    assert!(!fine.result_is_error, "a pipeline that passed is no error");
+    rig.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_cli_task_list_says_how_a_task_ended_in_the_same_words_as_the_app() {
+    let server = DemoServer::start(
+        ([127, 0, 0, 1], 0).into(),
+        DemoConfig {
+            time_scale: 0.05,
+            poll_interval_ms: 300,
+            ..DemoConfig::default()
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("the demo server must start: {e}"));
+    let dir = countersign_tests::procs::DataDir::new("feed-cli-tasks");
+    dir.add_server("demo", &server.url()).await;
+    // Followed to its end: a tool error exits 1.
+    dir.run(&["call", "demo", "lint_repository", r#"{"repo": "acme/web"}"#])
+        .await
+        .expect_code(1);
+    let listed = dir.run(&["tasks"]).await;
+    listed.expect_code(0);
+    assert!(
+        listed.stdout.contains("completed · tool reported an error"),
+        "{listed}"
+    );
+}

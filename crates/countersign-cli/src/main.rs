@@ -656,7 +656,7 @@ async fn run(cli: Cli) -> Result<u8, CliError> {
         } => {
             with_desk(&global, |desk| {
                 Box::pin(async move {
-                    ledger_mode::tasks_list(desk, status.as_deref(), server, tool, json)
+                    ledger_mode::tasks_list(desk, status.as_deref(), server, tool, json).await
                 })
             })
             .await

@@ -537,8 +537,20 @@ impl Console {
     /// Task rows, newest first.
     pub async fn tasks(&self, limit: Option<u32>) -> Result<Vec<TaskView>> {
         let list = self
-            .read(move |c| tasks::summaries(c, limit.map(|l| l as usize)))
+            .read(move |c| {
+                let filter = tasks::Filter {
+                    limit: limit.map(|l| l as usize),
+                    ..tasks::Filter::default()
+                };
+                tasks::summaries(c, &filter)
+            })
             .await?;
+        Ok(list.iter().map(present::task).collect())
+    }
+
+    /// The tasks matching `filter`, newest first, as lists show them.
+    pub async fn tasks_matching(&self, filter: tasks::Filter) -> Result<Vec<TaskView>> {
+        let list = self.read(move |c| tasks::summaries(c, &filter)).await?;
         Ok(list.iter().map(present::task).collect())
     }
 

@@ -12,21 +12,8 @@ use serde_json::Value;
 
 use super::view::{
     AuditEntry, EventVia, EventView, InputKind, InputRequestView, InputState, InputView,
-    Reachability, ServerHealth, ServerView, TaskStatus, TaskView, ToolView,
+    Reachability, ServerHealth, ServerView, TaskView, ToolView,
 };
-
-/// The ledger's status as the UI's.
-pub fn status(s: LedgerStatus) -> TaskStatus {
-    match s {
-        LedgerStatus::Working => TaskStatus::Working,
-        LedgerStatus::InputRequired => TaskStatus::InputRequired,
-        LedgerStatus::Completed => TaskStatus::Completed,
-        LedgerStatus::Failed => TaskStatus::Failed,
-        LedgerStatus::Cancelled => TaskStatus::Cancelled,
-        LedgerStatus::Expired => TaskStatus::Expired,
-        LedgerStatus::Lost => TaskStatus::Lost,
-    }
-}
 
 /// A list row.
 pub fn task(t: &TaskSummary) -> TaskView {
@@ -36,7 +23,7 @@ pub fn task(t: &TaskSummary) -> TaskView {
         server_name: t.server.clone(),
         tool_name: t.tool.clone(),
         origin: t.origin.clone(),
-        status: status(t.status),
+        status: t.status,
         status_message: t.status_message.clone(),
         created_at_ms: t.created_at,
         updated_at_ms: t.updated_at,
@@ -46,7 +33,28 @@ pub fn task(t: &TaskSummary) -> TaskView {
         poll_error: t.poll_error.clone(),
         last_decision: t.last_decision,
         cancelled_by_you: t.cancel_requested,
+        result_is_error: t.result_is_error,
+        outcome: outcome(t),
     }
+}
+
+/// What a person should know of how a task ended beyond its status: their part in it ("denied by
+/// you"; "by you" for a cancel they asked for) and a tool that reported an error (the task
+/// completed, the tool did not do its job). None while it runs: then the status is what matters.
+pub fn outcome(t: &TaskSummary) -> Option<String> {
+    match t.status {
+        LedgerStatus::Working | LedgerStatus::InputRequired => return None,
+        LedgerStatus::Cancelled if t.cancel_requested => return Some("by you".into()),
+        _ => {}
+    }
+    let mut parts = Vec::new();
+    if t.status == LedgerStatus::Completed && t.result_is_error {
+        parts.push("tool reported an error".to_owned());
+    }
+    if let Some(decision) = t.last_decision {
+        parts.push(format!("{} by you", decision.as_str()));
+    }
+    (!parts.is_empty()).then(|| parts.join(" · "))
 }
 
 /// A stored `{method, params}` request as what the UI renders.
