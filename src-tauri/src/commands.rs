@@ -37,7 +37,7 @@ pub async fn app_info(shell: State<'_, Shell>) -> Result<AppInfo> {
             .console
             .engine_state()
             .unwrap_or(crate::ipc::EngineState::Elsewhere { pid: None }),
-        demo_url: shell.demo_url.clone(),
+        demo_url: shell.demo.lock().await.as_ref().map(crate::demo::Demo::url),
         shell: shell.state().await,
     })
 }
@@ -150,6 +150,36 @@ pub async fn server_check(shell: State<'_, Shell>, request: ServerRef) -> Result
 }
 
 /// Tools of one server.
+/// Stops every server check still waiting (the "Cancel" beside "Checking…").
+#[tauri::command]
+pub async fn server_check_cancel(shell: State<'_, Shell>) -> Result<()> {
+    shell.console.cancel_checks();
+    Ok(())
+}
+
+/// Starts the built-in demo server in this process and registers it as `demo` (the one-click
+/// example of the empty views), with a pipeline and an approval to look at; once started, it
+/// serves until the app exits, and asking again returns the same server.
+#[tauri::command]
+pub async fn demo_start(shell: State<'_, Shell>) -> Result<ServerView> {
+    let mut slot = shell.demo.lock().await;
+    if slot.is_none() {
+        let demo = crate::demo::start(&shell.console, 1.0)
+            .await
+            .map_err(|e| CommandError::new(ErrorCode::Unavailable, e))?;
+        if demo.first_launch {
+            let console = std::sync::Arc::clone(&shell.console);
+            tauri::async_runtime::spawn(async move { crate::demo::first_calls(&console).await });
+        }
+        *slot = Some(demo);
+    }
+    drop(slot);
+    let server = ipc(shell.console.server_named(crate::demo::NAME).await)?.ok_or_else(|| {
+        CommandError::new(ErrorCode::Internal, "the demo server is not registered")
+    })?;
+    ipc(shell.console.server_view(server.id).await)
+}
+
 #[tauri::command]
 pub async fn tool_list(shell: State<'_, Shell>, request: ServerRef) -> Result<Vec<ToolView>> {
     ipc(shell.console.tools(request.server_id).await)

@@ -86,6 +86,9 @@ pub enum Error {
     /// Signing in to an OAuth-protected server failed (the message names the step; no secret).
     #[error(transparent)]
     SignIn(#[from] crate::auth::SessionError),
+    /// The person stopped the check before the server answered ([`Console::cancel_checks`]).
+    #[error("stopped before the server answered")]
+    Cancelled,
     /// A file the person asked for could not be written.
     #[error("cannot write {}: {source}", path.display())]
     Write {
@@ -122,6 +125,7 @@ impl Error {
             Self::Server(_) | Self::Refused(_) | Self::TooManyRounds { .. } => ErrorCode::Server,
             Self::Keyring(_) => ErrorCode::Keyring,
             Self::SignIn(_) => ErrorCode::Server,
+            Self::Cancelled => ErrorCode::Cancelled,
             Self::Ledger(_) | Self::Engine(_) | Self::Write { .. } => ErrorCode::Internal,
         }
     }
@@ -261,6 +265,8 @@ pub struct Console {
     refreshers: Mutex<HashMap<i64, tokio::task::JoinHandle<()>>>,
     /// Whether the refreshers of servers signed in before this process started are running.
     refreshers_resumed: std::sync::atomic::AtomicBool,
+    /// Bumped by [`Console::cancel_checks`]: every server check waiting at that moment stops.
+    checks: tokio::sync::watch::Sender<u64>,
 }
 
 impl Console {
@@ -289,6 +295,7 @@ impl Console {
             next_call: AtomicU64::new(1),
             refreshers: Mutex::default(),
             refreshers_resumed: Default::default(),
+            checks: tokio::sync::watch::Sender::new(0),
         };
         if start == Start::Now {
             console.ensure_engine().await.map_err(|e| match e {
@@ -688,7 +695,7 @@ impl Console {
             None,
         )?;
         let discovery = if request.discover {
-            Some(probe.discover().await?)
+            Some(self.unless_cancelled(probe.discover()).await??)
         } else {
             None
         };
@@ -939,7 +946,8 @@ impl Console {
     /// Asks `server/discover` again and records what it says.
     pub async fn check_server(&self, id: i64) -> Result<ServerRecord> {
         let server = self.server(id).await?;
-        let discovery = match self.client(&server).await?.discover().await {
+        let client = self.client(&server).await?;
+        let discovery = match self.unless_cancelled(client.discover()).await? {
             Ok(discovery) => discovery,
             Err(e) => {
                 // A server that cannot be reached shows as unreachable, not "unknown" (a server
@@ -952,6 +960,23 @@ impl Console {
         };
         actions::record_discovery(&self.ledger, id, &discovery).await?;
         self.server(id).await
+    }
+
+    /// Stops every server check waiting for its server now (adding with discovery, checking):
+    /// each ends with [`Error::Cancelled`] and records nothing. The server may still see the
+    /// request; a check only reads.
+    pub fn cancel_checks(&self) {
+        self.checks
+            .send_modify(|generation| *generation = generation.wrapping_add(1));
+    }
+
+    /// `work`, unless [`Console::cancel_checks`] is called before it ends.
+    async fn unless_cancelled<T>(&self, work: impl std::future::Future<Output = T>) -> Result<T> {
+        let mut cancelled = self.checks.subscribe();
+        tokio::select! {
+            done = work => Ok(done),
+            _ = cancelled.changed() => Err(Error::Cancelled),
+        }
     }
 
     /// The tools of a server.

@@ -31,6 +31,8 @@ pub enum ErrorCode {
     Server,
     /// The OS keyring is missing, locked or refused.
     Keyring,
+    /// The person stopped it (a server check they cancelled while it waited).
+    Cancelled,
     /// A bug on our side.
     Internal,
 }
