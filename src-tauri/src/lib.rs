@@ -61,8 +61,9 @@ pub struct Shell {
     pub launch: Launch,
     /// Milliseconds from launch to the UI's first paint, once reported.
     pub painted_ms: Mutex<Option<u64>>,
-    /// The demo server's URL, with `--demo`.
-    pub demo_url: Option<String>,
+    /// The built-in demo server, once started (`--demo`, or "Try the demo server" in an empty
+    /// view); it serves for as long as the app runs.
+    pub demo: tokio::sync::Mutex<Option<demo::Demo>>,
 }
 
 impl Shell {
@@ -111,15 +112,15 @@ pub fn run(options: Options, launch: Launch) -> Result<(), Error> {
         ),
         None => None,
     };
+    let first_calls = demo.as_ref().is_some_and(|d| d.first_launch);
     let shell = Shell {
         console: Arc::clone(&console),
         notifier: Arc::new(Notifier::default()),
         viewing: Mutex::default(),
         launch,
         painted_ms: Mutex::default(),
-        demo_url: demo.as_ref().map(demo::Demo::url),
+        demo: tokio::sync::Mutex::new(demo),
     };
-    let first_calls = demo.as_ref().is_some_and(|d| d.first_launch);
     // One app per ledger: a second launch on the same data directory hands its arguments to the
     // running one (which opens its window) and exits. First among the plugins, so the second
     // instance stops before anything else starts.
@@ -149,7 +150,6 @@ pub fn run(options: Options, launch: Launch) -> Result<(), Error> {
         tauri::async_runtime::spawn(async move { demo::first_calls(&console).await });
     }
     app.run(move |app, event| {
-        let _keep_serving = &demo;
         match event {
             // The last window closed (no exit code: not the tray's "Quit"): background mode.
             tauri::RunEvent::ExitRequested {
@@ -171,6 +171,7 @@ pub fn builder<R: Runtime>(builder: tauri::Builder<R>, shell: Shell) -> tauri::B
             commands::ui_painted,
             commands::notify_dnd_set,
             commands::view_set,
+            commands::view_zoom_set,
             commands::input_list,
             commands::input_answer,
             commands::task_list,
@@ -183,6 +184,8 @@ pub fn builder<R: Runtime>(builder: tauri::Builder<R>, shell: Shell) -> tauri::B
             commands::server_update,
             commands::server_remove,
             commands::server_check,
+            commands::server_check_cancel,
+            commands::demo_start,
             commands::tool_list,
             commands::tool_call,
             commands::tool_call_answer,
