@@ -164,4 +164,8 @@ await step("links: a tracked task opens its detail, an untracked one the adopt f
   await follow("countersign://task/demo/a%0A%1B%5B2J", /cannot open the link: the link's task id holds a control character/);
   assert.ok(alive(proc.pid), "a hostile link does not end the app");
 });
+const exited = new Promise((r) => proc.once("exit", r));
 proc.kill("SIGTERM");
+await Promise.race([exited, sleep(5000)]);
+// dbus-monitor would keep node running.
+notifications.stop();
