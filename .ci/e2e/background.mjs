@@ -5,7 +5,8 @@
 // question of a task called meanwhile is recorded and notified); clicking that notification
 // rebuilds the window on the question; a second launch on the same ledger hands over to the
 // running app (single instance) and exits; countersign:// links handed over that way open the
-// page they lead to (task detail, the adopt form to confirm, or the server to add).
+// page they lead to (task detail, the adopt form to confirm, or the server to add); Approve on a
+// notification (the daemon's context menu) answers without opening the window.
 //
 // Env: COUNTERSIGN_APP, COUNTERSIGN_CLI (absolute paths), E2E_WORK (scratch dir), SCREENSHOTS,
 // E2E_LOGS (where the app's log goes; default E2E_WORK).
@@ -163,6 +164,27 @@ await step("links: a tracked task opens its detail, an untracked one the adopt f
   await follow(`countersign://task/${encodeURIComponent("https://elsewhere.example/mcp")}/t1`, /opening the window at #\/adopt\/url\/https%3A%2F%2Felsewhere\.example%2Fmcp\/t1$/);
   await follow("countersign://task/demo/a%0A%1B%5B2J", /cannot open the link: the link's task id holds a control character/);
   assert.ok(alive(proc.pid), "a hostile link does not end the app");
+});
+await step("Approve on a notification answers the question without opening the window; the server gets the answer", async () => {
+  if (windows(proc.pid).length) execFileSync("python3", [join(import.meta.dirname, "wm_close.py"), windows(proc.pid)[0]]);
+  await until("WebKit's processes gone", () => webkit(proc.pid).length === 0, 15000);
+  execFileSync("dunstctl", ["close-all"]);
+  execFileSync(cli, ["--data-dir", dataDir, "call", "demo", "deploy_service", JSON.stringify({ service: "approve-from-notification", environment: "staging" }), "--no-follow"]);
+  await until("its notification", () => notifications.calls.some((c) => c.replacesId === 0 && c.body.includes("approve-from-notification")), 30000);
+  await until("the notification on screen", () => execFileSync("dunstctl", ["count", "displayed"]).toString().trim() === "1");
+  // The daemon's context menu, answered by .ci/e2e/dunst-pick.sh with the line holding "Approve".
+  writeFileSync(join(process.env.XDG_RUNTIME_DIR, "dunst-pick"), "Approve");
+  execFileSync("dunstctl", ["context"]);
+  const task = await until("the task completed on the server", () => {
+    const tasks = JSON.parse(execFileSync(cli, ["--data-dir", dataDir, "--json", "tasks"]).toString());
+    const t = tasks.find((t) => JSON.stringify(t.arguments ?? {}).includes("approve-from-notification"));
+    return t && t.status === "completed" ? t : null;
+  }, 30000);
+  const shown = JSON.parse(execFileSync(cli, ["--data-dir", dataDir, "--json", "task", "show", String(task.task_id)]).toString());
+  const kinds = shown.timeline.map((e) => e.kind);
+  assert.ok(kinds.includes("input_answered") && kinds.includes("update_acknowledged"), `the answer delivered and acknowledged: ${kinds}`);
+  assert.equal(windows(proc.pid).length, 0, "answered without opening the window");
+  assert.deepEqual(webkit(proc.pid), []);
 });
 const exited = new Promise((r) => proc.once("exit", r));
 proc.kill("SIGTERM");
