@@ -16,6 +16,7 @@
 //! records the answer (question state, audit, outbox item, `input_answered`) in one synced
 //! transaction and nudges the engine, which delivers it with `tasks/update`.
 
+pub mod gateway;
 pub mod notifications;
 pub mod present;
 pub mod view;
