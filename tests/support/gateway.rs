@@ -248,7 +248,9 @@ impl GatewayRig {
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream")
             .header("mcp-protocol-version", "2026-07-28")
-            .body(json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string());
+            .body(
+                json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string(),
+            );
         if let Some(token) = token {
             request = request.bearer_auth(token);
         }
@@ -257,8 +259,8 @@ impl GatewayRig {
         let text = response.text().await.expect("a body");
         let body = text
             .lines()
-            .filter_map(|l| l.strip_prefix("data:"))
-            .last()
+            .rev()
+            .find_map(|l| l.strip_prefix("data:"))
             .map(str::trim)
             .unwrap_or(text.trim());
         (status, serde_json::from_str(body).unwrap_or(Value::Null))

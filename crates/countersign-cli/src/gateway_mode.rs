@@ -59,11 +59,10 @@ pub(crate) async fn serve(desk: Desk, port: u16, hold_seconds: u64) -> Result<u8
 }
 
 async fn close(console: Arc<Console>) {
-    match Arc::try_unwrap(console) {
-        Ok(console) => console.close().await,
-        // Something still holds it (a request being answered): the process ends anyway, and
-        // every write was committed before it was acknowledged.
-        Err(_) => {}
+    // Something may still hold it (a request being answered): the process ends anyway, and
+    // every write was committed before it was acknowledged.
+    if let Ok(console) = Arc::try_unwrap(console) {
+        console.close().await;
     }
 }
 
