@@ -18,6 +18,8 @@ const COMMANDS: &[&str] = &[
     "server_update",
     "server_remove",
     "server_check",
+    "server_check_cancel",
+    "demo_start",
     "tool_list",
     "tool_call",
     "tool_call_answer",

@@ -146,6 +146,10 @@ await step("the accessibility checker finds nothing critical or serious in the e
   }
   await ui.go("#/inbox");
   assert.match(await ui.text(".inbox-list .empty"), /Nothing waits for you/);
+  // With no server yet, every empty view offers the built-in demo server (one click).
+  assert.ok(await ui.exists('.inbox-list [data-testid="try-demo"]'), "the empty inbox offers the demo server");
+  await ui.go("#/servers");
+  assert.ok(await ui.exists('[data-testid="try-demo"]'), "the empty server list offers the demo server");
 });
 
 await step("adds the fastmcp peer with a token: the token is in the OS keyring, not in the ledger", async () => {

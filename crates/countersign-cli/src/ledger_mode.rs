@@ -218,41 +218,16 @@ pub(crate) async fn servers_logout(
 
 async fn sign_in(desk: &Desk, id: i64, browser: bool) -> Result<ServerRecord, CliError> {
     let open = move |url: String| async move {
-        let host = reqwest_host(&url);
+        let host = countersign_core::notice::link_host(&url).unwrap_or_else(|| url.clone());
         tell!("sign in at {host} in your browser:\n  {url}");
         if browser {
-            if let Err(e) = open_browser(&url) {
+            if let Err(e) = countersign_core::browser::open(&url) {
                 tell!("could not open a browser ({e}); open the URL above yourself");
             }
         }
         Ok(())
     };
     Ok(desk.console.sign_in(id, open, SIGN_IN_TIMEOUT).await?)
-}
-
-/// The authorization server's host, shown before the browser opens.
-fn reqwest_host(url: &str) -> String {
-    url.split_once("://")
-        .map(|(_, rest)| rest.split(['/', '?', '#']).next().unwrap_or(rest))
-        .map(|authority| authority.rsplit('@').next().unwrap_or(authority).to_owned())
-        .unwrap_or_else(|| url.to_owned())
-}
-
-/// Opens `url` with `$BROWSER` (its first word, the URL as one argument), else `xdg-open`,
-/// without a shell and without waiting for the browser to close.
-fn open_browser(url: &str) -> std::io::Result<()> {
-    let program = std::env::var("BROWSER")
-        .ok()
-        .and_then(|b| b.split(':').next().map(str::to_owned))
-        .filter(|b| !b.trim().is_empty())
-        .unwrap_or_else(|| "xdg-open".into());
-    std::process::Command::new(program.trim())
-        .arg(url)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .map(|_| ())
 }
 
 pub(crate) async fn servers_list(desk: &Desk, json_out: bool) -> Result<u8, CliError> {
@@ -450,7 +425,7 @@ fn compact(name: &str, value: &Value) -> String {
     }
 }
 
-pub(crate) fn tasks_list(
+pub(crate) async fn tasks_list(
     desk: &Desk,
     status: Option<&str>,
     server: Option<String>,
@@ -461,33 +436,37 @@ pub(crate) fn tasks_list(
         Some(s) => Some(LedgerStatus::parse(s).ok_or_else(|| CliError::Usage(format!("unknown status {s:?} (working, input_required, completed, failed, cancelled, expired, lost)")))?),
         None => None,
     };
-    let list = desk.ledger().read(|c| {
-        tasks::list(
-            c,
-            &Filter {
-                status,
-                server,
-                tool,
-                limit: None,
-            },
-        )
-    })?;
+    let filter = Filter {
+        status,
+        server,
+        tool,
+        limit: None,
+    };
     if json_out {
+        // The records as they are stored (state, arguments, result): what scripts read.
+        let list = desk.ledger().read(|c| tasks::list(c, &filter))?;
         terminal::json(&serde_json::to_value(&list).unwrap_or(Value::Null));
-    } else if list.is_empty() {
+        return Ok(EXIT_COMPLETED);
+    }
+    let list = desk.console.tasks_matching(filter).await?;
+    if list.is_empty() {
         say!("no tasks");
-    } else {
-        for t in list {
-            say!(
-                "#{:<5} {:<14} {:<12} {:<20} {} {}",
-                t.id,
-                t.status.as_str(),
-                t.server,
-                t.tool.as_deref().unwrap_or("(adopted)"),
-                t.task_id,
-                t.status_message.as_deref().unwrap_or("")
-            );
-        }
+    }
+    for t in list {
+        // How it ended in the person's terms, the same words as the app's task list.
+        let status = match &t.outcome {
+            Some(outcome) => format!("{} · {outcome}", t.status.as_str()),
+            None => t.status.as_str().to_owned(),
+        };
+        say!(
+            "#{:<5} {:<14} {:<12} {:<20} {} {}",
+            t.row,
+            status,
+            t.server_name,
+            t.tool_name.as_deref().unwrap_or("(adopted)"),
+            t.task_id,
+            t.status_message.as_deref().unwrap_or("")
+        );
     }
     Ok(EXIT_COMPLETED)
 }

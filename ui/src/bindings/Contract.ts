@@ -43,6 +43,8 @@ export interface Commands {
   server_update: { req: ServerUpdateRequest; res: ServerView };
   server_remove: { req: ServerRef; res: null };
   server_check: { req: ServerRef; res: ServerView };
+  server_check_cancel: { req: null; res: null };
+  demo_start: { req: null; res: ServerView };
   tool_list: { req: ServerRef; res: Array<ToolView> };
   tool_call: { req: ToolCallRequest; res: ToolCallOutcome };
   tool_call_answer: { req: ToolCallAnswerRequest; res: ToolCallOutcome };
