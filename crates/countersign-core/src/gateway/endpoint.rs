@@ -896,7 +896,7 @@ async fn claim_and_run(shared: &Shared, link: &Link, id: i64) -> Option<GatedRec
 /// Sends approved calls of agents holding a task (the approval may come from any process), and
 /// expires calls nobody decided in time.
 async fn send_approved(shared: Arc<Shared>, mut stopped: watch::Receiver<bool>) {
-    let mut wake = shared.console.subscribe();
+    let mut wake = shared.console.ledger().subscribe();
     let mut last_expiry = tokio::time::Instant::now() - EXPIRY_INTERVAL;
     let mut sending: std::collections::HashSet<i64> = std::collections::HashSet::new();
     let (done_tx, mut done_rx) = tokio::sync::mpsc::unbounded_channel::<i64>();
