@@ -59,6 +59,27 @@ pub struct AgentCall<'a> {
     pub read_only_hint: bool,
 }
 
+/// What one agent request needs from the ledger, read at once (one blocking read, not three:
+/// the ledger has one reader connection, shared by every request).
+#[derive(Debug, Clone)]
+pub struct Admission {
+    /// The live agent holding the token, if any.
+    pub agent: Option<AgentRecord>,
+    /// The server of that name, if registered.
+    pub server: Option<ServerRecord>,
+    /// The policy for the tool called (`tools/call` only), for [`Console::gate`].
+    pub policy: Option<PolicyInput>,
+}
+
+/// The stored policy for one agent, server and tool.
+#[derive(Debug, Clone, Default)]
+pub struct PolicyInput {
+    /// The rules that can apply.
+    pub rules: Vec<RuleRecord>,
+    /// The server's read-only switch.
+    pub allow_read_only: bool,
+}
+
 /// The outcome of claiming an approved call for sending.
 #[derive(Debug, Clone)]
 pub enum Claim {
@@ -217,6 +238,30 @@ impl Console {
         let digest = gateway::token_digest(token);
         self.read(move |c| agents::by_token_digest(c, &digest))
             .await
+    }
+
+    /// Everything one agent request needs, in one read: the agent holding `token`, the server
+    /// named `server`, and, for a `tools/call` of `tool`, the policy that applies.
+    pub async fn admit(&self, token: &str, server: &str, tool: Option<&str>) -> Result<Admission> {
+        let digest = gateway::token_digest(token);
+        let (server, tool) = (server.to_owned(), tool.map(str::to_owned));
+        self.read(move |c| {
+            let agent = agents::by_token_digest(c, &digest)?;
+            let server = crate::ledger::servers::by_name(c, &server)?;
+            let policy = match (&agent, &server, tool) {
+                (Some(agent), Some(server), Some(tool)) => Some(PolicyInput {
+                    rules: rules::for_call(c, agent.id, server.id, &tool)?,
+                    allow_read_only: rules::allows_read_only(c, server.id)?,
+                }),
+                _ => None,
+            };
+            Ok(Admission {
+                agent,
+                server,
+                policy,
+            })
+        })
+        .await
     }
 
     // ---- rules ----------------------------------------------------------------------------
@@ -472,24 +517,15 @@ impl Console {
         Ok(gated_view(&decided))
     }
 
-    /// Applies the policy to an agent's call. A call that needs a person is on disk (or merged
+    /// Applies the policy (read with [`Console::admit`]) to an agent's call. A call that needs a person is on disk (or merged
     /// with the identical one already waiting) before this returns; nothing has been sent.
-    pub async fn gate(&self, call: AgentCall<'_>) -> Result<Gate> {
+    pub async fn gate(&self, call: AgentCall<'_>, policy: &PolicyInput) -> Result<Gate> {
         let (agent_id, server_id, tool) = (call.agent.id, call.server.id, call.tool.to_owned());
-        let t = tool.clone();
-        let (rules, allow_read_only) = self
-            .read(move |c| {
-                Ok((
-                    rules::for_call(c, agent_id, server_id, &t)?,
-                    rules::allows_read_only(c, server_id)?,
-                ))
-            })
-            .await?;
         let verdict = policy::evaluate(
-            &rules,
+            &policy.rules,
             agent_id,
             call.arguments,
-            allow_read_only,
+            policy.allow_read_only,
             call.read_only_hint,
         );
         if verdict.action == RuleAction::Allow {

@@ -36,7 +36,7 @@ use tokio::sync::watch;
 
 use super::outcome::{self, Disposition, TASKS_EXTENSION, TOOL_APPROVAL_EXTENSION};
 use super::TASK_PREFIX;
-use crate::console::gateway::{AgentCall, Claim, Gate};
+use crate::console::gateway::{AgentCall, Claim, Gate, PolicyInput};
 use crate::console::{self, Console};
 use crate::ledger::agents::AgentRecord;
 use crate::ledger::gated::{GatedMode, GatedRecord, GatedState};
@@ -371,36 +371,6 @@ async fn handle(
     let Some(token) = bearer(&headers) else {
         return unauthorized("a bearer token is required (countersign agents add NAME)");
     };
-    let agent = match shared.console.authenticate_agent(token).await {
-        Ok(Some(agent)) => agent,
-        Ok(None) => return unauthorized("unknown or revoked agent token"),
-        Err(e) => {
-            return json_reply(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                console_error(&Value::Null, &e),
-            )
-        }
-    };
-    let server = match shared.console.server_named(&server_name).await {
-        Ok(Some(server)) => server,
-        Ok(None) => {
-            return json_reply(
-                StatusCode::NOT_FOUND,
-                rpc_error(
-                    &Value::Null,
-                    -32602,
-                    &format!("no server named {server_name:?} is registered in Countersign"),
-                    None,
-                ),
-            )
-        }
-        Err(e) => {
-            return json_reply(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                console_error(&Value::Null, &e),
-            )
-        }
-    };
     let message: Value = match serde_json::from_slice(&body) {
         Ok(value) => value,
         Err(e) => {
@@ -410,7 +380,39 @@ async fn handle(
             )
         }
     };
-    let Some(method) = message.get("method").and_then(Value::as_str) else {
+    let method = message.get("method").and_then(Value::as_str);
+    let tool = match method {
+        Some("tools/call") => message
+            .get("params")
+            .and_then(|p| p.get("name"))
+            .and_then(Value::as_str),
+        _ => None,
+    };
+    // One read for the agent, the server and the policy: every request shares one reader.
+    let admission = match shared.console.admit(token, &server_name, tool).await {
+        Ok(admission) => admission,
+        Err(e) => {
+            return json_reply(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                console_error(&Value::Null, &e),
+            )
+        }
+    };
+    let Some(agent) = admission.agent else {
+        return unauthorized("unknown or revoked agent token");
+    };
+    let Some(server) = admission.server else {
+        return json_reply(
+            StatusCode::NOT_FOUND,
+            rpc_error(
+                &Value::Null,
+                -32602,
+                &format!("no server named {server_name:?} is registered in Countersign"),
+                None,
+            ),
+        );
+    };
+    let Some(method) = method else {
         // A response to a request of ours: the gateway sends none.
         return StatusCode::ACCEPTED.into_response();
     };
@@ -497,7 +499,10 @@ async fn handle(
             }
             forwarded(&request, reply)
         }
-        ("tools/call", _) => call(shared, agent, server, link, request, mode).await,
+        ("tools/call", _) => {
+            let policy = admission.policy.unwrap_or_default();
+            call(shared, agent, server, link, request, mode, policy).await
+        }
         ("tasks/get", Some(task_id)) => match shared.console.agent_task(agent.id, &task_id).await {
             Ok(Some(mut task)) => {
                 task["resultType"] = json!("complete");
@@ -654,6 +659,7 @@ async fn call(
     link: Link,
     request: Request,
     mode: GatedMode,
+    policy: PolicyInput,
 ) -> Response {
     let Some(tool) = request
         .params
@@ -684,14 +690,17 @@ async fn call(
         .unwrap_or(false);
     let gate = shared
         .console
-        .gate(AgentCall {
-            agent: &agent,
-            server: &server,
-            tool: &tool,
-            arguments: &arguments,
-            mode,
-            read_only_hint,
-        })
+        .gate(
+            AgentCall {
+                agent: &agent,
+                server: &server,
+                tool: &tool,
+                arguments: &arguments,
+                mode,
+                read_only_hint,
+            },
+            &policy,
+        )
         .await;
     match gate {
         Err(e) => json_reply(StatusCode::OK, console_error(&request.id, &e)),
