@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use countersign_demo::{DemoConfig, Fault};
 use countersign_tests::gateway::{tasks_meta, GatewayRig};
 use serde_json::{json, Value};
 
@@ -344,4 +345,106 @@ async fn a_session_client_is_held_then_told_to_retry_and_the_identical_retry_run
         "a decided call is never run twice: {third}"
     );
     assert_eq!(rig.upstream_calls(), 1);
+}
+
+#[tokio::test]
+async fn an_approved_call_answered_with_an_upstream_task_is_mirrored_and_its_question_goes_to_the_person(
+) {
+    let config = DemoConfig {
+        time_scale: 0.05,
+        poll_interval_ms: 100,
+        ..DemoConfig::default()
+    };
+    let rig = GatewayRig::start_with(5, config).await;
+    let created = rig
+        .call_as_task_agent(
+            "deploy_service",
+            json!({"service": "billing", "environment": "staging"}),
+        )
+        .await;
+    let task_id = created["taskId"].as_str().expect("a task id").to_owned();
+    rig.cli(&["answer", &task_id, "--accept", "{}"])
+        .await
+        .assert_code(0);
+
+    // The upstream's own approval question reaches the person's inbox, not the agent.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let question = loop {
+        if let Some(q) = rig.pending_questions().await.into_iter().next() {
+            break q;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the upstream task's question never reached the inbox"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let seen = rig.task_request("tasks/get", &task_id).await;
+    assert_eq!(
+        seen["result"]["status"], "working",
+        "the agent sees its task working while a person answers: {seen}"
+    );
+    let upstream_id = question["task_id"].as_str().expect("the upstream task id");
+    rig.cli(&[
+        "answer",
+        upstream_id,
+        "--accept",
+        r#"{"approve": true, "reason": "staging is fine"}"#,
+    ])
+    .await
+    .assert_code(0);
+    let task = rig.task_to_end(&task_id).await;
+
+    assert_eq!(task["status"], "completed", "{task}");
+    assert_eq!(task["result"]["isError"], false, "{task}");
+    assert_eq!(
+        task["result"]["_meta"][DISPOSITION], "approved-executed",
+        "{task}"
+    );
+    let text = task["result"]["content"][0]["text"].as_str().unwrap_or("");
+    assert!(
+        text.contains("Deployed billing"),
+        "the upstream task's result is the agent's: {text}"
+    );
+    assert_eq!(rig.upstream_calls(), 1, "one tools/call upstream");
+}
+
+#[tokio::test]
+async fn a_gateway_killed_after_sending_an_approved_call_reports_outcome_unknown_and_never_resends()
+{
+    let mut rig = GatewayRig::start(5).await;
+    // The upstream receives the call but answers only after the gateway is gone.
+    rig.demo
+        .inject_for("tools/call", Fault::Delay(Duration::from_secs(4)), 1);
+    let created = rig.call_as_task_agent("get_time", json!({"n": 2})).await;
+    let task_id = created["taskId"].as_str().expect("a task id").to_owned();
+    rig.cli(&["answer", &task_id, "--accept", "{}"])
+        .await
+        .assert_code(0);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while rig.upstream_calls() == 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the approved call never reached the upstream"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    let port = rig.port;
+    rig.kill9().await;
+    rig.start_gateway(port).await;
+    let task = rig.task_to_end(&task_id).await;
+
+    assert_eq!(task["status"], "completed", "{task}");
+    assert_eq!(task["result"]["isError"], true, "{task}");
+    assert_eq!(
+        task["result"]["_meta"][DISPOSITION], "outcome-unknown",
+        "a call that may have run is never reported as not run: {task}"
+    );
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(
+        rig.upstream_calls(),
+        1,
+        "the call was not sent again after the restart"
+    );
 }

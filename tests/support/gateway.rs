@@ -47,7 +47,12 @@ impl GatewayRig {
     /// The demo server registered as `demo`, agent `bot`, the gateway running with
     /// `--hold-seconds hold_seconds`.
     pub async fn start(hold_seconds: u64) -> GatewayRig {
-        let demo = DemoServer::start(SocketAddr::from(([127, 0, 0, 1], 0)), DemoConfig::default())
+        Self::start_with(hold_seconds, DemoConfig::default()).await
+    }
+
+    /// As [`GatewayRig::start`], with the demo server configured (pacing, poll interval).
+    pub async fn start_with(hold_seconds: u64, config: DemoConfig) -> GatewayRig {
+        let demo = DemoServer::start(SocketAddr::from(([127, 0, 0, 1], 0)), config)
             .await
             .expect("the demo server starts");
         let mut rig = GatewayRig {
@@ -204,6 +209,19 @@ impl GatewayRig {
                 )
             })
         })
+    }
+
+    /// The server questions `countersign inbox --json` lists.
+    pub async fn pending_questions(&self) -> Vec<Value> {
+        let run = self.cli(&["inbox", "--json"]).await;
+        run.assert_code(0);
+        run.json()
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|item| item["kind"] != "tool_call")
+            .collect()
     }
 
     /// The gated calls `countersign inbox --json` lists.
