@@ -448,3 +448,69 @@ async fn a_gateway_killed_after_sending_an_approved_call_reports_outcome_unknown
         "the call was not sent again after the restart"
     );
 }
+
+#[tokio::test]
+async fn a_call_nobody_decides_in_time_expires_and_never_runs() {
+    let rig = GatewayRig::start(5).await;
+    let created = rig.call_as_task_agent("get_time", json!({})).await;
+    let task_id = created["taskId"].as_str().expect("a task id").to_owned();
+
+    // Its approval window (24 h) ends now: moved in the ledger file, as a second process would.
+    let ledger =
+        rusqlite::Connection::open(rig.dir.path().join("ledger.sqlite3")).expect("open the ledger");
+    ledger
+        .busy_timeout(Duration::from_secs(10))
+        .expect("busy timeout");
+    let moved = ledger
+        .execute(
+            "UPDATE gated_calls SET expires_at = 0 WHERE task_id = ?1",
+            [&task_id],
+        )
+        .expect("move the deadline");
+    assert_eq!(moved, 1);
+    let task = rig.task_to_end(&task_id).await;
+
+    assert_eq!(task["status"], "completed", "{task}");
+    assert_eq!(task["result"]["isError"], true, "{task}");
+    assert_eq!(
+        task["result"]["_meta"][DISPOSITION], "denied-not-executed",
+        "{task}"
+    );
+    let text = task["result"]["content"][0]["text"].as_str().unwrap_or("");
+    assert!(text.contains("nobody approved it in time"), "{text}");
+    let late = rig.cli(&["answer", &task_id, "--accept", "{}"]).await;
+    assert_ne!(
+        late.code,
+        Some(0),
+        "an expired call cannot be approved; {late}"
+    );
+    assert_eq!(rig.upstream_calls(), 0);
+}
+
+#[tokio::test]
+async fn identical_pending_calls_are_merged_and_an_agent_cannot_flood_the_inbox() {
+    let rig = GatewayRig::start(5).await;
+    let first = rig.call_as_task_agent("get_time", json!({"n": 0})).await;
+    let same = rig.call_as_task_agent("get_time", json!({"n": 0})).await;
+    assert_eq!(
+        first["taskId"], same["taskId"],
+        "the identical call while pending is the same task"
+    );
+
+    for n in 1..20 {
+        let held = rig.call_as_task_agent("get_time", json!({"n": n})).await;
+        assert_eq!(held["resultType"], "task", "call {n} waits: {held}");
+    }
+    let refused = rig.call_as_task_agent("get_time", json!({"n": 20})).await;
+
+    assert_eq!(
+        refused["isError"], true,
+        "the 21st waiting call is refused: {refused}"
+    );
+    assert_eq!(
+        refused["_meta"][DISPOSITION], "denied-not-executed",
+        "{refused}"
+    );
+    assert_eq!(rig.pending_calls().await.len(), 20, "20 calls wait, not 21");
+    assert_eq!(rig.upstream_calls(), 0);
+}
