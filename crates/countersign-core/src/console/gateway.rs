@@ -573,8 +573,11 @@ impl Console {
                     GatedState::Pending,
                     GatedState::Running,
                 ] {
+                    // Only a call waiting the same way: an approved held call runs on the
+                    // agent's retry, an approved task call from the gateway's sender.
                     if let Some(existing) =
                         gated::with_binding(ctx.conn, agent_id, server_id, &tool, &digest, state)?
+                            .filter(|existing| existing.mode == mode)
                     {
                         return Ok(Gate::Held(existing));
                     }

@@ -556,13 +556,30 @@ fn forwarded(request: &Request, reply: mcp::Result<Value>) -> Response {
 
 /// `DELETE /mcp/<server>` with a session id: the agent ends its session.
 async fn end_session(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> StatusCode {
-    if let (Some(session), Ok(mut sessions)) = (
-        headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()),
-        shared.sessions.lock(),
-    ) {
+    let Some(token) = bearer(&headers) else {
+        return StatusCode::UNAUTHORIZED;
+    };
+    let agent = match shared.console.authenticate_agent(token).await {
+        Ok(Some(agent)) => agent,
+        Ok(None) => return StatusCode::UNAUTHORIZED,
+        Err(_) => return StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    let Some(session) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
+        return StatusCode::BAD_REQUEST;
+    };
+    let Ok(mut sessions) = shared.sessions.lock() else {
+        return StatusCode::INTERNAL_SERVER_ERROR;
+    };
+    // Only the session's own agent ends it.
+    if sessions
+        .get(session)
+        .is_some_and(|s| s.agent_id == agent.id)
+    {
         sessions.remove(session);
+        StatusCode::NO_CONTENT
+    } else {
+        StatusCode::NOT_FOUND
     }
-    StatusCode::NO_CONTENT
 }
 
 fn initialize(
