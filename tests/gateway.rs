@@ -514,3 +514,32 @@ async fn identical_pending_calls_are_merged_and_an_agent_cannot_flood_the_inbox(
     assert_eq!(rig.pending_calls().await.len(), 20, "20 calls wait, not 21");
     assert_eq!(rig.upstream_calls(), 0);
 }
+
+#[tokio::test]
+async fn countersign_connect_relays_a_stdio_host_through_the_same_policies() {
+    let rig = GatewayRig::start(2).await;
+    rig.cli(&["policy", "set", "demo", "echo", "allow"])
+        .await
+        .assert_code(0);
+
+    let allowed = rig.stdio_agent("echo", json!({"text": "over stdio"})).await;
+    assert_eq!(allowed["isError"], false, "{allowed}");
+    assert_eq!(allowed["text"], "echo: over stdio", "{allowed}");
+    assert_eq!(allowed["protocolVersion"], "2025-11-25", "{allowed}");
+    assert_eq!(rig.upstream_calls(), 1);
+
+    let held = rig.stdio_agent("get_time", json!({"via": "stdio"})).await;
+    assert_eq!(
+        held["isError"], true,
+        "an ask call is held over stdio too: {held}"
+    );
+    assert!(
+        held["text"]
+            .as_str()
+            .unwrap_or("")
+            .contains("waiting for approval"),
+        "{held}"
+    );
+    assert_eq!(rig.pending_calls().await.len(), 1, "and waits in the inbox");
+    assert_eq!(rig.upstream_calls(), 1);
+}

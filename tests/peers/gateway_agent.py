@@ -3,9 +3,11 @@
 
 `fastmcp` mode: the fastmcp 4.1.4 client (MCP 2026-07-28, the tasks extension declared on every
 request, `call_tool` polls a task to its end). `session` mode: the `mcp` package's 2025-11-25
-session client (`initialize`, `Mcp-Session-Id`, no tasks).
+session client (`initialize`, `Mcp-Session-Id`, no tasks). `stdio` mode: the `mcp` package's
+stdio client starting `countersign connect SERVER` (URL is then the countersign binary, and
+--server, --data-dir say which server and ledger), as a stdio-only host would.
 
-    gateway_agent.py MODE URL TOKEN TOOL ARGS_JSON [--timeout SECONDS]
+    gateway_agent.py MODE URL TOKEN TOOL ARGS_JSON [--timeout SECONDS] [--server NAME --data-dir DIR]
 
 Prints one JSON line: {"isError", "text", "meta"} for a result, or {"error"} (exit 2) when the
 call raised (refused token, transport failure).
@@ -64,18 +66,49 @@ async def via_session(url: str, token: str, tool: str, args: dict, timeout: floa
                 }
 
 
+async def via_stdio(binary: str, token: str, tool: str, args: dict, timeout: float, server: str, data_dir: str) -> dict:
+    import os
+
+    from mcp import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    params = StdioServerParameters(
+        command=binary,
+        args=["--data-dir", data_dir, "connect", server],
+        env={**os.environ, "COUNTERSIGN_AGENT_TOKEN": token},
+    )
+    async with stdio_client(params) as streams:
+        read, write = streams[0], streams[1]
+        async with ClientSession(read, write, read_timeout_seconds=timeout) as session:
+            init = await session.initialize()
+            result = await session.call_tool(tool, args)
+            return {
+                "isError": bool(result.is_error),
+                "text": text_of(result.content),
+                "meta": result.meta or {},
+                "protocolVersion": init.protocol_version,
+            }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("mode", choices=["fastmcp", "session"])
+    parser.add_argument("mode", choices=["fastmcp", "session", "stdio"])
     parser.add_argument("url")
     parser.add_argument("token")
     parser.add_argument("tool")
     parser.add_argument("args")
     parser.add_argument("--timeout", type=float, default=60.0)
+    parser.add_argument("--server", default="demo")
+    parser.add_argument("--data-dir", default="")
     a = parser.parse_args()
-    run = via_fastmcp if a.mode == "fastmcp" else via_session
     try:
-        out = asyncio.run(run(a.url, a.token, a.tool, json.loads(a.args), a.timeout))
+        if a.mode == "stdio":
+            call = via_stdio(a.url, a.token, a.tool, json.loads(a.args), a.timeout, a.server, a.data_dir)
+        elif a.mode == "fastmcp":
+            call = via_fastmcp(a.url, a.token, a.tool, json.loads(a.args), a.timeout)
+        else:
+            call = via_session(a.url, a.token, a.tool, json.loads(a.args), a.timeout)
+        out = asyncio.run(call)
     except BaseException as e:  # noqa: BLE001 - every failure is reported to the test
         print(json.dumps({"error": f"{type(e).__name__}: {e}"}), flush=True)
         return 2

@@ -169,6 +169,40 @@ impl GatewayRig {
             .unwrap_or_else(|e| panic!("agent output is not JSON ({e}): {line}"))
     }
 
+    /// A stdio-only host (the `mcp` package's stdio client) starting `countersign connect demo`,
+    /// which relays to this gateway: the agent script's result.
+    pub async fn stdio_agent(&self, tool: &str, args: Value) -> Value {
+        let output = tokio::time::timeout(
+            DEADLINE,
+            Command::new(crate::peer::python())
+                .arg(crate::peer::repo_root().join("tests/peers/gateway_agent.py"))
+                .arg("stdio")
+                .arg(cli::binary())
+                .args([&self.token, tool, &args.to_string()])
+                .args(["--timeout", "55", "--server", "demo", "--data-dir"])
+                .arg(self.dir.path())
+                .stdin(Stdio::null())
+                .kill_on_drop(true)
+                .output(),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("the stdio agent calling {tool} ran longer than {DEADLINE:?}"))
+        .unwrap_or_else(|e| panic!("cannot run the stdio agent: {e}"));
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let line = stdout
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or_else(|| {
+                panic!(
+                    "the stdio agent printed nothing; stderr:\n{}",
+                    String::from_utf8_lossy(&output.stderr)
+                )
+            });
+        serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("agent output is not JSON ({e}): {line}"))
+    }
+
     /// The agent `bot` in the background.
     pub fn spawn_agent(
         &self,

@@ -9,6 +9,7 @@ use std::time::Duration;
 use countersign_core::console::view::{GatedCallView, GatedDecision, RuleAction, RuleSetRequest};
 use countersign_core::console::Console;
 use countersign_core::gateway::endpoint::{self, Gateway, GatewayConfig};
+use countersign_core::gateway::relay;
 use countersign_core::ledger::{self, inputs};
 use serde_json::{json, Value};
 
@@ -286,4 +287,88 @@ pub(crate) async fn inbox(desk: &Desk, json_out: bool) -> Result<u8, CliError> {
         crate::ledger_mode::inbox(desk, false)?;
     }
     Ok(EXIT_COMPLETED)
+}
+
+/// `connect SERVER [--url BASE] [--print-config]`: relays stdin/stdout to the running gateway.
+pub(crate) async fn connect(
+    global: &crate::Global,
+    server: &str,
+    url: Option<String>,
+    print_config: bool,
+) -> Result<u8, CliError> {
+    if print_config {
+        let exe = std::env::current_exe()
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|_| "countersign".into());
+        terminal::json(&json!({"mcpServers": {server: {
+            "command": exe,
+            "args": ["connect", server],
+            "env": {"COUNTERSIGN_AGENT_TOKEN": "<the token from `countersign agents add NAME`>"},
+        }}}));
+        return Ok(EXIT_COMPLETED);
+    }
+    let token = std::env::var("COUNTERSIGN_AGENT_TOKEN")
+        .ok()
+        .filter(|t| !t.trim().is_empty())
+        .ok_or_else(|| {
+            CliError::Usage(
+                "set COUNTERSIGN_AGENT_TOKEN to the agent's token (countersign agents add NAME)"
+                    .into(),
+            )
+        })?;
+    let base = match url {
+        Some(url) => url,
+        None => {
+            let data_dir = global
+                .data_dir
+                .clone()
+                .unwrap_or_else(ledger::default_data_dir);
+            let file = data_dir.join(relay::URL_FILE);
+            std::fs::read_to_string(&file)
+                .map_err(|e| {
+                    CliError::Usage(format!(
+                        "no running gateway found ({}: {e}); start `countersign gateway` or give --url",
+                        file.display()
+                    ))
+                })?
+                .trim()
+                .to_owned()
+        }
+    };
+    let base = if base.ends_with('/') {
+        base
+    } else {
+        format!("{base}/")
+    };
+    let (stdin, stdout) = (
+        std_stream(&std::io::stdin())?,
+        std_stream(&std::io::stdout())?,
+    );
+    relay::relay(
+        format!("{base}{server}"),
+        countersign_core::sensitive::Sensitive::new(token),
+        tokio::io::BufReader::new(tokio::fs::File::from_std(stdin)),
+        tokio::fs::File::from_std(stdout),
+    )
+    .await
+    .map_err(|e| match e {
+        relay::Error::Io(e) => CliError::Io(e),
+        e => CliError::Usage(e.to_string()),
+    })?;
+    Ok(EXIT_COMPLETED)
+}
+
+/// stdin or stdout as a file tokio can read or write (through its blocking pool), so the relay
+/// needs no more of tokio than the workspace already builds.
+#[cfg(unix)]
+fn std_stream(stream: &impl std::os::fd::AsFd) -> Result<std::fs::File, CliError> {
+    Ok(std::fs::File::from(stream.as_fd().try_clone_to_owned()?))
+}
+
+/// stdin or stdout as a file tokio can read or write (through its blocking pool).
+#[cfg(windows)]
+fn std_stream(stream: &impl std::os::windows::io::AsHandle) -> Result<std::fs::File, CliError> {
+    Ok(std::fs::File::from(
+        stream.as_handle().try_clone_to_owned()?,
+    ))
 }

@@ -168,6 +168,19 @@ enum Command {
         #[arg(long, default_value_t = 45)]
         hold_seconds: u64,
     },
+    /// A stdio MCP server relaying to the running gateway under the same policies, for hosts
+    /// that only start stdio servers. The agent's token comes from COUNTERSIGN_AGENT_TOKEN.
+    Connect {
+        /// The server's name in Countersign.
+        server: String,
+        /// The gateway's base URL (default: the one the running gateway wrote to the data
+        /// directory).
+        #[arg(long)]
+        url: Option<String>,
+        /// Print the configuration entry to paste into the host, then exit.
+        #[arg(long)]
+        print_config: bool,
+    },
     /// Agents that may connect to the gateway.
     #[command(subcommand)]
     Agents(AgentsCommand),
@@ -797,6 +810,11 @@ async fn run(cli: Cli) -> Result<u8, CliError> {
             let desk = ledger_mode::Desk::open(&global).await?;
             gateway_mode::serve(desk, port, hold_seconds).await
         }
+        Command::Connect {
+            server,
+            url,
+            print_config,
+        } => gateway_mode::connect(&global, &server, url, print_config).await,
         Command::Agents(command) => {
             with_desk(&global, |desk| {
                 Box::pin(async move {

@@ -5,7 +5,8 @@
 //!   per-server read-only switch) and what it says: allow, ask or deny;
 //! - [`outcome`]: what the agent is told, as MCP results with SEP-2848 dispositions in `_meta`;
 //! - [`endpoint`]: the Streamable HTTP endpoint on 127.0.0.1 (`/mcp/<server-name>`), both
-//!   protocol generations, bearer token per agent.
+//!   protocol generations, bearer token per agent;
+//! - [`relay`]: `countersign connect`, a stdio MCP server relaying to the running gateway.
 //!
 //! The records (agents, rules, gated calls) live in the ledger (`ledger::{agents, rules,
 //! gated}`); every action on them is a [`crate::console::Console`] method
@@ -14,6 +15,7 @@
 pub mod endpoint;
 pub mod outcome;
 pub mod policy;
+pub mod relay;
 
 use rand::RngCore;
 use serde_json::{Map, Value};

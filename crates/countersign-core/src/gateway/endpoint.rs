@@ -157,6 +157,12 @@ impl Gateway {
                 tracing::error!("the gateway endpoint stopped: {e}");
             }
         });
+        // Where `countersign connect` finds the running gateway (stale after a crash: connect
+        // then says it cannot reach it).
+        let url_file = shared.console.data_dir().join(super::relay::URL_FILE);
+        if let Err(e) = std::fs::write(&url_file, format!("http://{addr}/mcp/\n")) {
+            tracing::warn!("cannot write {}: {e}", url_file.display());
+        }
         let sender = tokio::spawn(send_approved(shared, stopped));
         Ok(Gateway {
             addr,
