@@ -7,6 +7,7 @@ const COMMANDS: &[&str] = &[
     "ui_painted",
     "notify_dnd_set",
     "view_set",
+    "view_zoom_set",
     "input_list",
     "input_answer",
     "task_list",

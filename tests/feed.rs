@@ -22,6 +22,20 @@ use countersign_demo::{DemoConfig, DemoServer};
 use rig::{Rig, DEADLINE};
 use serde_json::json;
 
+/// The demo server on 127.0.0.1, `time_scale` × real time, polled every 300 ms.
+async fn demo(time_scale: f64) -> DemoServer {
+    DemoServer::start(
+        ([127, 0, 0, 1], 0).into(),
+        DemoConfig {
+            time_scale,
+            poll_interval_ms: 300,
+            ..DemoConfig::default()
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("the demo server must start: {e}"))
+}
+
 /// The next batch, or a failure naming what was awaited.
 async fn next(feed: &mut Feed, what: &str) -> Changes {
     tokio::time::timeout(DEADLINE, feed.next())
@@ -32,16 +46,7 @@ async fn next(feed: &mut Feed, what: &str) -> Changes {
 #[tokio::test]
 async fn a_question_is_told_once_by_the_engines_process_and_an_answer_from_another_process_closes_it(
 ) {
-    let server = DemoServer::start(
-        ([127, 0, 0, 1], 0).into(),
-        DemoConfig {
-            time_scale: 0.2,
-            poll_interval_ms: 300,
-            ..DemoConfig::default()
-        },
-    )
-    .await
-    .unwrap_or_else(|e| panic!("the demo server must start: {e}"));
+    let server = demo(0.2).await;
     let rig = Rig::start(&server.url(), false).await;
     let mut feed = rig.console.feed().await.expect("the feed opens");
     let mut inbox = InboxWatch::default();
@@ -158,16 +163,7 @@ async fn a_question_is_told_once_by_the_engines_process_and_an_answer_from_anoth
 
 #[tokio::test]
 async fn a_task_whose_tool_reports_an_error_is_listed_as_completed_with_an_error() {
-    let server = DemoServer::start(
-        ([127, 0, 0, 1], 0).into(),
-        DemoConfig {
-            time_scale: 0.05,
-            poll_interval_ms: 300,
-            ..DemoConfig::default()
-        },
-    )
-    .await
-    .unwrap_or_else(|e| panic!("the demo server must start: {e}"));
+    let server = demo(0.05).await;
     let rig = Rig::start(&server.url(), false).await;
     let failing = rig
         .call("lint_repository", json!({"repo": "acme/web"}))
@@ -192,16 +188,7 @@ async fn a_task_whose_tool_reports_an_error_is_listed_as_completed_with_an_error
 
 #[tokio::test]
 async fn the_cli_task_list_says_how_a_task_ended_in_the_same_words_as_the_app() {
-    let server = DemoServer::start(
-        ([127, 0, 0, 1], 0).into(),
-        DemoConfig {
-            time_scale: 0.05,
-            poll_interval_ms: 300,
-            ..DemoConfig::default()
-        },
-    )
-    .await
-    .unwrap_or_else(|e| panic!("the demo server must start: {e}"));
+    let server = demo(0.05).await;
     let dir = countersign_tests::procs::DataDir::new("feed-cli-tasks");
     dir.add_server("demo", &server.url()).await;
     // Followed to its end: a tool error exits 1.

@@ -14,6 +14,7 @@ use crate::ipc::{
     InputAnswerRequest, InputRequestView, ServerAddRequest, ServerRef, ServerUpdateRequest,
     ServerView, ShellState, TaskAdoptRequest, TaskDetail, TaskListRequest, TaskRef, TaskView,
     ToolCallAnswerRequest, ToolCallOutcome, ToolCallRequest, ToolView, UrlOpenRequest, ViewRequest,
+    ZoomRequest,
 };
 use crate::Shell;
 use tauri::{AppHandle, Manager, Runtime, State};
@@ -58,6 +59,30 @@ pub async fn notify_dnd_set<R: Runtime>(
 ) -> Result<ShellState> {
     shell.notifier.set_dnd(request.enabled);
     Ok(crate::refresh_shell_state(&app, &shell).await)
+}
+
+/// Text sizes the window offers (page zoom, in percent).
+pub const ZOOM_PERCENTS: [u16; 5] = [100, 125, 150, 175, 200];
+
+/// Sets the window's text size: the page zoom of the webview that asked, as a person with low
+/// vision would use the browser's zoom (every size the layout must work at).
+#[tauri::command]
+pub async fn view_zoom_set<R: Runtime>(
+    webview: tauri::Webview<R>,
+    request: ZoomRequest,
+) -> Result<()> {
+    if !ZOOM_PERCENTS.contains(&request.percent) {
+        return Err(CommandError::new(
+            ErrorCode::InvalidInput,
+            format!(
+                "text size {} % is not offered (100, 125, 150, 175 or 200 %)",
+                request.percent
+            ),
+        ));
+    }
+    webview
+        .set_zoom(f64::from(request.percent) / 100.0)
+        .map_err(|e| CommandError::new(ErrorCode::Internal, format!("cannot zoom: {e}")))
 }
 
 /// What the window shows now.

@@ -139,6 +139,7 @@ pub fn builder<R: Runtime>(builder: tauri::Builder<R>, shell: Shell) -> tauri::B
             commands::ui_painted,
             commands::notify_dnd_set,
             commands::view_set,
+            commands::view_zoom_set,
             commands::input_list,
             commands::input_answer,
             commands::task_list,

@@ -350,8 +350,18 @@ pub struct Filter {
 
 /// Tasks, newest first.
 pub fn list(conn: &Connection, filter: &Filter) -> Result<Vec<TaskRecord>> {
+    filtered(conn, SELECT, filter, from_row)
+}
+
+/// `select` (aliasing tasks `t` and servers `s`) narrowed by `filter`, newest first.
+fn filtered<T>(
+    conn: &Connection,
+    select: &str,
+    filter: &Filter,
+    row: impl FnMut(&Row<'_>) -> rusqlite::Result<T>,
+) -> Result<Vec<T>> {
     let mut stmt = conn.prepare_cached(&format!(
-        "{SELECT} WHERE (?1 IS NULL OR t.status = ?1) AND (?2 IS NULL OR s.name = ?2)
+        "{select} WHERE (?1 IS NULL OR t.status = ?1) AND (?2 IS NULL OR s.name = ?2)
              AND (?3 IS NULL OR t.tool = ?3)
          ORDER BY t.id DESC LIMIT ?4"
     ))?;
@@ -362,7 +372,7 @@ pub fn list(conn: &Connection, filter: &Filter) -> Result<Vec<TaskRecord>> {
             filter.tool,
             filter.limit.map(|l| l as i64).unwrap_or(-1),
         ],
-        from_row,
+        row,
     )?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
@@ -454,21 +464,7 @@ fn summary_from_row(row: &Row<'_>) -> rusqlite::Result<TaskSummary> {
 
 /// Task summaries matching `filter`, newest first. One query, so 10,000 rows stay cheap.
 pub fn summaries(conn: &Connection, filter: &Filter) -> Result<Vec<TaskSummary>> {
-    let mut stmt = conn.prepare_cached(&format!(
-        "{SUMMARY} WHERE (?1 IS NULL OR t.status = ?1) AND (?2 IS NULL OR s.name = ?2)
-             AND (?3 IS NULL OR t.tool = ?3)
-         ORDER BY t.id DESC LIMIT ?4"
-    ))?;
-    let rows = stmt.query_map(
-        params![
-            filter.status.map(LedgerStatus::as_str),
-            filter.server,
-            filter.tool,
-            filter.limit.map(|l| l as i64).unwrap_or(-1),
-        ],
-        summary_from_row,
-    )?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
+    filtered(conn, SUMMARY, filter, summary_from_row)
 }
 
 /// One task's summary by row id.
