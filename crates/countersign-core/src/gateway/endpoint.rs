@@ -107,6 +107,8 @@ impl Default for GatewayConfig {
 /// The running gateway.
 pub struct Gateway {
     addr: SocketAddr,
+    /// `gateway.url` in the data directory, removed at shutdown.
+    url_file: Option<std::path::PathBuf>,
     stop: watch::Sender<bool>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
@@ -160,12 +162,17 @@ impl Gateway {
         // Where `countersign connect` finds the running gateway (stale after a crash: connect
         // then says it cannot reach it).
         let url_file = shared.console.data_dir().join(super::relay::URL_FILE);
-        if let Err(e) = std::fs::write(&url_file, format!("http://{addr}/mcp/\n")) {
-            tracing::warn!("cannot write {}: {e}", url_file.display());
-        }
+        let url_file = match std::fs::write(&url_file, format!("http://{addr}/mcp/\n")) {
+            Ok(()) => Some(url_file),
+            Err(e) => {
+                tracing::warn!("cannot write {}: {e}", url_file.display());
+                None
+            }
+        };
         let sender = tokio::spawn(send_approved(shared, stopped));
         Ok(Gateway {
             addr,
+            url_file,
             stop,
             tasks: vec![server, sender],
         })
@@ -184,6 +191,9 @@ impl Gateway {
     /// Stops serving (held requests are dropped; their calls stay recorded).
     pub async fn shutdown(self) {
         let _ = self.stop.send(true);
+        if let Some(file) = &self.url_file {
+            let _ = std::fs::remove_file(file);
+        }
         for task in self.tasks {
             let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
         }
@@ -854,7 +864,12 @@ async fn hold(shared: Arc<Shared>, link: Link, call: GatedRecord) -> Value {
         tokio::time::sleep(WATCH_INTERVAL).await;
         match shared.console.gated_row(call.id).await {
             Ok(now) => call = now,
-            Err(e) => return console_error(&Value::Null, &e)["error"].clone(),
+            Err(e) => {
+                return outcome::notice(&format!(
+                    "Countersign could not read the state of the call to {} ({e}); it may still be waiting for approval. Ask again later.",
+                    call.tool
+                ))
+            }
         }
     }
 }

@@ -346,3 +346,133 @@ pub fn finish(
         Err(Error::Conflict(format!("gated call #{id} is not running")))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ledger::rules::{self, NewRule, RuleAction};
+    use crate::ledger::{agents, servers, Ledger};
+
+    fn scratch() -> std::path::PathBuf {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        std::env::temp_dir().join(format!("countersign-gated-{}-{nanos}", std::process::id()))
+    }
+
+    #[test]
+    fn a_decision_wins_once_and_only_an_approved_call_can_be_claimed() {
+        let dir = scratch();
+        let ledger = Ledger::open(&dir).expect("ledger");
+        let (moved, claims, state, revoked_is_gone) = ledger
+            .write_blocking(|ctx| {
+                let server = servers::add(ctx.conn, "demo", "http://127.0.0.1:1/mcp", false)?;
+                let agent = agents::add(ctx.conn, "bot", "digest")?;
+                let arguments = Map::new();
+                let call = insert(
+                    ctx.conn,
+                    NewGated {
+                        task_id: "csg-1",
+                        agent_id: agent.id,
+                        server_id: server.id,
+                        tool: "deploy",
+                        arguments: &arguments,
+                        args_digest: "d",
+                        mode: GatedMode::Task,
+                        state: GatedState::Pending,
+                        reason: None,
+                        expires_at: i64::MAX,
+                    },
+                )?;
+                // Two deciders: the first moves it, the second finds it moved.
+                let moved = [
+                    transition(
+                        ctx.conn,
+                        call.id,
+                        GatedState::Pending,
+                        GatedState::Approved,
+                        Some("ada"),
+                        None,
+                    )?,
+                    transition(
+                        ctx.conn,
+                        call.id,
+                        GatedState::Pending,
+                        GatedState::Declined,
+                        Some("bob"),
+                        Some("no"),
+                    )?,
+                ];
+                // Two claimants: one wins.
+                let claims = [
+                    transition(
+                        ctx.conn,
+                        call.id,
+                        GatedState::Approved,
+                        GatedState::Running,
+                        None,
+                        None,
+                    )?,
+                    transition(
+                        ctx.conn,
+                        call.id,
+                        GatedState::Approved,
+                        GatedState::Running,
+                        None,
+                        None,
+                    )?,
+                ];
+                let state = get(ctx.conn, call.id)?;
+                agents::revoke(ctx.conn, "bot")?;
+                let revoked_is_gone = agents::by_token_digest(ctx.conn, "digest")?.is_none();
+                Ok((moved, claims, state, revoked_is_gone))
+            })
+            .expect("write");
+        assert_eq!(moved, [true, false], "the second decider must lose");
+        assert_eq!(claims, [true, false], "only one claimant may send the call");
+        assert_eq!(state.state, GatedState::Running);
+        assert_eq!(
+            state.decided_by.as_deref(),
+            Some("ada"),
+            "the winner's decision is kept"
+        );
+        assert_eq!(state.reason, None, "the loser's reason is not recorded");
+        assert!(revoked_is_gone, "a revoked token no longer finds its agent");
+        ledger.close();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn setting_a_rule_again_replaces_it_and_a_condition_makes_another_rule() {
+        let dir = scratch();
+        let ledger = Ledger::open(&dir).expect("ledger");
+        let rules_now = ledger
+            .write_blocking(|ctx| {
+                let server = servers::add(ctx.conn, "demo", "http://127.0.0.1:1/mcp", false)?;
+                let rule = |action, condition| NewRule {
+                    agent_id: None,
+                    server_id: server.id,
+                    tool: "echo",
+                    action,
+                    condition,
+                };
+                rules::set(ctx.conn, rule(RuleAction::Ask, None))?;
+                rules::set(ctx.conn, rule(RuleAction::Allow, None))?;
+                rules::set(ctx.conn, rule(RuleAction::Deny, Some(r#"{"region":"us"}"#)))?;
+                rules::list(ctx.conn)
+            })
+            .expect("write");
+        let mut actions: Vec<(RuleAction, bool)> = rules_now
+            .iter()
+            .map(|r| (r.action, r.condition.is_some()))
+            .collect();
+        actions.sort_by_key(|(_, c)| *c);
+        assert_eq!(
+            actions,
+            vec![(RuleAction::Allow, false), (RuleAction::Deny, true)]
+        );
+        ledger.close();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
