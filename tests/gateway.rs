@@ -543,3 +543,86 @@ async fn countersign_connect_relays_a_stdio_host_through_the_same_policies() {
     assert_eq!(rig.pending_calls().await.len(), 1, "and waits in the inbox");
     assert_eq!(rig.upstream_calls(), 1);
 }
+
+#[tokio::test]
+async fn always_allow_on_an_approval_creates_a_visible_rule_for_that_agent_and_tool() {
+    let rig = GatewayRig::start(5).await;
+    let created = rig
+        .call_as_task_agent("get_time", json!({"first": true}))
+        .await;
+    let task_id = created["taskId"].as_str().expect("a task id").to_owned();
+
+    rig.cli(&["answer", &task_id, "--accept", r#"{"alwaysAllow": true}"#])
+        .await
+        .assert_code(0);
+    let first = rig.task_to_end(&task_id).await;
+    assert_eq!(
+        first["result"]["_meta"][DISPOSITION], "approved-executed",
+        "{first}"
+    );
+    let rules = rig.cli(&["policy", "list", "--json"]).await;
+    rules.assert_code(0);
+    let rules = rules.json();
+    assert_eq!(
+        rules.as_array().map(Vec::len),
+        Some(1),
+        "one rule, visible in `policy list`: {rules}"
+    );
+    assert_eq!(rules[0]["agent"], "bot", "{rules}");
+    assert_eq!(rules[0]["tool"], "get_time", "{rules}");
+    assert_eq!(rules[0]["action"], "allow", "{rules}");
+
+    let next = rig
+        .call_as_task_agent("get_time", json!({"other": 1}))
+        .await;
+    assert_ne!(
+        next["resultType"], "task",
+        "the next call passes at once: {next}"
+    );
+    assert_eq!(next["isError"], false, "{next}");
+    assert_eq!(rig.upstream_calls(), 2);
+    let id = rules[0]["id"].as_i64().expect("a rule id").to_string();
+    rig.cli(&["policy", "remove", &id]).await.assert_code(0);
+    let asked = rig
+        .call_as_task_agent("get_time", json!({"other": 2}))
+        .await;
+    assert_eq!(
+        asked["resultType"], "task",
+        "without the rule it asks again: {asked}"
+    );
+}
+
+#[tokio::test]
+async fn the_read_only_switch_lets_only_tools_marked_read_only_pass() {
+    let rig = GatewayRig::start(5).await;
+    let before = rig.call_as_task_agent("echo", json!({"text": "a"})).await;
+    assert_eq!(
+        before["resultType"], "task",
+        "off by default: even echo asks: {before}"
+    );
+
+    rig.cli(&["policy", "read-only", "demo", "on"])
+        .await
+        .assert_code(0);
+    let echo = rig.call_as_task_agent("echo", json!({"text": "b"})).await;
+    assert_eq!(
+        echo["isError"], false,
+        "echo says readOnlyHint: it passes: {echo}"
+    );
+    let deploy = rig
+        .call_as_task_agent(
+            "deploy_service",
+            json!({"service": "api", "environment": "staging"}),
+        )
+        .await;
+    assert_eq!(
+        deploy["resultType"], "task",
+        "deploy_service is not marked read-only: a person decides: {deploy}"
+    );
+    assert_eq!(deploy["status"], "working", "{deploy}");
+    assert_eq!(
+        rig.upstream_calls(),
+        1,
+        "only the echo reached the upstream"
+    );
+}
