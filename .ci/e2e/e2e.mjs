@@ -387,10 +387,12 @@ await step("the accessibility checker finds nothing critical or serious with dat
       const f = await ui.js(`const q = document.querySelector(".question"), a = document.querySelector('[data-testid="approve"]');
         if (!q || !a) return null;
         a.scrollIntoView({ block: "nearest" });
-        const r = a.getBoundingClientRect();
-        return { width: innerWidth, questionWidth: q.offsetWidth,
+        const r = a.getBoundingClientRect(), pane = document.querySelector(".inbox-detail").getBoundingClientRect();
+        // Within a pixel: zoomed layout rounds to fractions of a CSS pixel.
+        return { width: innerWidth, height: innerHeight, questionWidth: q.offsetWidth,
           overflow: document.documentElement.scrollWidth - document.documentElement.clientWidth,
-          approveReachable: r.top >= 0 && r.bottom <= innerHeight && r.left >= 0 && r.right <= innerWidth };`);
+          approve: [r.top, r.bottom].map(Math.round), pane: [pane.top, pane.bottom].map(Math.round),
+          approveReachable: r.top >= 0 && r.bottom <= innerHeight + 1 && r.left >= 0 && r.right <= innerWidth + 1 };`);
       // The zoom applies after the command returns: wait until the CSS width has shrunk.
       return f && f.width <= Math.ceil((base * 100) / percent) + 24 ? f : null;
     });
