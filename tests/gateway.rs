@@ -626,3 +626,48 @@ async fn the_read_only_switch_lets_only_tools_marked_read_only_pass() {
         "only the echo reached the upstream"
     );
 }
+
+#[tokio::test]
+async fn a_result_recorded_before_a_kill_9_is_what_the_agent_polls_after_the_restart() {
+    let mut rig = GatewayRig::start(5).await;
+    let created = rig.call_as_task_agent("get_time", json!({"n": 3})).await;
+    let task_id = created["taskId"].as_str().expect("a task id").to_owned();
+    rig.cli(&["answer", &task_id, "--accept", "{}"])
+        .await
+        .assert_code(0);
+
+    // Wait, reading the ledger file as another process would, until the upstream's answer is
+    // recorded; the agent has not polled.
+    let ledger =
+        rusqlite::Connection::open(rig.dir.path().join("ledger.sqlite3")).expect("open the ledger");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let state: String = ledger
+            .query_row(
+                "SELECT state FROM gated_calls WHERE task_id = ?1",
+                [&task_id],
+                |r| r.get(0),
+            )
+            .expect("the call's row");
+        if state == "done" {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the call never finished: {state}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let port = rig.port;
+    rig.kill9().await;
+    rig.start_gateway(port).await;
+    let task = rig.task_to_end(&task_id).await;
+
+    assert_eq!(task["status"], "completed", "{task}");
+    assert_eq!(task["result"]["isError"], false, "{task}");
+    assert_eq!(
+        task["result"]["_meta"][DISPOSITION], "approved-executed",
+        "{task}"
+    );
+    assert_eq!(rig.upstream_calls(), 1, "the upstream ran it once");
+}
