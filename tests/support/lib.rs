@@ -3,6 +3,7 @@
 
 pub mod cli;
 pub mod drive;
+pub mod gateway;
 pub mod hostile;
 pub mod ledger_view;
 pub mod peer;

@@ -113,12 +113,14 @@ impl Drop for FastmcpPeer {
     }
 }
 
-fn repo_root() -> PathBuf {
+/// The repository root.
+pub fn repo_root() -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     root.canonicalize().unwrap_or(root)
 }
 
-fn python() -> PathBuf {
+/// The interop venv's python (`$COUNTERSIGN_PEER_PYTHON`, else `<repo>/.ci/venv/bin/python`).
+pub fn python() -> PathBuf {
     match std::env::var_os("COUNTERSIGN_PEER_PYTHON") {
         Some(p) if !p.is_empty() => PathBuf::from(p),
         _ => repo_root().join(".ci/venv/bin/python"),

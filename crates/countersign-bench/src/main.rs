@@ -20,6 +20,7 @@ mod client;
 mod clock;
 mod demo;
 mod error;
+mod gateway;
 mod report;
 mod resume;
 mod run;
@@ -128,6 +129,22 @@ enum Mode {
     /// (internal) Our engine in the steady-state measurement.
     #[command(hide = true)]
     Steady(SteadyArgs),
+    /// The latency the local MCP gateway adds: an allowed call vs. direct (1 and N agents), an
+    /// ask call until it is committed, Approve until the upstream has the call. Prints tables.
+    Gateway {
+        /// Sequential allowed calls per side.
+        #[arg(long, default_value_t = 2000)]
+        calls: usize,
+        /// Concurrent agents.
+        #[arg(long, default_value_t = 100)]
+        agents: usize,
+        /// Calls per concurrent agent.
+        #[arg(long, default_value_t = 20)]
+        calls_per_agent: usize,
+        /// Ask calls, each approved.
+        #[arg(long, default_value_t = 200)]
+        asks: usize,
+    },
     /// (internal) A fresh engine process resuming a seeded ledger.
     #[command(hide = true)]
     Resume {
@@ -199,6 +216,19 @@ fn main() -> ExitCode {
             Some(Mode::Resume { data_dir }) => resume::child(main_us, data_dir)
                 .await
                 .map(|()| ExitCode::SUCCESS),
+            Some(Mode::Gateway {
+                calls,
+                agents,
+                calls_per_agent,
+                asks,
+            }) => gateway::run(gateway::Options {
+                calls,
+                agents,
+                calls_per_agent,
+                asks,
+            })
+            .await
+            .map(|()| ExitCode::SUCCESS),
             None => drive(cli.run).await,
         }
     });

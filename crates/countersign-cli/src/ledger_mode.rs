@@ -57,8 +57,18 @@ impl Desk {
         Ok(Self { console })
     }
 
-    fn ledger(&self) -> &Arc<Ledger> {
+    pub(crate) fn ledger(&self) -> &Arc<Ledger> {
         self.console.ledger()
+    }
+
+    /// The core console (the gateway's commands call it directly).
+    pub(crate) fn console(&self) -> &Console {
+        &self.console
+    }
+
+    /// The console itself, for a command that shares it (the gateway's endpoint).
+    pub(crate) fn into_console(self) -> Console {
+        self.console
     }
 
     /// Makes sure an engine serves this ledger: the running one, or our own. Returns the pid

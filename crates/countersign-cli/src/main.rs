@@ -10,6 +10,7 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 mod direct;
+mod gateway_mode;
 mod ledger_mode;
 mod prompt;
 mod terminal;
@@ -135,6 +136,9 @@ enum Command {
         key: Option<String>,
         #[command(flatten)]
         answer: RequiredAnswer,
+        /// Why (with --decline of an agent's tool call: the agent is told).
+        #[arg(long, requires = "decline")]
+        reason: Option<String>,
     },
     /// Cancel a tracked task (recorded, then delivered by the engine).
     Cancel {
@@ -150,8 +154,39 @@ enum Command {
         #[arg(allow_hyphen_values = true)]
         task_id: String,
     },
-    /// Pending questions across all servers, oldest first.
+    /// Pending questions across all servers and agent tool calls waiting for approval, oldest
+    /// first.
     Inbox,
+    /// Run the engine and the local MCP gateway agents connect to (prints its URL first):
+    /// `http://127.0.0.1:PORT/mcp/<server-name>`, a bearer token per agent.
+    Gateway {
+        /// Port to listen on (0 = any free port).
+        #[arg(long, default_value_t = 0)]
+        port: u16,
+        /// How long a call of an agent without the tasks extension is held waiting for
+        /// approval before it is told to repeat it (keep it below the agent's time-out).
+        #[arg(long, default_value_t = 45)]
+        hold_seconds: u64,
+    },
+    /// A stdio MCP server relaying to the running gateway under the same policies, for hosts
+    /// that only start stdio servers. The agent's token comes from COUNTERSIGN_AGENT_TOKEN.
+    Connect {
+        /// The server's name in Countersign.
+        server: String,
+        /// The gateway's base URL (default: the one the running gateway wrote to the data
+        /// directory).
+        #[arg(long)]
+        url: Option<String>,
+        /// Print the configuration entry to paste into the host, then exit.
+        #[arg(long)]
+        print_config: bool,
+    },
+    /// Agents that may connect to the gateway.
+    #[command(subcommand)]
+    Agents(AgentsCommand),
+    /// Which agent tool calls pass, ask a person, or are refused.
+    #[command(subcommand)]
+    Policy(PolicyCommand),
     /// Every human decision, oldest first.
     Audit {
         /// CSV instead of text.
@@ -282,6 +317,56 @@ enum ServersCommand {
     Remove {
         /// Its name.
         name: String,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum AgentsCommand {
+    /// Add an agent; prints its bearer token once (`--json`: {"name", "token"}).
+    Add {
+        /// A unique name.
+        name: String,
+    },
+    /// Revoke an agent's token.
+    Remove {
+        /// Its name.
+        name: String,
+    },
+    /// List agents.
+    List,
+}
+
+#[derive(Subcommand, Debug)]
+enum PolicyCommand {
+    /// List the rules.
+    List,
+    /// Set a rule: what to do with calls of TOOL on SERVER.
+    Set {
+        /// The server's name.
+        server: String,
+        /// The tool.
+        tool: String,
+        /// allow, ask or deny.
+        action: String,
+        /// Only for this agent (default: every agent).
+        #[arg(long)]
+        agent: Option<String>,
+        /// Only when the arguments have these values, e.g. '{"environment": "staging"}'.
+        #[arg(long, value_name = "JSON")]
+        when: Option<String>,
+    },
+    /// Remove a rule by its number.
+    Remove {
+        /// The rule's number (`policy list`).
+        id: i64,
+    },
+    /// Let the tools a server marks read-only pass without asking (off by default: the
+    /// marks are the server's own claims).
+    ReadOnly {
+        /// The server's name.
+        server: String,
+        /// on or off.
+        state: String,
     },
 }
 
@@ -675,8 +760,23 @@ async fn run(cli: Cli) -> Result<u8, CliError> {
         }
         Command::Answer {
             task_id,
+            answer,
+            reason,
+            ..
+        } if gateway_mode::is_gated(&task_id) => {
+            with_desk(&global, |desk| {
+                Box::pin(async move {
+                    gateway_mode::answer(desk, &task_id, answer.accept.as_deref(), reason, json)
+                        .await
+                })
+            })
+            .await
+        }
+        Command::Answer {
+            task_id,
             key,
             answer,
+            reason: _,
         } => {
             let policy = direct::AnswerPolicy::from_args(&AnswerArgs {
                 accept: answer.accept,
@@ -703,7 +803,60 @@ async fn run(cli: Cli) -> Result<u8, CliError> {
         }
         Command::Inbox => {
             with_desk(&global, |desk| {
-                Box::pin(async move { ledger_mode::inbox(desk, json) })
+                Box::pin(async move { gateway_mode::inbox(desk, json).await })
+            })
+            .await
+        }
+        Command::Gateway { port, hold_seconds } => {
+            let desk = ledger_mode::Desk::open(&global).await?;
+            gateway_mode::serve(desk, port, hold_seconds).await
+        }
+        Command::Connect {
+            server,
+            url,
+            print_config,
+        } => gateway_mode::connect(&global, &server, url, print_config).await,
+        Command::Agents(command) => {
+            with_desk(&global, |desk| {
+                Box::pin(async move {
+                    match command {
+                        AgentsCommand::Add { name } => {
+                            gateway_mode::agents_add(desk, &name, json).await
+                        }
+                        AgentsCommand::Remove { name } => {
+                            gateway_mode::agents_remove(desk, &name, json).await
+                        }
+                        AgentsCommand::List => gateway_mode::agents_list(desk, json).await,
+                    }
+                })
+            })
+            .await
+        }
+        Command::Policy(command) => {
+            with_desk(&global, |desk| {
+                Box::pin(async move {
+                    match command {
+                        PolicyCommand::List => gateway_mode::policy_list(desk, json).await,
+                        PolicyCommand::Set {
+                            server,
+                            tool,
+                            action,
+                            agent,
+                            when,
+                        } => {
+                            gateway_mode::policy_set(
+                                desk,
+                                (server, tool, action, agent, when),
+                                json,
+                            )
+                            .await
+                        }
+                        PolicyCommand::Remove { id } => gateway_mode::policy_remove(desk, id).await,
+                        PolicyCommand::ReadOnly { server, state } => {
+                            gateway_mode::policy_read_only(desk, &server, &state).await
+                        }
+                    }
+                })
             })
             .await
         }

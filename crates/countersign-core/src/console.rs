@@ -17,6 +17,7 @@
 //! transaction and nudges the engine, which delivers it with `tasks/update`.
 
 pub mod feed;
+pub mod gateway;
 pub mod link;
 pub mod notifications;
 pub mod present;

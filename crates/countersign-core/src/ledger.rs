@@ -13,11 +13,14 @@
 //! append-only timeline), [`inputs`] (questions by key), [`outbox`] (answers and cancels not yet
 //! acknowledged) and [`audit`] (every human decision).
 
+pub mod agents;
 pub mod audit;
 pub mod events;
+pub mod gated;
 pub mod inputs;
 pub mod intents;
 pub mod outbox;
+pub mod rules;
 pub mod servers;
 pub mod tasks;
 
@@ -33,7 +36,10 @@ pub use events::{
 };
 
 /// Migrations, applied in order; `PRAGMA user_version` records how many ran.
-const MIGRATIONS: &[&str] = &[include_str!("../migrations/0001_init.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("../migrations/0001_init.sql"),
+    include_str!("../migrations/0002_gateway.sql"),
+];
 
 /// Errors of the ledger.
 #[derive(Debug, thiserror::Error)]

@@ -17,6 +17,8 @@
 //! - [`sensitive`]: [`sensitive::Sensitive`], the wrapper that keeps tokens out of logs and storage;
 //! - [`auth`]: signing in to OAuth-protected servers (discovery, registration, PKCE, the
 //!   loopback browser step, refresh);
+//! - [`gateway`]: the local MCP gateway agents connect through: policy per agent, server and tool,
+//!   calls held for a person's approval, the Streamable HTTP endpoint;
 //! - [`secrets`]: bearer tokens in the OS keyring (Secret Service / Keychain / Credential Manager).
 //!
 //! The CLI (`crates/countersign-cli`) and the desktop shell (`src-tauri`) drive this crate;
@@ -33,6 +35,7 @@ pub mod console;
 pub mod decision;
 pub mod diagnosis;
 pub mod engine;
+pub mod gateway;
 pub mod ledger;
 pub mod mcp;
 pub mod notice;

@@ -3,6 +3,7 @@ import type { AnswerAction } from "./AnswerAction";
 import type { CallOutcomeKind } from "./CallOutcomeKind";
 import type { Decision } from "./Decision";
 import type { DeliveryKind } from "./DeliveryKind";
+import type { GatedState } from "./GatedState";
 import type { LedgerStatus } from "./LedgerStatus";
 import type { TaskOrigin } from "./TaskOrigin";
 
@@ -215,4 +216,20 @@ message: string, } | { "kind": "server_recovered" } | { "kind": "engine_started"
 /**
  * How many unfinished tasks were resumed.
  */
-resumed: number, };
+resumed: number, } | { "kind": "gated_call_changed", 
+/**
+ * Countersign's task id of the call (what the agent and the inbox show).
+ */
+task_id: string, 
+/**
+ * The agent.
+ */
+agent: string, 
+/**
+ * The tool.
+ */
+tool: string, 
+/**
+ * Its state now.
+ */
+state: GatedState, };

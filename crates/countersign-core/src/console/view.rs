@@ -690,3 +690,123 @@ mod tests {
         assert!(!format!("{upd:?}").contains("hunter2"));
     }
 }
+
+// ---- the gateway ---------------------------------------------------------------------------
+
+pub use crate::ledger::gated::{GatedMode, GatedState};
+pub use crate::ledger::rules::RuleAction;
+
+/// An agent that may connect to the gateway (never its token: that is shown once, at creation).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+pub struct AgentView {
+    /// Row id.
+    #[cfg_attr(feature = "ts", ts(type = "number"))]
+    pub id: i64,
+    /// Its name.
+    pub name: String,
+    /// When it was added.
+    #[cfg_attr(feature = "ts", ts(type = "number"))]
+    pub created_at: i64,
+    /// When its token was revoked (`agents remove`), if it was.
+    #[cfg_attr(feature = "ts", ts(type = "number | null"))]
+    pub revoked_at: Option<i64>,
+}
+
+/// One gateway rule.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+pub struct RuleView {
+    /// Row id (what `policy remove` takes).
+    #[cfg_attr(feature = "ts", ts(type = "number"))]
+    pub id: i64,
+    /// The agent it is for; `None`: every agent.
+    pub agent: Option<String>,
+    /// The server's name.
+    pub server: String,
+    /// The tool.
+    pub tool: String,
+    /// What it does.
+    pub action: RuleAction,
+    /// Argument fields that must equal these values; `None`: any arguments.
+    #[cfg_attr(feature = "ts", ts(type = "Record<string, unknown> | null"))]
+    pub condition: Option<Value>,
+    /// When it was set.
+    #[cfg_attr(feature = "ts", ts(type = "number"))]
+    pub created_at: i64,
+}
+
+/// A rule to set (`policy set SERVER TOOL ACTION [--agent NAME] [--when JSON]`, or "Always
+/// allow" on an approval card).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+pub struct RuleSetRequest {
+    /// The server's name.
+    pub server: String,
+    /// The tool.
+    pub tool: String,
+    /// What it does.
+    pub action: RuleAction,
+    /// Only for this agent (by name); `None`: every agent.
+    #[serde(default)]
+    pub agent: Option<String>,
+    /// Only when these argument fields have these values (a JSON object).
+    #[serde(default)]
+    #[cfg_attr(feature = "ts", ts(type = "Record<string, unknown> | null"))]
+    pub condition: Option<Value>,
+}
+
+/// An agent's tool call that the gateway held for a person (or denied), for the inbox, the
+/// Agents view and `countersign inbox`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+pub struct GatedCallView {
+    /// Always `"tool_call"`: tells these apart from server questions in `inbox --json`.
+    #[cfg_attr(feature = "ts", ts(type = "\"tool_call\""))]
+    pub kind: &'static str,
+    /// Countersign's task id for the call: what `countersign answer` takes.
+    pub task_id: String,
+    /// The agent.
+    pub agent: String,
+    /// The server's name.
+    pub server: String,
+    /// The tool.
+    pub tool: String,
+    /// The arguments exactly as the agent sent them (untrusted: show as text).
+    #[cfg_attr(feature = "ts", ts(type = "Record<string, unknown>"))]
+    pub arguments: Value,
+    /// Where it stands.
+    pub state: GatedState,
+    /// How the agent waits: holding a task, or held and told to repeat the call.
+    pub mode: GatedMode,
+    /// Why it was declined or denied.
+    pub reason: Option<String>,
+    /// Who decided.
+    pub decided_by: Option<String>,
+    /// When it was recorded.
+    #[cfg_attr(feature = "ts", ts(type = "number"))]
+    pub created_at: i64,
+    /// When it expires if nobody decides.
+    #[cfg_attr(feature = "ts", ts(type = "number"))]
+    pub expires_at: i64,
+    /// When it was decided.
+    #[cfg_attr(feature = "ts", ts(type = "number | null"))]
+    pub decided_at: Option<i64>,
+    /// The ledger row of the upstream task carrying the outcome, when there is one.
+    #[cfg_attr(feature = "ts", ts(type = "number | null"))]
+    pub upstream_task: Option<i64>,
+}
+
+/// A person's decision on a gated call.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+pub struct GatedDecision {
+    /// Approve (the call runs once) or decline (it never runs).
+    pub approve: bool,
+    /// Why (shown to the agent on a decline).
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// Also create a rule allowing this tool for this agent from now on.
+    #[serde(default)]
+    pub always_allow: bool,
+}

@@ -330,6 +330,18 @@ pub enum EventKind {
         /// How many unfinished tasks were resumed.
         resumed: usize,
     },
+    /// An agent's tool call held by the gateway changed state: recorded, decided, claimed for
+    /// sending, answered, expired, withdrawn.
+    GatedCallChanged {
+        /// Countersign's task id of the call (what the agent and the inbox show).
+        task_id: String,
+        /// The agent.
+        agent: String,
+        /// The tool.
+        tool: String,
+        /// Its state now.
+        state: super::gated::GatedState,
+    },
 }
 
 impl EventKind {
@@ -363,6 +375,7 @@ impl EventKind {
             Self::ServerUnreachable { .. } => "server_unreachable",
             Self::ServerRecovered => "server_recovered",
             Self::EngineStarted { .. } => "engine_started",
+            Self::GatedCallChanged { .. } => "gated_call_changed",
         }
     }
 }

@@ -422,6 +422,39 @@ impl Client {
         Ok(result)
     }
 
+    /// Sends `method` with `params` as the agent sent them and returns the result verbatim,
+    /// task handles included: the gateway's pass-through. The agent's `_meta` is replaced by
+    /// this client's own (its protocol version, capabilities and identity); `Mcp-Name` is set
+    /// as for the typed methods, and a `tools/call` mirrors its `x-mcp-header` arguments as
+    /// learnt from the last `tools/list`.
+    pub async fn forward(&self, method: &str, params: Map<String, Value>) -> Result<Value> {
+        let name_field = match method {
+            "tools/call" | "prompts/get" => Some("name"),
+            "resources/read" => Some("uri"),
+            m if m.starts_with("tasks/") => Some("taskId"),
+            _ => None,
+        };
+        let name = name_field
+            .and_then(|f| params.get(f))
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let extra = match (method, name.as_deref()) {
+            ("tools/call", Some(tool)) => {
+                let header_params = self
+                    .inner
+                    .tools
+                    .read()
+                    .ok()
+                    .and_then(|cache| cache.params.get(tool).cloned())
+                    .unwrap_or_default();
+                let arguments = params.get("arguments").and_then(Value::as_object);
+                param_headers(&header_params, arguments)
+            }
+            _ => Vec::new(),
+        };
+        self.request(method, params, name.as_deref(), extra).await
+    }
+
     /// `tasks/get`: the task's current state with its payload.
     pub async fn get_task(&self, task_id: &str) -> Result<Task> {
         let result = self.task_request("tasks/get", task_id, Map::new()).await?;

@@ -109,5 +109,18 @@ export function describe(f: EventKind): Line {
       return { label: "server reachable again", text: "", tone: "ok" };
     case "engine_started":
       return { label: "engine started", text: `resumed ${f.resumed} task(s)`, tone: "info" };
+    case "gated_call_changed":
+      return {
+        label: `agent call ${f.state.replace("_", " ")}`,
+        text: `${f.agent} · ${f.tool} (${f.task_id})`,
+        tone:
+          f.state === "pending"
+            ? "warn"
+            : f.state === "done"
+              ? "ok"
+              : f.state === "approved" || f.state === "running"
+                ? "user"
+                : "bad",
+      };
   }
 }

@@ -1,0 +1,374 @@
+//! The gateway's commands: `gateway` (the engine plus the local MCP endpoint agents connect
+//! to), `agents`, `policy`, and the gated calls in `inbox` and `answer`. Every action is a
+//! core [`Console`] method; this module only prints.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use countersign_core::console::view::{GatedCallView, GatedDecision, RuleAction, RuleSetRequest};
+use countersign_core::console::Console;
+use countersign_core::gateway::endpoint::{self, Gateway, GatewayConfig};
+use countersign_core::gateway::relay;
+use countersign_core::ledger::{self, inputs};
+use serde_json::{json, Value};
+
+use crate::ledger_mode::Desk;
+use crate::terminal::{self, say, tell};
+use crate::{CliError, EXIT_COMPLETED};
+
+/// Whether `id` names a gated call (Countersign's own task ids) rather than a server's task.
+pub(crate) fn is_gated(id: &str) -> bool {
+    id.trim()
+        .starts_with(countersign_core::gateway::TASK_PREFIX)
+}
+
+/// `countersign gateway [--port P] [--hold-seconds S]`: runs until SIGINT/SIGTERM.
+pub(crate) async fn serve(desk: Desk, port: u16, hold_seconds: u64) -> Result<u8, CliError> {
+    let console = Arc::new(desk.into_console());
+    let config = GatewayConfig {
+        addr: SocketAddr::from(([127, 0, 0, 1], port)),
+        hold: Duration::from_secs(hold_seconds.max(1)),
+        ..GatewayConfig::default()
+    };
+    let gateway = match Gateway::start(console.clone(), config).await {
+        Ok(gateway) => gateway,
+        Err(e) => {
+            close(console).await;
+            return Err(match e {
+                endpoint::Error::Console(e) => e.into(),
+                endpoint::Error::Bind { source, .. } => CliError::Io(source),
+                e @ endpoint::Error::EngineElsewhere { .. } => CliError::Usage(e.to_string()),
+            });
+        }
+    };
+    // First line: the base URL (tests and scripts read it); then one line per server.
+    say!("{}", gateway.base_url());
+    match console.server_records().await {
+        Ok(servers) => {
+            for server in servers {
+                tell!("  {} → {}{}", server.name, gateway.base_url(), server.name);
+            }
+        }
+        Err(e) => tell!("warning: cannot list the servers: {e}"),
+    }
+    tell!("agents connect with a bearer token from `countersign agents add NAME`; Ctrl-C stops");
+    crate::shutdown_signal().await;
+    gateway.shutdown().await;
+    close(console).await;
+    Ok(EXIT_COMPLETED)
+}
+
+async fn close(console: Arc<Console>) {
+    // Something may still hold it (a request being answered): the process ends anyway, and
+    // every write was committed before it was acknowledged.
+    if let Ok(console) = Arc::try_unwrap(console) {
+        console.close().await;
+    }
+}
+
+/// `agents add NAME`: prints the token once.
+pub(crate) async fn agents_add(desk: &Desk, name: &str, json_out: bool) -> Result<u8, CliError> {
+    let (agent, token) = desk.console().add_agent(name).await?;
+    if json_out {
+        terminal::json(&json!({"name": agent.name, "token": token.expose()}));
+    } else {
+        say!(
+            "agent {} added; its token (shown only now, keep it secret):",
+            agent.name
+        );
+        say!("{}", token.expose());
+    }
+    Ok(EXIT_COMPLETED)
+}
+
+/// `agents remove NAME`: revokes its token.
+pub(crate) async fn agents_remove(desk: &Desk, name: &str, json_out: bool) -> Result<u8, CliError> {
+    let agent = desk.console().remove_agent(name).await?;
+    if json_out {
+        terminal::json(&serde_json::to_value(&agent).unwrap_or(Value::Null));
+    } else {
+        say!("agent {} revoked: its token no longer works", agent.name);
+    }
+    Ok(EXIT_COMPLETED)
+}
+
+/// `agents list`.
+pub(crate) async fn agents_list(desk: &Desk, json_out: bool) -> Result<u8, CliError> {
+    let agents = desk.console().agents().await?;
+    if json_out {
+        terminal::json(&serde_json::to_value(&agents).unwrap_or(Value::Null));
+        return Ok(EXIT_COMPLETED);
+    }
+    if agents.is_empty() {
+        say!("no agents (add one with `countersign agents add NAME`)");
+    }
+    for agent in agents {
+        let state = if agent.revoked_at.is_some() {
+            "revoked"
+        } else {
+            "active"
+        };
+        say!("{} ({state})", agent.name);
+    }
+    Ok(EXIT_COMPLETED)
+}
+
+/// `policy list`.
+pub(crate) async fn policy_list(desk: &Desk, json_out: bool) -> Result<u8, CliError> {
+    let rules = desk.console().rules().await?;
+    if json_out {
+        terminal::json(&serde_json::to_value(&rules).unwrap_or(Value::Null));
+        return Ok(EXIT_COMPLETED);
+    }
+    if rules.is_empty() {
+        say!("no rules: every agent tool call asks a person");
+    }
+    for rule in rules {
+        say!(
+            "#{} {} {} {} for {}{}",
+            rule.id,
+            rule.server,
+            rule.tool,
+            rule.action.as_str(),
+            rule.agent.as_deref().unwrap_or("every agent"),
+            rule.condition
+                .map(|c| format!(" when {c}"))
+                .unwrap_or_default()
+        );
+    }
+    Ok(EXIT_COMPLETED)
+}
+
+/// `policy set SERVER TOOL allow|ask|deny [--agent NAME] [--when JSON]`.
+pub(crate) async fn policy_set(
+    desk: &Desk,
+    request: (String, String, String, Option<String>, Option<String>),
+    json_out: bool,
+) -> Result<u8, CliError> {
+    let (server, tool, action, agent, when) = request;
+    let action = RuleAction::parse(action.trim()).ok_or_else(|| {
+        CliError::Usage(format!("the action is allow, ask or deny, not {action:?}"))
+    })?;
+    let condition = when
+        .map(|w| crate::parse_object("--when", &w).map(Value::Object))
+        .transpose()?;
+    let rule = desk
+        .console()
+        .set_rule(RuleSetRequest {
+            server,
+            tool,
+            action,
+            agent,
+            condition,
+        })
+        .await?;
+    if json_out {
+        terminal::json(&serde_json::to_value(&rule).unwrap_or(Value::Null));
+    } else {
+        say!(
+            "rule #{} set: {} {} {}",
+            rule.id,
+            rule.server,
+            rule.tool,
+            rule.action.as_str()
+        );
+    }
+    Ok(EXIT_COMPLETED)
+}
+
+/// `policy remove ID`.
+pub(crate) async fn policy_remove(desk: &Desk, id: i64) -> Result<u8, CliError> {
+    desk.console().remove_rule(id).await?;
+    say!("rule #{id} removed");
+    Ok(EXIT_COMPLETED)
+}
+
+/// `policy read-only SERVER on|off`.
+pub(crate) async fn policy_read_only(desk: &Desk, server: &str, on: &str) -> Result<u8, CliError> {
+    let allow = match on {
+        "on" => true,
+        "off" => false,
+        other => {
+            return Err(CliError::Usage(format!(
+                "read-only is on or off, not {other:?}"
+            )))
+        }
+    };
+    desk.console().set_allow_read_only(server, allow).await?;
+    say!(
+        "{server}: tools it marks read-only {}",
+        if allow {
+            "pass without asking"
+        } else {
+            "ask like any other"
+        }
+    );
+    Ok(EXIT_COMPLETED)
+}
+
+/// The pending gated calls, for `inbox`.
+pub(crate) async fn pending(desk: &Desk) -> Result<Vec<GatedCallView>, CliError> {
+    Ok(desk.console().pending_gated_calls().await?)
+}
+
+/// One inbox line for a gated call.
+pub(crate) fn inbox_line(call: &GatedCallView) {
+    let waited = (ledger::now_ms() - call.created_at).max(0) / 1000;
+    say!(
+        "{} {} [{}] agent {} asks to run it with {} (waiting {waited}s; approve: countersign answer {} --accept '{{}}')",
+        call.server,
+        call.task_id,
+        call.tool,
+        call.agent,
+        call.arguments,
+        call.task_id
+    );
+}
+
+/// `answer ID --accept JSON | --decline [--reason TEXT]` for a gated call. `accept` may say
+/// `{"alwaysAllow": true}` to also allow this tool for this agent from now on.
+pub(crate) async fn answer(
+    desk: &Desk,
+    id: &str,
+    accept: Option<&str>,
+    reason: Option<String>,
+    json_out: bool,
+) -> Result<u8, CliError> {
+    let decision = match accept {
+        Some(text) => {
+            let content = crate::parse_object("--accept", text)?;
+            GatedDecision {
+                approve: true,
+                reason,
+                always_allow: content.get("alwaysAllow").and_then(Value::as_bool) == Some(true),
+            }
+        }
+        None => GatedDecision {
+            approve: false,
+            reason,
+            always_allow: false,
+        },
+    };
+    let decided = desk.console().decide_gated(id, decision).await?;
+    if json_out {
+        terminal::json(&serde_json::to_value(&decided).unwrap_or(Value::Null));
+    } else {
+        say!(
+            "{} {}: {} of {} by agent {}",
+            decided.task_id,
+            decided.state.as_str(),
+            decided.tool,
+            decided.server,
+            decided.agent
+        );
+    }
+    Ok(EXIT_COMPLETED)
+}
+
+/// `inbox`: the server questions and the agent calls waiting for a person. With `--json`, one
+/// array: the questions as before, then the calls (`"kind": "tool_call"`).
+pub(crate) async fn inbox(desk: &Desk, json_out: bool) -> Result<u8, CliError> {
+    let calls = pending(desk).await?;
+    let questions = desk.ledger().read(inputs::inbox)?;
+    if json_out {
+        let mut items = match serde_json::to_value(&questions) {
+            Ok(Value::Array(items)) => items,
+            _ => Vec::new(),
+        };
+        items.extend(calls.iter().filter_map(|c| serde_json::to_value(c).ok()));
+        terminal::json(&Value::Array(items));
+        return Ok(EXIT_COMPLETED);
+    }
+    for call in &calls {
+        inbox_line(call);
+    }
+    if calls.is_empty() || !questions.is_empty() {
+        crate::ledger_mode::inbox(desk, false)?;
+    }
+    Ok(EXIT_COMPLETED)
+}
+
+/// `connect SERVER [--url BASE] [--print-config]`: relays stdin/stdout to the running gateway.
+pub(crate) async fn connect(
+    global: &crate::Global,
+    server: &str,
+    url: Option<String>,
+    print_config: bool,
+) -> Result<u8, CliError> {
+    if print_config {
+        let exe = std::env::current_exe()
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|_| "countersign".into());
+        terminal::json(&json!({"mcpServers": {server: {
+            "command": exe,
+            "args": ["connect", server],
+            "env": {"COUNTERSIGN_AGENT_TOKEN": "<the token from `countersign agents add NAME`>"},
+        }}}));
+        return Ok(EXIT_COMPLETED);
+    }
+    let token = std::env::var("COUNTERSIGN_AGENT_TOKEN")
+        .ok()
+        .filter(|t| !t.trim().is_empty())
+        .ok_or_else(|| {
+            CliError::Usage(
+                "set COUNTERSIGN_AGENT_TOKEN to the agent's token (countersign agents add NAME)"
+                    .into(),
+            )
+        })?;
+    let base = match url {
+        Some(url) => url,
+        None => {
+            let data_dir = global
+                .data_dir
+                .clone()
+                .unwrap_or_else(ledger::default_data_dir);
+            let file = data_dir.join(relay::URL_FILE);
+            std::fs::read_to_string(&file)
+                .map_err(|e| {
+                    CliError::Usage(format!(
+                        "no running gateway found ({}: {e}); start `countersign gateway` or give --url",
+                        file.display()
+                    ))
+                })?
+                .trim()
+                .to_owned()
+        }
+    };
+    let base = if base.ends_with('/') {
+        base
+    } else {
+        format!("{base}/")
+    };
+    let (stdin, stdout) = (
+        std_stream(&std::io::stdin())?,
+        std_stream(&std::io::stdout())?,
+    );
+    relay::relay(
+        format!("{base}{server}"),
+        countersign_core::sensitive::Sensitive::new(token),
+        tokio::io::BufReader::new(tokio::fs::File::from_std(stdin)),
+        tokio::fs::File::from_std(stdout),
+    )
+    .await
+    .map_err(|e| match e {
+        relay::Error::Io(e) => CliError::Io(e),
+        e => CliError::Usage(e.to_string()),
+    })?;
+    Ok(EXIT_COMPLETED)
+}
+
+/// stdin or stdout as a file tokio can read or write (through its blocking pool), so the relay
+/// needs no more of tokio than the workspace already builds.
+#[cfg(unix)]
+fn std_stream(stream: &impl std::os::fd::AsFd) -> Result<std::fs::File, CliError> {
+    Ok(std::fs::File::from(stream.as_fd().try_clone_to_owned()?))
+}
+
+/// stdin or stdout as a file tokio can read or write (through its blocking pool).
+#[cfg(windows)]
+fn std_stream(stream: &impl std::os::windows::io::AsHandle) -> Result<std::fs::File, CliError> {
+    Ok(std::fs::File::from(
+        stream.as_handle().try_clone_to_owned()?,
+    ))
+}

@@ -1,0 +1,991 @@
+//! The gateway's Streamable HTTP endpoint on 127.0.0.1: `POST /mcp/<server-name>`, one path per
+//! registered upstream server, a bearer token per agent.
+//!
+//! A thin axum forwarder rather than rmcp's server: every method but `tools/call` and the
+//! `tasks/*` of Countersign's own tasks passes through verbatim (`tools/list` schemas included),
+//! which a typed server handler cannot do without decoding and re-encoding every message, and
+//! Countersign's tasks live in the ledger, not in an in-memory task manager. See ARCHITECTURE.md.
+//!
+//! Both protocol generations agents speak:
+//! - **2026-07-28, stateless**: no `initialize`; `server/discover` is the upstream's, with the
+//!   tasks and tool-approval extensions added (Countersign serves tasks for the calls it holds
+//!   whatever the upstream does). An agent that declares the tasks extension in
+//!   `_meta["io.modelcontextprotocol/clientCapabilities"]` gets a task of Countersign's own for
+//!   a call that needs a person; `tasks/get` reads it from the ledger.
+//! - **2025-11-25 sessions**: `initialize` opens a session (`Mcp-Session-Id`); no tasks. A call
+//!   that needs a person is held (the reply is an SSE stream with keep-alive comments) for at
+//!   most [`GatewayConfig::hold`], then answered with an `isError` result saying it awaits
+//!   approval and that the identical call may be repeated; the approval is bound to (agent,
+//!   server, tool, argument digest), so the identical retry after it runs once.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::Router;
+use serde_json::{json, Map, Value};
+use tokio::sync::watch;
+
+use super::outcome::{self, Disposition, TASKS_EXTENSION, TOOL_APPROVAL_EXTENSION};
+use super::TASK_PREFIX;
+use crate::console::gateway::{AgentCall, Claim, Gate, PolicyInput};
+use crate::console::{self, Console};
+use crate::ledger::agents::AgentRecord;
+use crate::ledger::gated::{GatedMode, GatedRecord, GatedState};
+use crate::ledger::servers::ServerRecord;
+use crate::mcp::{self, Client};
+
+/// The session-era protocol versions the gateway answers `initialize` with (the agent's own
+/// when it is one of these, else the newest).
+const SESSION_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26"];
+/// The stateless protocol version.
+const STATELESS_VERSION: &str = "2026-07-28";
+const META_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+const SESSION_HEADER: &str = "mcp-session-id";
+/// How often the gateway looks for approvals given in another process (the CLI, the app) and
+/// how often a held request looks at its call.
+const WATCH_INTERVAL: Duration = Duration::from_millis(100);
+/// How often undecided calls are checked for expiry.
+const EXPIRY_INTERVAL: Duration = Duration::from_secs(5);
+/// Most sessions kept (the oldest is dropped beyond; its agent re-initializes).
+const MAX_SESSIONS: usize = 4096;
+
+/// Why the gateway could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Another process runs the engine on this ledger; the gateway must run beside the engine
+    /// (it sends approved calls and concludes interrupted ones), so it runs there.
+    #[error("another Countersign process (pid {pid:?}) runs the engine on this ledger; run the gateway there, or stop it first")]
+    EngineElsewhere {
+        /// That process, when known.
+        pid: Option<u32>,
+    },
+    /// The console failed (ledger, engine).
+    #[error(transparent)]
+    Console(#[from] console::Error),
+    /// The address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// How the gateway runs.
+#[derive(Debug, Clone)]
+pub struct GatewayConfig {
+    /// Where to listen (127.0.0.1; port 0 = any free port).
+    pub addr: SocketAddr,
+    /// How long a request of an agent without tasks is held waiting for a decision before it
+    /// is told to repeat the call: below common client time-outs (the TypeScript SDK's 60 s).
+    pub hold: Duration,
+    /// Keep-alive comment interval on held requests.
+    pub keep_alive: Duration,
+}
+
+impl Default for GatewayConfig {
+    fn default() -> Self {
+        Self {
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            hold: Duration::from_secs(45),
+            keep_alive: Duration::from_secs(10),
+        }
+    }
+}
+
+/// The running gateway.
+pub struct Gateway {
+    addr: SocketAddr,
+    /// `gateway.url` in the data directory, removed at shutdown.
+    url_file: Option<std::path::PathBuf>,
+    stop: watch::Sender<bool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Gateway {
+    /// Starts the gateway on `console`, which must run the engine here: concludes calls a crash
+    /// interrupted, then serves the endpoint and sends approved calls.
+    pub async fn start(console: Arc<Console>, config: GatewayConfig) -> Result<Gateway, Error> {
+        if let console::view::EngineState::Elsewhere { pid } = console.ensure_engine().await? {
+            return Err(Error::EngineElsewhere { pid });
+        }
+        let concluded = console.conclude_interrupted_gated().await?;
+        if concluded > 0 {
+            tracing::warn!(
+                concluded,
+                "gated calls interrupted after they were sent are outcome_unknown"
+            );
+        }
+        let listener = tokio::net::TcpListener::bind(config.addr)
+            .await
+            .map_err(|source| Error::Bind {
+                addr: config.addr,
+                source,
+            })?;
+        let addr = listener.local_addr().map_err(|source| Error::Bind {
+            addr: config.addr,
+            source,
+        })?;
+        let shared = Arc::new(Shared {
+            console,
+            config,
+            links: Mutex::default(),
+            sessions: Mutex::default(),
+        });
+        let (stop, stopped) = watch::channel(false);
+        let router = Router::new()
+            .route("/mcp/{server}", post(handle).delete(end_session))
+            .with_state(shared.clone());
+        let mut serve_stop = stopped.clone();
+        let server = tokio::spawn(async move {
+            let shutdown = async move {
+                let _ = serve_stop.wait_for(|s| *s).await;
+            };
+            if let Err(e) = axum::serve(listener, router)
+                .with_graceful_shutdown(shutdown)
+                .await
+            {
+                tracing::error!("the gateway endpoint stopped: {e}");
+            }
+        });
+        // Where `countersign connect` finds the running gateway (stale after a crash: connect
+        // then says it cannot reach it).
+        let url_file = shared.console.data_dir().join(super::relay::URL_FILE);
+        let url_file = match std::fs::write(&url_file, format!("http://{addr}/mcp/\n")) {
+            Ok(()) => Some(url_file),
+            Err(e) => {
+                tracing::warn!("cannot write {}: {e}", url_file.display());
+                None
+            }
+        };
+        let sender = tokio::spawn(send_approved(shared, stopped));
+        Ok(Gateway {
+            addr,
+            url_file,
+            stop,
+            tasks: vec![server, sender],
+        })
+    }
+
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://127.0.0.1:PORT/mcp/` (append a server's name).
+    pub fn base_url(&self) -> String {
+        format!("http://{}/mcp/", self.addr)
+    }
+
+    /// Stops serving (held requests are dropped; their calls stay recorded).
+    pub async fn shutdown(self) {
+        let _ = self.stop.send(true);
+        if let Some(file) = &self.url_file {
+            let _ = std::fs::remove_file(file);
+        }
+        for task in self.tasks {
+            let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
+        }
+    }
+}
+
+/// A client for one upstream server and what its `tools/list` said about read-only tools.
+#[derive(Clone)]
+struct Link {
+    url: String,
+    client: Client,
+    read_only: Arc<RwLock<HashMap<String, bool>>>,
+}
+
+struct Session {
+    agent_id: i64,
+    server: String,
+}
+
+struct Shared {
+    console: Arc<Console>,
+    config: GatewayConfig,
+    links: Mutex<HashMap<i64, Link>>,
+    sessions: Mutex<HashMap<String, Session>>,
+}
+
+impl Shared {
+    /// The upstream client for `server` (built once; rebuilt when its URL changed), with the
+    /// server's own token from the keyring: agents never see it.
+    async fn link(&self, server: &ServerRecord) -> Result<Link, console::Error> {
+        if let Some(link) = self
+            .links
+            .lock()
+            .ok()
+            .and_then(|l| l.get(&server.id).cloned())
+            .filter(|l| l.url == server.url)
+        {
+            return Ok(link);
+        }
+        let client = self.console.client(server).await?;
+        let link = Link {
+            url: server.url.clone(),
+            client,
+            read_only: Arc::default(),
+        };
+        // Learn which arguments go into headers and which tools say they are read-only.
+        if let Ok(list) = link.client.list_tools().await {
+            remember_read_only(&link, list.tools.iter().map(|t| &t.definition));
+        }
+        if let Ok(mut links) = self.links.lock() {
+            links.insert(server.id, link.clone());
+        }
+        Ok(link)
+    }
+}
+
+fn remember_read_only<'a>(link: &Link, tools: impl Iterator<Item = &'a Map<String, Value>>) {
+    if let Ok(mut map) = link.read_only.write() {
+        for tool in tools {
+            if let Some(name) = tool.get("name").and_then(Value::as_str) {
+                let hint = tool
+                    .get("annotations")
+                    .and_then(|a| a.get("readOnlyHint"))
+                    .and_then(Value::as_bool)
+                    == Some(true);
+                map.insert(name.to_owned(), hint);
+            }
+        }
+    }
+}
+
+// ---- replies ------------------------------------------------------------------------------
+
+fn rpc_result(id: &Value, result: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "result": result})
+}
+
+fn rpc_error(id: &Value, code: i64, message: &str, data: Option<Value>) -> Value {
+    let mut error = json!({"code": code, "message": message});
+    if let Some(data) = data {
+        error["data"] = data;
+    }
+    json!({"jsonrpc": "2.0", "id": id, "error": error})
+}
+
+fn json_reply(status: StatusCode, body: Value) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+fn unauthorized(message: &str) -> Response {
+    let mut response = json_reply(
+        StatusCode::UNAUTHORIZED,
+        rpc_error(&Value::Null, -32001, message, None),
+    );
+    response.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        HeaderValue::from_static("Bearer realm=\"countersign-gateway\""),
+    );
+    response
+}
+
+/// An upstream failure as the agent's JSON-RPC error: a JSON-RPC error verbatim, anything else
+/// as an internal error naming only the kind of failure (never the upstream URL or token).
+fn upstream_error(id: &Value, e: &mcp::Error) -> Value {
+    match e {
+        mcp::Error::Rpc { error, .. } => {
+            rpc_error(id, error.code, &error.message, error.data.clone())
+        }
+        mcp::Error::MethodNotFound { .. } => rpc_error(id, -32601, "Method not found", None),
+        e => rpc_error(id, -32603, &console::gateway::upstream_words(e), None),
+    }
+}
+
+fn console_error(id: &Value, e: &console::Error) -> Value {
+    match e {
+        console::Error::Server(e) => upstream_error(id, e),
+        e => rpc_error(
+            id,
+            -32603,
+            &format!("Countersign could not serve this: {e}"),
+            None,
+        ),
+    }
+}
+
+/// What one request says about its sender.
+struct Request {
+    id: Value,
+    method: String,
+    params: Map<String, Value>,
+}
+
+impl Request {
+    fn declares_tasks(&self) -> bool {
+        self.params
+            .get("_meta")
+            .and_then(|m| m.get(META_CAPABILITIES))
+            .and_then(|c| c.get("extensions"))
+            .and_then(|e| e.get(TASKS_EXTENSION))
+            .is_some()
+    }
+
+    fn stateless(&self, headers: &HeaderMap) -> bool {
+        let header = headers
+            .get("mcp-protocol-version")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let meta = self
+            .params
+            .get("_meta")
+            .and_then(|m| m.get(META_VERSION))
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        [header, meta]
+            .iter()
+            .flatten()
+            .any(|v| v.as_str() >= STATELESS_VERSION)
+    }
+
+    /// The params to send upstream: the agent's `_meta` is the agent's (its version,
+    /// capabilities, identity); the gateway's client sends its own.
+    fn upstream_params(&self) -> Map<String, Value> {
+        let mut params = self.params.clone();
+        params.remove("_meta");
+        params
+    }
+}
+
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then_some(token.trim())
+        .filter(|t| !t.is_empty())
+}
+
+// ---- the handler --------------------------------------------------------------------------
+
+async fn handle(
+    State(shared): State<Arc<Shared>>,
+    Path(server_name): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let Some(token) = bearer(&headers) else {
+        return unauthorized("a bearer token is required (countersign agents add NAME)");
+    };
+    let message: Value = match serde_json::from_slice(&body) {
+        Ok(value) => value,
+        Err(e) => {
+            return json_reply(
+                StatusCode::BAD_REQUEST,
+                rpc_error(&Value::Null, -32700, &format!("Parse error: {e}"), None),
+            )
+        }
+    };
+    let method = message.get("method").and_then(Value::as_str);
+    let tool = match method {
+        Some("tools/call") => message
+            .get("params")
+            .and_then(|p| p.get("name"))
+            .and_then(Value::as_str),
+        _ => None,
+    };
+    // One read for the agent, the server and the policy: every request shares one reader.
+    let admission = match shared.console.admit(token, &server_name, tool).await {
+        Ok(admission) => admission,
+        Err(e) => {
+            return json_reply(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                console_error(&Value::Null, &e),
+            )
+        }
+    };
+    let Some(agent) = admission.agent else {
+        return unauthorized("unknown or revoked agent token");
+    };
+    let Some(server) = admission.server else {
+        return json_reply(
+            StatusCode::NOT_FOUND,
+            rpc_error(
+                &Value::Null,
+                -32602,
+                &format!("no server named {server_name:?} is registered in Countersign"),
+                None,
+            ),
+        );
+    };
+    let Some(method) = method else {
+        // A response to a request of ours: the gateway sends none.
+        return StatusCode::ACCEPTED.into_response();
+    };
+    let Some(id) = message.get("id").cloned() else {
+        // A notification (`notifications/initialized`, cancellations): nothing to answer.
+        return StatusCode::ACCEPTED.into_response();
+    };
+    let params = match message.get("params") {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(map)) => map.clone(),
+        Some(_) => {
+            return json_reply(
+                StatusCode::BAD_REQUEST,
+                rpc_error(&id, -32602, "params must be an object", None),
+            )
+        }
+    };
+    let request = Request {
+        id,
+        method: method.to_owned(),
+        params,
+    };
+
+    if request.method == "initialize" {
+        return initialize(&shared, &agent, &server, &request);
+    }
+    let session = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok());
+    let mode = match session {
+        Some(session) => {
+            let known = shared.sessions.lock().ok().is_some_and(|s| {
+                s.get(session)
+                    .is_some_and(|s| s.agent_id == agent.id && s.server == server.name)
+            });
+            if !known {
+                return json_reply(
+                    StatusCode::NOT_FOUND,
+                    rpc_error(&request.id, -32001, "Session not found; initialize again", None),
+                );
+            }
+            GatedMode::Held
+        }
+        None if request.stateless(&headers) => {
+            if request.declares_tasks() {
+                GatedMode::Task
+            } else {
+                GatedMode::Held
+            }
+        }
+        None => {
+            return json_reply(
+                StatusCode::BAD_REQUEST,
+                rpc_error(
+                    &request.id,
+                    -32600,
+                    "Bad Request: send initialize first (2025-11-25) or MCP-Protocol-Version 2026-07-28",
+                    None,
+                ),
+            )
+        }
+    };
+
+    let link = match shared.link(&server).await {
+        Ok(link) => link,
+        Err(e) => return json_reply(StatusCode::OK, console_error(&request.id, &e)),
+    };
+    let task_id = request
+        .params
+        .get("taskId")
+        .and_then(Value::as_str)
+        .filter(|t| t.starts_with(TASK_PREFIX))
+        .map(str::to_owned);
+    match (request.method.as_str(), task_id) {
+        ("ping", _) => json_reply(StatusCode::OK, rpc_result(&request.id, json!({}))),
+        ("server/discover", _) => discover(&link, &request).await,
+        ("tools/list", _) => {
+            let reply = link
+                .client
+                .forward("tools/list", request.upstream_params())
+                .await;
+            if let Ok(result) = &reply {
+                if let Some(tools) = result.get("tools").and_then(Value::as_array) {
+                    remember_read_only(&link, tools.iter().filter_map(Value::as_object));
+                }
+            }
+            forwarded(&request, reply)
+        }
+        ("tools/call", _) => {
+            let policy = admission.policy.unwrap_or_default();
+            call(shared, agent, server, link, request, mode, policy).await
+        }
+        ("tasks/get", Some(task_id)) => match shared.console.agent_task(agent.id, &task_id).await {
+            Ok(Some(mut task)) => {
+                task["resultType"] = json!("complete");
+                json_reply(StatusCode::OK, rpc_result(&request.id, task))
+            }
+            Ok(None) => unknown_task(&request),
+            Err(e) => json_reply(StatusCode::OK, console_error(&request.id, &e)),
+        },
+        ("tasks/cancel", Some(task_id)) => {
+            match shared.console.withdraw_gated(agent.id, &task_id).await {
+                Ok(Some(_)) => json_reply(
+                    StatusCode::OK,
+                    rpc_result(&request.id, json!({"resultType": "complete"})),
+                ),
+                Ok(None) => unknown_task(&request),
+                Err(e) => json_reply(StatusCode::OK, console_error(&request.id, &e)),
+            }
+        }
+        // Countersign's tasks ask the agent nothing (the upstream's questions go to the
+        // person), so there is nothing to update: acknowledged, as for answered keys.
+        ("tasks/update", Some(task_id)) => {
+            match shared.console.agent_task(agent.id, &task_id).await {
+                Ok(Some(_)) => json_reply(
+                    StatusCode::OK,
+                    rpc_result(&request.id, json!({"resultType": "complete"})),
+                ),
+                Ok(None) => unknown_task(&request),
+                Err(e) => json_reply(StatusCode::OK, console_error(&request.id, &e)),
+            }
+        }
+        (method, _) => {
+            let reply = link.client.forward(method, request.upstream_params()).await;
+            forwarded(&request, reply)
+        }
+    }
+}
+
+fn unknown_task(request: &Request) -> Response {
+    json_reply(
+        StatusCode::OK,
+        rpc_error(&request.id, -32602, "Unknown task", None),
+    )
+}
+
+fn forwarded(request: &Request, reply: mcp::Result<Value>) -> Response {
+    match reply {
+        Ok(result) => json_reply(StatusCode::OK, rpc_result(&request.id, result)),
+        Err(e) => json_reply(StatusCode::OK, upstream_error(&request.id, &e)),
+    }
+}
+
+/// `DELETE /mcp/<server>` with a session id: the agent ends its session.
+async fn end_session(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> StatusCode {
+    let Some(token) = bearer(&headers) else {
+        return StatusCode::UNAUTHORIZED;
+    };
+    let agent = match shared.console.authenticate_agent(token).await {
+        Ok(Some(agent)) => agent,
+        Ok(None) => return StatusCode::UNAUTHORIZED,
+        Err(_) => return StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    let Some(session) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
+        return StatusCode::BAD_REQUEST;
+    };
+    let Ok(mut sessions) = shared.sessions.lock() else {
+        return StatusCode::INTERNAL_SERVER_ERROR;
+    };
+    // Only the session's own agent ends it.
+    if sessions
+        .get(session)
+        .is_some_and(|s| s.agent_id == agent.id)
+    {
+        sessions.remove(session);
+        StatusCode::NO_CONTENT
+    } else {
+        StatusCode::NOT_FOUND
+    }
+}
+
+fn initialize(
+    shared: &Shared,
+    agent: &AgentRecord,
+    server: &ServerRecord,
+    request: &Request,
+) -> Response {
+    let asked = request
+        .params
+        .get("protocolVersion")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let version = SESSION_VERSIONS
+        .iter()
+        .find(|v| **v == asked)
+        .copied()
+        .unwrap_or(SESSION_VERSIONS[0]);
+    // What the upstream offers, minus extensions (this generation has none, tasks included).
+    let mut capabilities = Map::new();
+    if let Some(Value::Object(upstream)) = &server.capabilities {
+        for key in ["tools", "resources", "prompts", "completions", "logging"] {
+            if let Some(value) = upstream.get(key) {
+                capabilities.insert(key.into(), value.clone());
+            }
+        }
+    }
+    capabilities
+        .entry("tools")
+        .or_insert_with(|| json!({"listChanged": false}));
+    let session = super::new_task_id().replacen(TASK_PREFIX, "css-", 1);
+    if let Ok(mut sessions) = shared.sessions.lock() {
+        if sessions.len() >= MAX_SESSIONS {
+            if let Some(oldest) = sessions.keys().next().cloned() {
+                sessions.remove(&oldest);
+            }
+        }
+        sessions.insert(
+            session.clone(),
+            Session {
+                agent_id: agent.id,
+                server: server.name.clone(),
+            },
+        );
+    }
+    let result = json!({
+        "protocolVersion": version,
+        "capabilities": capabilities,
+        "serverInfo": {"name": format!("countersign-gateway/{}", server.name), "version": env!("CARGO_PKG_VERSION")},
+        "instructions": format!(
+            "Countersign gateway for {}. Some tool calls need a person's approval; such a call answers that it awaits approval and has not run: repeat the identical call after approval.",
+            server.name
+        ),
+    });
+    let mut response = json_reply(StatusCode::OK, rpc_result(&request.id, result));
+    if let Ok(value) = HeaderValue::from_str(&session) {
+        response.headers_mut().insert(SESSION_HEADER, value);
+    }
+    response
+}
+
+async fn discover(link: &Link, request: &Request) -> Response {
+    match link
+        .client
+        .forward("server/discover", request.upstream_params())
+        .await
+    {
+        Ok(mut result) => {
+            // Countersign serves tasks for the calls it holds, whatever the upstream does.
+            if let Some(result) = result.as_object_mut() {
+                let capabilities = result.entry("capabilities").or_insert_with(|| json!({}));
+                if let Some(capabilities) = capabilities.as_object_mut() {
+                    let extensions = capabilities
+                        .entry("extensions")
+                        .or_insert_with(|| json!({}));
+                    if let Some(extensions) = extensions.as_object_mut() {
+                        extensions.insert(TASKS_EXTENSION.into(), json!({}));
+                        extensions.insert(TOOL_APPROVAL_EXTENSION.into(), json!({}));
+                    }
+                }
+            }
+            json_reply(StatusCode::OK, rpc_result(&request.id, result))
+        }
+        Err(e) => json_reply(StatusCode::OK, upstream_error(&request.id, &e)),
+    }
+}
+
+// ---- tools/call ---------------------------------------------------------------------------
+
+async fn call(
+    shared: Arc<Shared>,
+    agent: AgentRecord,
+    server: ServerRecord,
+    link: Link,
+    request: Request,
+    mode: GatedMode,
+    policy: PolicyInput,
+) -> Response {
+    let Some(tool) = request
+        .params
+        .get("name")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+    else {
+        return json_reply(
+            StatusCode::OK,
+            rpc_error(&request.id, -32602, "tools/call needs a tool name", None),
+        );
+    };
+    let arguments = match request.params.get("arguments") {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(map)) => map.clone(),
+        Some(_) => {
+            return json_reply(
+                StatusCode::OK,
+                rpc_error(&request.id, -32602, "arguments must be an object", None),
+            )
+        }
+    };
+    let read_only_hint = link
+        .read_only
+        .read()
+        .ok()
+        .and_then(|m| m.get(&tool).copied())
+        .unwrap_or(false);
+    let gate = shared
+        .console
+        .gate(
+            AgentCall {
+                agent: &agent,
+                server: &server,
+                tool: &tool,
+                arguments: &arguments,
+                mode,
+                read_only_hint,
+            },
+            &policy,
+        )
+        .await;
+    match gate {
+        Err(e) => json_reply(StatusCode::OK, console_error(&request.id, &e)),
+        Ok(Gate::Allow) => {
+            let reply = link
+                .client
+                .forward("tools/call", request.upstream_params())
+                .await;
+            match reply {
+                // An agent without tasks cannot hold the upstream's task: wait for it here.
+                Ok(result)
+                    if mode == GatedMode::Held
+                        && result.get("resultType").and_then(Value::as_str) == Some("task") =>
+                {
+                    let hold = shared.config.hold;
+                    let keep_alive = shared.config.keep_alive;
+                    let id = request.id.clone();
+                    held_reply(keep_alive, async move {
+                        rpc_result(&id, wait_upstream(&link, &result, hold).await)
+                    })
+                }
+                other => forwarded(&request, other),
+            }
+        }
+        Ok(Gate::Denied(call)) => json_reply(
+            StatusCode::OK,
+            rpc_result(
+                &request.id,
+                outcome::refusal(
+                    &outcome::not_run_text(&call),
+                    Disposition::DeniedNotExecuted,
+                ),
+            ),
+        ),
+        Ok(Gate::Held(call)) if mode == GatedMode::Task => {
+            let mut task = outcome::agent_task(&call, None);
+            task["resultType"] = json!("task");
+            json_reply(StatusCode::OK, rpc_result(&request.id, task))
+        }
+        Ok(Gate::Held(call)) => {
+            let id = request.id.clone();
+            let keep_alive = shared.config.keep_alive;
+            held_reply(keep_alive, async move {
+                rpc_result(&id, hold(shared, link, call).await)
+            })
+        }
+    }
+}
+
+/// The reply to a held request: an SSE stream with keep-alive comments until `answer` is ready,
+/// then the answer as the one event. A client that hangs up drops the hold (the call stays
+/// recorded; sending it is never tied to the request's life).
+fn held_reply(
+    keep_alive: Duration,
+    answer: impl std::future::Future<Output = Value> + Send + 'static,
+) -> Response {
+    let stream = futures_util::stream::once(async move {
+        Ok::<_, Infallible>(
+            Event::default()
+                .event("message")
+                .data(answer.await.to_string()),
+        )
+    });
+    Sse::new(stream)
+        .keep_alive(KeepAlive::new().interval(keep_alive).text("keep-alive"))
+        .into_response()
+}
+
+/// Holds a call of an agent without tasks for at most the configured time: runs it once if it
+/// is (or becomes) approved, tells the outcome if it was decided, else says it awaits approval.
+async fn hold(shared: Arc<Shared>, link: Link, call: GatedRecord) -> Value {
+    let deadline = tokio::time::Instant::now() + shared.config.hold;
+    let mut call = call;
+    loop {
+        match call.state {
+            GatedState::Approved => {
+                // Sent from a task of its own: a hang-up must not cut a send in half.
+                let (s, l, id) = (shared.clone(), link.clone(), call.id);
+                let sent = tokio::spawn(async move { claim_and_run(&s, &l, id).await });
+                match sent.await {
+                    Ok(Some(done)) => call = done,
+                    Ok(None) | Err(_) => match shared.console.gated_row(call.id).await {
+                        Ok(now) => call = now,
+                        Err(_) => {
+                            return outcome::refusal(
+                                &outcome::unknown_text(&call),
+                                Disposition::OutcomeUnknown,
+                            )
+                        }
+                    },
+                }
+                continue;
+            }
+            GatedState::Pending | GatedState::Running => {}
+            _ => {
+                let upstream = match (call.state, call.upstream_task) {
+                    (GatedState::Done, Some(_)) => {
+                        // The upstream answered with a task: wait for it within the hold.
+                        loop {
+                            match shared
+                                .console
+                                .agent_task(call.agent_id, &call.task_id)
+                                .await
+                            {
+                                Ok(Some(task)) if task["status"] != "working" => break Some(task),
+                                Ok(Some(_)) if tokio::time::Instant::now() < deadline => {
+                                    tokio::time::sleep(WATCH_INTERVAL).await
+                                }
+                                _ => break None,
+                            }
+                        }
+                    }
+                    _ => None,
+                };
+                return match upstream {
+                    Some(task) => task_outcome(&task),
+                    None if call.upstream_task.is_some() => outcome::notice(&format!(
+                        "{} was approved and is still running upstream; Countersign tracks it (task {}). Do not repeat the call.",
+                        call.tool, call.task_id
+                    )),
+                    None => task_outcome(&outcome::agent_task(&call, None)),
+                };
+            }
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return outcome::notice(&outcome::awaiting_text(&call));
+        }
+        tokio::time::sleep(WATCH_INTERVAL).await;
+        match shared.console.gated_row(call.id).await {
+            Ok(now) => call = now,
+            Err(e) => {
+                return outcome::notice(&format!(
+                    "Countersign could not read the state of the call to {} ({e}); it may still be waiting for approval. Ask again later.",
+                    call.tool
+                ))
+            }
+        }
+    }
+}
+
+/// The result an agent without tasks gets from a finished task view.
+fn task_outcome(task: &Value) -> Value {
+    match task["status"].as_str() {
+        Some("completed") => task.get("result").cloned().unwrap_or_default(),
+        Some("cancelled") => outcome::refusal(
+            "The call was cancelled before it finished.",
+            Disposition::DeniedNotExecuted,
+        ),
+        _ => outcome::refusal(
+            &format!(
+                "The call failed upstream: {}",
+                task.get("error").map(Value::to_string).unwrap_or_default()
+            ),
+            Disposition::ExecutionError,
+        ),
+    }
+}
+
+/// Polls an upstream task (allowed call of an agent without tasks) until it ends or the hold is
+/// over, and returns its result.
+async fn wait_upstream(link: &Link, created: &Value, hold: Duration) -> Value {
+    let Some(task_id) = created.get("taskId").and_then(Value::as_str) else {
+        return outcome::refusal(
+            "the upstream answered with a task without an id",
+            Disposition::OutcomeUnknown,
+        );
+    };
+    let deadline = tokio::time::Instant::now() + hold;
+    let mut params = Map::new();
+    params.insert("taskId".into(), json!(task_id));
+    loop {
+        match link.client.forward("tasks/get", params.clone()).await {
+            Ok(task) if matches!(task["status"].as_str(), Some("completed" | "failed" | "cancelled")) => {
+                return task_outcome(&task)
+            }
+            Ok(_) if tokio::time::Instant::now() < deadline => {}
+            Ok(_) => {
+                return outcome::notice(&format!(
+                    "The call is still running upstream as task {task_id}; it was not cut short. Do not repeat it."
+                ))
+            }
+            Err(e) => return outcome::refusal(&console::gateway::upstream_words(&e), Disposition::OutcomeUnknown),
+        }
+        tokio::time::sleep(WATCH_INTERVAL * 5).await;
+    }
+}
+
+/// Claims an approved call and sends it once. `None` when it was not ours to send.
+async fn claim_and_run(shared: &Shared, link: &Link, id: i64) -> Option<GatedRecord> {
+    match shared.console.claim_gated(id).await {
+        Ok(Claim::Run(call)) => match shared.console.run_gated(&call, &link.client).await {
+            Ok(done) => Some(done),
+            Err(e) => {
+                // The row stays `running`: the next start calls it outcome_unknown.
+                tracing::error!(task = %call.task_id, "recording a gated call's outcome failed: {e}");
+                None
+            }
+        },
+        Ok(Claim::Not(call)) => Some(call),
+        Err(e) => {
+            tracing::error!("claiming gated call #{id} failed: {e}");
+            None
+        }
+    }
+}
+
+/// Sends approved calls of agents holding a task (the approval may come from any process), and
+/// expires calls nobody decided in time.
+async fn send_approved(shared: Arc<Shared>, mut stopped: watch::Receiver<bool>) {
+    let mut wake = shared.console.ledger().subscribe();
+    let mut last_expiry = tokio::time::Instant::now() - EXPIRY_INTERVAL;
+    let mut sending: std::collections::HashSet<i64> = std::collections::HashSet::new();
+    let (done_tx, mut done_rx) = tokio::sync::mpsc::unbounded_channel::<i64>();
+    loop {
+        tokio::select! {
+            _ = stopped.wait_for(|s| *s) => return,
+            _ = wake.recv() => {}
+            _ = tokio::time::sleep(WATCH_INTERVAL) => {}
+        }
+        while let Ok(id) = done_rx.try_recv() {
+            sending.remove(&id);
+        }
+        if last_expiry.elapsed() >= EXPIRY_INTERVAL {
+            last_expiry = tokio::time::Instant::now();
+            if let Err(e) = shared.console.expire_gated().await {
+                tracing::warn!("expiring gated calls failed: {e}");
+            }
+        }
+        let approved = match shared.console.approved_task_calls().await {
+            Ok(list) => list,
+            Err(e) => {
+                tracing::warn!("reading approved gated calls failed: {e}");
+                continue;
+            }
+        };
+        for call in approved {
+            if !sending.insert(call.id) {
+                continue;
+            }
+            let (shared, done) = (shared.clone(), done_tx.clone());
+            tokio::spawn(async move {
+                match shared.console.server(call.server_id).await {
+                    Ok(server) => match shared.link(&server).await {
+                        Ok(link) => {
+                            claim_and_run(&shared, &link, call.id).await;
+                        }
+                        Err(e) => tracing::warn!(task = %call.task_id, "no upstream client: {e}"),
+                    },
+                    Err(e) => tracing::warn!(task = %call.task_id, "no server: {e}"),
+                }
+                let _ = done.send(call.id);
+            });
+        }
+    }
+}

@@ -1,0 +1,478 @@
+//! `gated_calls`: agent tool calls the gateway's policy held for a person (or denied), with the
+//! decision and the outcome. A row exists before the agent hears anything about its call; every
+//! state change is a conditional UPDATE on the state it expects, so two deciders (the app and
+//! the CLI) or a decision racing an expiry or a cancel cannot both win.
+
+use rusqlite::{params, Connection, OptionalExtension, Row};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::{now_ms, Error, Result};
+
+/// Where a gated call stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "snake_case")]
+pub enum GatedState {
+    /// Waiting for a person.
+    Pending,
+    /// A person approved; not sent upstream yet.
+    Approved,
+    /// A person declined; the tool did not run.
+    Declined,
+    /// Nobody decided in time; the tool did not run.
+    Expired,
+    /// Policy refused it; the tool did not run.
+    Denied,
+    /// The agent withdrew it before a decision; the tool did not run.
+    Cancelled,
+    /// Claimed and sent (or being sent) upstream.
+    Running,
+    /// The upstream answered; the result is stored (or an upstream task carries it).
+    Done,
+    /// The process died after the claim and before the outcome was recorded: the tool may
+    /// have run. Never sent again.
+    OutcomeUnknown,
+}
+
+impl GatedState {
+    /// The stored spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Approved => "approved",
+            Self::Declined => "declined",
+            Self::Expired => "expired",
+            Self::Denied => "denied",
+            Self::Cancelled => "cancelled",
+            Self::Running => "running",
+            Self::Done => "done",
+            Self::OutcomeUnknown => "outcome_unknown",
+        }
+    }
+
+    /// Parses the stored spelling.
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "pending" => Self::Pending,
+            "approved" => Self::Approved,
+            "declined" => Self::Declined,
+            "expired" => Self::Expired,
+            "denied" => Self::Denied,
+            "cancelled" => Self::Cancelled,
+            "running" => Self::Running,
+            "done" => Self::Done,
+            "outcome_unknown" => Self::OutcomeUnknown,
+            _ => return None,
+        })
+    }
+
+    /// No decision or execution will change it any more.
+    pub fn is_final(self) -> bool {
+        matches!(
+            self,
+            Self::Declined
+                | Self::Expired
+                | Self::Denied
+                | Self::Cancelled
+                | Self::Done
+                | Self::OutcomeUnknown
+        )
+    }
+}
+
+/// How the agent waits for the decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "snake_case")]
+pub enum GatedMode {
+    /// The agent declared the tasks extension: it holds a task of Countersign's own.
+    Task,
+    /// The agent cannot hold a task: its request is held for a bounded time, then it is told
+    /// to repeat the identical call after approval.
+    Held,
+}
+
+impl GatedMode {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Task => "task",
+            Self::Held => "held",
+        }
+    }
+}
+
+/// One gated call.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GatedRecord {
+    /// Row id.
+    pub id: i64,
+    /// The id of Countersign's own task (what the agent and the inbox show).
+    pub task_id: String,
+    /// The agent row.
+    pub agent_id: i64,
+    /// The agent's name.
+    pub agent: String,
+    /// The server row.
+    pub server_id: i64,
+    /// The server's name.
+    pub server: String,
+    /// The tool.
+    pub tool: String,
+    /// The arguments exactly as the agent sent them.
+    pub arguments: Map<String, Value>,
+    /// Hex SHA-256 of the canonical arguments.
+    pub args_digest: String,
+    /// How the agent waits.
+    pub mode: GatedMode,
+    /// Where it stands.
+    pub state: GatedState,
+    /// Why it was declined or denied.
+    pub reason: Option<String>,
+    /// Who decided.
+    pub decided_by: Option<String>,
+    /// The CallToolResult, once known.
+    pub result: Option<Value>,
+    /// The upstream task carrying the outcome, when the upstream answered with one.
+    pub upstream_task: Option<i64>,
+    /// When it was recorded (Unix ms).
+    pub created_at: i64,
+    /// When an undecided call expires (Unix ms).
+    pub expires_at: i64,
+    /// When it was decided.
+    pub decided_at: Option<i64>,
+    /// When it last changed.
+    pub updated_at: i64,
+}
+
+const SELECT: &str =
+    "SELECT g.id, g.task_id, g.agent_id, a.name, g.server_id, s.name, g.tool, g.arguments,
+        g.args_digest, g.mode, g.state, g.reason, g.decided_by, g.result, g.upstream_task,
+        g.created_at, g.expires_at, g.decided_at, g.updated_at
+     FROM gated_calls g JOIN agents a ON a.id = g.agent_id JOIN servers s ON s.id = g.server_id";
+
+fn from_row(row: &Row<'_>) -> rusqlite::Result<GatedRecord> {
+    let arguments: String = row.get(7)?;
+    let mode: String = row.get(9)?;
+    let state: String = row.get(10)?;
+    let result: Option<String> = row.get(13)?;
+    Ok(GatedRecord {
+        id: row.get(0)?,
+        task_id: row.get(1)?,
+        agent_id: row.get(2)?,
+        agent: row.get(3)?,
+        server_id: row.get(4)?,
+        server: row.get(5)?,
+        tool: row.get(6)?,
+        arguments: match serde_json::from_str(&arguments) {
+            Ok(Value::Object(map)) => map,
+            _ => Map::new(),
+        },
+        args_digest: row.get(8)?,
+        mode: if mode == "task" {
+            GatedMode::Task
+        } else {
+            GatedMode::Held
+        },
+        // The column's CHECK allows only the known spellings; an unreadable one is treated
+        // as the most careful state.
+        state: GatedState::parse(&state).unwrap_or(GatedState::OutcomeUnknown),
+        reason: row.get(11)?,
+        decided_by: row.get(12)?,
+        result: result.and_then(|r| serde_json::from_str(&r).ok()),
+        upstream_task: row.get(14)?,
+        created_at: row.get(15)?,
+        expires_at: row.get(16)?,
+        decided_at: row.get(17)?,
+        updated_at: row.get(18)?,
+    })
+}
+
+/// A gated call to record.
+#[derive(Debug, Clone)]
+pub struct NewGated<'a> {
+    /// Countersign's task id for it.
+    pub task_id: &'a str,
+    /// The agent row.
+    pub agent_id: i64,
+    /// The server row.
+    pub server_id: i64,
+    /// The tool.
+    pub tool: &'a str,
+    /// The arguments as sent.
+    pub arguments: &'a Map<String, Value>,
+    /// Their digest.
+    pub args_digest: &'a str,
+    /// How the agent waits.
+    pub mode: GatedMode,
+    /// `Pending`, or `Denied` for a call policy refused.
+    pub state: GatedState,
+    /// Why (a denial's rule).
+    pub reason: Option<&'a str>,
+    /// When an undecided call expires (Unix ms).
+    pub expires_at: i64,
+}
+
+/// Records a gated call.
+pub fn insert(conn: &Connection, call: NewGated<'_>) -> Result<GatedRecord> {
+    let now = now_ms();
+    conn.execute(
+        "INSERT INTO gated_calls (task_id, agent_id, server_id, tool, arguments, args_digest, mode,
+                                  state, reason, created_at, expires_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?10)",
+        params![
+            call.task_id,
+            call.agent_id,
+            call.server_id,
+            call.tool,
+            Value::Object(call.arguments.clone()).to_string(),
+            call.args_digest,
+            call.mode.as_str(),
+            call.state.as_str(),
+            call.reason,
+            now,
+            call.expires_at,
+        ],
+    )?;
+    get(conn, conn.last_insert_rowid())
+}
+
+/// One gated call by row.
+pub fn get(conn: &Connection, id: i64) -> Result<GatedRecord> {
+    conn.prepare_cached(&format!("{SELECT} WHERE g.id = ?1"))?
+        .query_row([id], from_row)
+        .optional()?
+        .ok_or_else(|| Error::NotFound(format!("gated call #{id}")))
+}
+
+/// One gated call by Countersign's task id.
+pub fn by_task_id(conn: &Connection, task_id: &str) -> Result<Option<GatedRecord>> {
+    Ok(conn
+        .prepare_cached(&format!("{SELECT} WHERE g.task_id = ?1"))?
+        .query_row([task_id], from_row)
+        .optional()?)
+}
+
+/// The newest call with this binding (agent, server, tool, argument digest) in `state`.
+pub fn with_binding(
+    conn: &Connection,
+    agent_id: i64,
+    server_id: i64,
+    tool: &str,
+    digest: &str,
+    state: GatedState,
+) -> Result<Option<GatedRecord>> {
+    Ok(conn
+        .prepare_cached(&format!(
+            "{SELECT} WHERE g.agent_id = ?1 AND g.server_id = ?2 AND g.tool = ?3
+               AND g.args_digest = ?4 AND g.state = ?5 ORDER BY g.id DESC LIMIT 1"
+        ))?
+        .query_row(
+            params![agent_id, server_id, tool, digest, state.as_str()],
+            from_row,
+        )
+        .optional()?)
+}
+
+/// Calls in `state`, oldest first.
+pub fn in_state(conn: &Connection, state: GatedState) -> Result<Vec<GatedRecord>> {
+    let mut stmt = conn.prepare_cached(&format!("{SELECT} WHERE g.state = ?1 ORDER BY g.id"))?;
+    let rows = stmt.query_map([state.as_str()], from_row)?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// The newest calls first.
+pub fn recent(conn: &Connection, limit: usize) -> Result<Vec<GatedRecord>> {
+    let mut stmt = conn.prepare_cached(&format!("{SELECT} ORDER BY g.id DESC LIMIT ?1"))?;
+    let rows = stmt.query_map([limit.min(i64::MAX as usize) as i64], from_row)?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// How many of an agent's calls wait for a person (the rate limit's measure).
+pub fn pending_count(conn: &Connection, agent_id: i64) -> Result<u64> {
+    let n: i64 = conn
+        .prepare_cached(
+            "SELECT COUNT(*) FROM gated_calls WHERE agent_id = ?1 AND state = 'pending'",
+        )?
+        .query_row([agent_id], |r| r.get(0))?;
+    Ok(n.max(0) as u64)
+}
+
+/// Moves a call from `from` to `to`, recording who decided and why when given. Returns whether
+/// it moved: `false` means another decider, an expiry or a cancel came first.
+pub fn transition(
+    conn: &Connection,
+    id: i64,
+    from: GatedState,
+    to: GatedState,
+    decided_by: Option<&str>,
+    reason: Option<&str>,
+) -> Result<bool> {
+    let now = now_ms();
+    let decided_at = decided_by.map(|_| now);
+    let changed = conn.execute(
+        "UPDATE gated_calls SET state = ?3, updated_at = ?4,
+            decided_by = COALESCE(?5, decided_by), reason = COALESCE(?6, reason),
+            decided_at = COALESCE(?7, decided_at)
+         WHERE id = ?1 AND state = ?2",
+        params![
+            id,
+            from.as_str(),
+            to.as_str(),
+            now,
+            decided_by,
+            reason,
+            decided_at
+        ],
+    )?;
+    Ok(changed == 1)
+}
+
+/// Records the upstream's answer to a running call: its result, or the task carrying it.
+pub fn finish(
+    conn: &Connection,
+    id: i64,
+    result: Option<&Value>,
+    upstream_task: Option<i64>,
+) -> Result<()> {
+    let changed = conn.execute(
+        "UPDATE gated_calls SET state = 'done', result = ?2, upstream_task = ?3, updated_at = ?4
+         WHERE id = ?1 AND state = 'running'",
+        params![id, result.map(Value::to_string), upstream_task, now_ms()],
+    )?;
+    if changed == 1 {
+        Ok(())
+    } else {
+        Err(Error::Conflict(format!("gated call #{id} is not running")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ledger::rules::{self, NewRule, RuleAction};
+    use crate::ledger::{agents, servers, Ledger};
+
+    fn scratch() -> std::path::PathBuf {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        std::env::temp_dir().join(format!("countersign-gated-{}-{nanos}", std::process::id()))
+    }
+
+    #[test]
+    fn a_decision_wins_once_and_only_an_approved_call_can_be_claimed() {
+        let dir = scratch();
+        let ledger = Ledger::open(&dir).expect("ledger");
+        let (moved, claims, state, revoked_is_gone) = ledger
+            .write_blocking(|ctx| {
+                let server = servers::add(ctx.conn, "demo", "http://127.0.0.1:1/mcp", false)?;
+                let agent = agents::add(ctx.conn, "bot", "digest")?;
+                let arguments = Map::new();
+                let call = insert(
+                    ctx.conn,
+                    NewGated {
+                        task_id: "csg-1",
+                        agent_id: agent.id,
+                        server_id: server.id,
+                        tool: "deploy",
+                        arguments: &arguments,
+                        args_digest: "d",
+                        mode: GatedMode::Task,
+                        state: GatedState::Pending,
+                        reason: None,
+                        expires_at: i64::MAX,
+                    },
+                )?;
+                // Two deciders: the first moves it, the second finds it moved.
+                let moved = [
+                    transition(
+                        ctx.conn,
+                        call.id,
+                        GatedState::Pending,
+                        GatedState::Approved,
+                        Some("ada"),
+                        None,
+                    )?,
+                    transition(
+                        ctx.conn,
+                        call.id,
+                        GatedState::Pending,
+                        GatedState::Declined,
+                        Some("bob"),
+                        Some("no"),
+                    )?,
+                ];
+                // Two claimants: one wins.
+                let claims = [
+                    transition(
+                        ctx.conn,
+                        call.id,
+                        GatedState::Approved,
+                        GatedState::Running,
+                        None,
+                        None,
+                    )?,
+                    transition(
+                        ctx.conn,
+                        call.id,
+                        GatedState::Approved,
+                        GatedState::Running,
+                        None,
+                        None,
+                    )?,
+                ];
+                let state = get(ctx.conn, call.id)?;
+                agents::revoke(ctx.conn, "bot")?;
+                let revoked_is_gone = agents::by_token_digest(ctx.conn, "digest")?.is_none();
+                Ok((moved, claims, state, revoked_is_gone))
+            })
+            .expect("write");
+        assert_eq!(moved, [true, false], "the second decider must lose");
+        assert_eq!(claims, [true, false], "only one claimant may send the call");
+        assert_eq!(state.state, GatedState::Running);
+        assert_eq!(
+            state.decided_by.as_deref(),
+            Some("ada"),
+            "the winner's decision is kept"
+        );
+        assert_eq!(state.reason, None, "the loser's reason is not recorded");
+        assert!(revoked_is_gone, "a revoked token no longer finds its agent");
+        ledger.close();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn setting_a_rule_again_replaces_it_and_a_condition_makes_another_rule() {
+        let dir = scratch();
+        let ledger = Ledger::open(&dir).expect("ledger");
+        let rules_now = ledger
+            .write_blocking(|ctx| {
+                let server = servers::add(ctx.conn, "demo", "http://127.0.0.1:1/mcp", false)?;
+                let rule = |action, condition| NewRule {
+                    agent_id: None,
+                    server_id: server.id,
+                    tool: "echo",
+                    action,
+                    condition,
+                };
+                rules::set(ctx.conn, rule(RuleAction::Ask, None))?;
+                rules::set(ctx.conn, rule(RuleAction::Allow, None))?;
+                rules::set(ctx.conn, rule(RuleAction::Deny, Some(r#"{"region":"us"}"#)))?;
+                rules::list(ctx.conn)
+            })
+            .expect("write");
+        let mut actions: Vec<(RuleAction, bool)> = rules_now
+            .iter()
+            .map(|r| (r.action, r.condition.is_some()))
+            .collect();
+        actions.sort_by_key(|(_, c)| *c);
+        assert_eq!(
+            actions,
+            vec![(RuleAction::Allow, false), (RuleAction::Deny, true)]
+        );
+        ledger.close();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

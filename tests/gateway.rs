@@ -1,0 +1,673 @@
+//! The local MCP gateway end to end: `countersign gateway` as a real process in front of our
+//! demo server, agents that are not ours (the fastmcp 4.1.4 client with the tasks extension; the
+//! `mcp` package's 2025-11-25 session client), policy set and calls decided with the CLI, and
+//! the upstream's own request counters as the proof of what ran, and how often.
+
+use std::time::Duration;
+
+use countersign_demo::{DemoConfig, Fault};
+use countersign_tests::gateway::{tasks_meta, GatewayRig};
+use serde_json::{json, Value};
+
+const DISPOSITION: &str = "io.modelcontextprotocol/tool-approval-disposition";
+
+fn disposition(result: &Value) -> &str {
+    result["meta"][DISPOSITION]
+        .as_str()
+        .or_else(|| result["_meta"][DISPOSITION].as_str())
+        .unwrap_or("")
+}
+
+#[tokio::test]
+async fn an_allowed_call_passes_straight_through_to_the_upstream() {
+    let rig = GatewayRig::start(5).await;
+    rig.cli(&["policy", "set", "demo", "echo", "allow"])
+        .await
+        .assert_code(0);
+
+    let result = rig
+        .agent(
+            "fastmcp",
+            &rig.token,
+            "echo",
+            json!({"text": "hello", "region": "eu-west-1"}),
+        )
+        .await;
+
+    assert_eq!(
+        result["isError"], false,
+        "the allowed call succeeds: {result}"
+    );
+    assert_eq!(
+        result["text"], "echo: hello (served in eu-west-1)",
+        "the upstream's own result, verbatim (its x-mcp-header check passed too)"
+    );
+    assert_eq!(rig.upstream_calls(), 1, "the upstream ran the call once");
+    assert!(
+        rig.pending_calls().await.is_empty(),
+        "an allowed call asks nobody"
+    );
+}
+
+#[tokio::test]
+async fn an_ask_call_waits_as_a_task_and_runs_once_after_approval_in_the_cli() {
+    let rig = GatewayRig::start(5).await;
+    let agent = rig.spawn_agent("fastmcp", "get_time", json!({"why": "audit"}));
+
+    let task_id = rig.wait_for_pending("get_time").await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        rig.upstream_calls(),
+        0,
+        "nothing reaches the upstream before approval"
+    );
+    let pending = rig.pending_calls().await;
+    assert_eq!(pending.len(), 1, "one call waits: {pending:?}");
+    assert_eq!(pending[0]["agent"], "bot");
+    assert_eq!(
+        pending[0]["arguments"],
+        json!({"why": "audit"}),
+        "the exact arguments are shown"
+    );
+
+    rig.cli(&["answer", &task_id, "--accept", "{}"])
+        .await
+        .assert_code(0);
+    let result = agent.await.expect("the agent task");
+
+    assert_eq!(result["isError"], false, "approved and run: {result}");
+    assert_eq!(disposition(&result), "approved-executed", "{result}");
+    assert!(
+        !result["text"].as_str().unwrap_or("").is_empty(),
+        "the upstream's result: {result}"
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        rig.upstream_calls(),
+        1,
+        "the approved call ran exactly once"
+    );
+    let again = rig.cli(&["answer", &task_id, "--accept", "{}"]).await;
+    assert_ne!(
+        again.code,
+        Some(0),
+        "a decided call cannot be decided again; {again}"
+    );
+    assert_eq!(rig.upstream_calls(), 1, "and it never runs twice");
+}
+
+#[tokio::test]
+async fn a_declined_call_completes_with_is_error_and_the_disposition_and_never_runs() {
+    let rig = GatewayRig::start(5).await;
+    let agent = rig.spawn_agent("fastmcp", "get_time", json!({}));
+
+    let task_id = rig.wait_for_pending("get_time").await;
+    rig.cli(&[
+        "answer",
+        &task_id,
+        "--decline",
+        "--reason",
+        "not during the freeze",
+    ])
+    .await
+    .assert_code(0);
+    let result = agent.await.expect("the agent task");
+
+    assert_eq!(
+        result["isError"], true,
+        "a declined call is an error result: {result}"
+    );
+    assert_eq!(disposition(&result), "denied-not-executed", "{result}");
+    let text = result["text"].as_str().unwrap_or("");
+    assert!(
+        text.contains("did not run") && text.contains("not during the freeze"),
+        "the text says the tool did not run and why: {text}"
+    );
+    assert_eq!(
+        rig.upstream_calls(),
+        0,
+        "a declined call never reaches the upstream"
+    );
+}
+
+#[tokio::test]
+async fn a_denied_call_is_refused_at_once_and_never_reaches_the_upstream() {
+    let rig = GatewayRig::start(5).await;
+    rig.cli(&[
+        "policy", "set", "demo", "get_time", "deny", "--agent", "bot",
+    ])
+    .await
+    .assert_code(0);
+
+    let result = rig
+        .agent("fastmcp", &rig.token, "get_time", json!({}))
+        .await;
+
+    assert_eq!(result["isError"], true, "{result}");
+    assert_eq!(disposition(&result), "denied-not-executed", "{result}");
+    assert_eq!(rig.upstream_calls(), 0);
+    assert!(
+        rig.pending_calls().await.is_empty(),
+        "a denied call asks nobody"
+    );
+}
+
+#[tokio::test]
+async fn an_argument_condition_allows_only_the_matching_values() {
+    let rig = GatewayRig::start(5).await;
+    rig.cli(&[
+        "policy",
+        "set",
+        "demo",
+        "echo",
+        "allow",
+        "--when",
+        r#"{"region": "eu-west-1"}"#,
+    ])
+    .await
+    .assert_code(0);
+
+    let allowed = rig
+        .agent(
+            "fastmcp",
+            &rig.token,
+            "echo",
+            json!({"text": "a", "region": "eu-west-1"}),
+        )
+        .await;
+    assert_eq!(allowed["isError"], false, "{allowed}");
+    assert_eq!(rig.upstream_calls(), 1);
+
+    let held = rig
+        .call_as_task_agent("echo", json!({"text": "a", "region": "us-east-1"}))
+        .await;
+    assert_eq!(
+        held["resultType"], "task",
+        "another region needs a person: {held}"
+    );
+    assert_eq!(held["status"], "working", "{held}");
+    assert!(
+        held["statusMessage"]
+            .as_str()
+            .unwrap_or("")
+            .contains("approve"),
+        "the status message says who must approve: {held}"
+    );
+    assert_eq!(
+        rig.upstream_calls(),
+        1,
+        "the held call did not reach the upstream"
+    );
+}
+
+#[tokio::test]
+async fn a_missing_wrong_or_revoked_token_gets_401() {
+    let rig = GatewayRig::start(5).await;
+    let params = json!({"_meta": tasks_meta()});
+
+    let (none, _) = rig.rpc(None, "tools/list", params.clone()).await;
+    let (wrong, _) = rig
+        .rpc(Some("csa_not-a-token"), "tools/list", params.clone())
+        .await;
+    let (valid, body) = rig
+        .rpc(Some(&rig.token), "tools/list", params.clone())
+        .await;
+    assert_eq!(
+        (none, wrong),
+        (401, 401),
+        "no token and a wrong token are refused"
+    );
+    assert_eq!(valid, 200, "{body}");
+    assert!(
+        body["result"]["tools"]
+            .as_array()
+            .is_some_and(|t| !t.is_empty()),
+        "tools/list comes from the upstream: {body}"
+    );
+
+    rig.cli(&["agents", "remove", "bot"]).await.assert_code(0);
+    let (revoked, _) = rig.rpc(Some(&rig.token), "tools/list", params).await;
+    assert_eq!(revoked, 401, "a revoked token stops working at once");
+    let refused = rig
+        .agent("fastmcp", &rig.token, "echo", json!({"text": "x"}))
+        .await;
+    assert!(
+        refused.get("error").is_some(),
+        "the fastmcp client is refused too: {refused}"
+    );
+    assert_eq!(rig.upstream_calls(), 0);
+}
+
+#[tokio::test]
+async fn tasks_cancel_withdraws_a_pending_call_which_then_never_runs() {
+    let rig = GatewayRig::start(5).await;
+    let created = rig.call_as_task_agent("get_time", json!({})).await;
+    let task_id = created["taskId"].as_str().expect("a task id").to_owned();
+
+    let ack = rig.task_request("tasks/cancel", &task_id).await;
+    assert!(ack.get("error").is_none(), "cancel is acknowledged: {ack}");
+    let task = rig.task_to_end(&task_id).await;
+
+    assert_eq!(task["status"], "cancelled", "{task}");
+    assert!(
+        rig.pending_calls().await.is_empty(),
+        "a withdrawn call leaves the inbox"
+    );
+    let late = rig.cli(&["answer", &task_id, "--accept", "{}"]).await;
+    assert_ne!(
+        late.code,
+        Some(0),
+        "a withdrawn call cannot be approved; {late}"
+    );
+    assert_eq!(rig.upstream_calls(), 0);
+}
+
+#[tokio::test]
+async fn a_pending_approval_survives_kill_9_of_the_gateway_and_runs_once_after_restart() {
+    let mut rig = GatewayRig::start(5).await;
+    let created = rig.call_as_task_agent("get_time", json!({"n": 1})).await;
+    let task_id = created["taskId"].as_str().expect("a task id").to_owned();
+
+    let port = rig.port;
+    rig.kill9().await;
+    assert_eq!(
+        rig.wait_for_pending("get_time").await,
+        task_id,
+        "the pending call is on disk although its gateway died"
+    );
+    rig.start_gateway(port).await;
+    let polled = rig.task_request("tasks/get", &task_id).await;
+    assert_eq!(
+        polled["result"]["status"], "working",
+        "the agent's next poll finds its task: {polled}"
+    );
+    rig.cli(&["answer", &task_id, "--accept", "{}"])
+        .await
+        .assert_code(0);
+    let task = rig.task_to_end(&task_id).await;
+
+    assert_eq!(task["status"], "completed", "{task}");
+    assert_eq!(task["result"]["isError"], false, "{task}");
+    assert_eq!(
+        task["result"]["_meta"][DISPOSITION], "approved-executed",
+        "{task}"
+    );
+    assert_eq!(
+        rig.upstream_calls(),
+        1,
+        "the upstream ran the call exactly once"
+    );
+}
+
+#[tokio::test]
+async fn a_session_client_is_held_then_told_to_retry_and_the_identical_retry_runs_once() {
+    let rig = GatewayRig::start(2).await;
+    let args = json!({"purpose": "session"});
+
+    let first = rig
+        .agent("session", &rig.token, "get_time", args.clone())
+        .await;
+    assert_eq!(first["protocolVersion"], "2025-11-25", "{first}");
+    assert_eq!(first["isError"], true, "held, then answered: {first}");
+    let text = first["text"].as_str().unwrap_or("");
+    assert!(
+        text.contains("waiting for approval") && text.contains("repeat the identical call"),
+        "the answer says it awaits approval and may be repeated: {text}"
+    );
+    assert_eq!(rig.upstream_calls(), 0);
+
+    let task_id = rig.wait_for_pending("get_time").await;
+    rig.cli(&["answer", &task_id, "--accept", "{}"])
+        .await
+        .assert_code(0);
+    let other = rig
+        .agent(
+            "session",
+            &rig.token,
+            "get_time",
+            json!({"purpose": "other"}),
+        )
+        .await;
+    assert_eq!(
+        other["isError"], true,
+        "other arguments are not approved: {other}"
+    );
+    let retry = rig
+        .agent("session", &rig.token, "get_time", args.clone())
+        .await;
+
+    assert_eq!(retry["isError"], false, "the identical retry runs: {retry}");
+    assert_eq!(disposition(&retry), "approved-executed", "{retry}");
+    assert_eq!(rig.upstream_calls(), 1, "and runs once");
+    let third = rig.agent("session", &rig.token, "get_time", args).await;
+    assert_eq!(
+        third["isError"], true,
+        "a decided call is never run twice: {third}"
+    );
+    assert_eq!(rig.upstream_calls(), 1);
+}
+
+#[tokio::test]
+async fn an_approved_call_answered_with_an_upstream_task_is_mirrored_and_its_question_goes_to_the_person(
+) {
+    let config = DemoConfig {
+        time_scale: 0.05,
+        poll_interval_ms: 100,
+        ..DemoConfig::default()
+    };
+    let rig = GatewayRig::start_with(5, config).await;
+    let created = rig
+        .call_as_task_agent(
+            "deploy_service",
+            json!({"service": "billing", "environment": "staging"}),
+        )
+        .await;
+    let task_id = created["taskId"].as_str().expect("a task id").to_owned();
+    rig.cli(&["answer", &task_id, "--accept", "{}"])
+        .await
+        .assert_code(0);
+
+    // The upstream's own approval question reaches the person's inbox, not the agent.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let question = loop {
+        if let Some(q) = rig.pending_questions().await.into_iter().next() {
+            break q;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the upstream task's question never reached the inbox"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let seen = rig.task_request("tasks/get", &task_id).await;
+    assert_eq!(
+        seen["result"]["status"], "working",
+        "the agent sees its task working while a person answers: {seen}"
+    );
+    let upstream_id = question["task_id"].as_str().expect("the upstream task id");
+    rig.cli(&[
+        "answer",
+        upstream_id,
+        "--accept",
+        r#"{"approve": true, "reason": "staging is fine"}"#,
+    ])
+    .await
+    .assert_code(0);
+    let task = rig.task_to_end(&task_id).await;
+
+    assert_eq!(task["status"], "completed", "{task}");
+    assert_eq!(task["result"]["isError"], false, "{task}");
+    assert_eq!(
+        task["result"]["_meta"][DISPOSITION], "approved-executed",
+        "{task}"
+    );
+    let text = task["result"]["content"][0]["text"].as_str().unwrap_or("");
+    assert!(
+        text.contains("Deployed billing"),
+        "the upstream task's result is the agent's: {text}"
+    );
+    assert_eq!(rig.upstream_calls(), 1, "one tools/call upstream");
+}
+
+#[tokio::test]
+async fn a_gateway_killed_after_sending_an_approved_call_reports_outcome_unknown_and_never_resends()
+{
+    let mut rig = GatewayRig::start(5).await;
+    // The upstream receives the call but answers only after the gateway is gone.
+    rig.demo
+        .inject_for("tools/call", Fault::Delay(Duration::from_secs(4)), 1);
+    let created = rig.call_as_task_agent("get_time", json!({"n": 2})).await;
+    let task_id = created["taskId"].as_str().expect("a task id").to_owned();
+    rig.cli(&["answer", &task_id, "--accept", "{}"])
+        .await
+        .assert_code(0);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while rig.upstream_calls() == 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the approved call never reached the upstream"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    let port = rig.port;
+    rig.kill9().await;
+    rig.start_gateway(port).await;
+    let task = rig.task_to_end(&task_id).await;
+
+    assert_eq!(task["status"], "completed", "{task}");
+    assert_eq!(task["result"]["isError"], true, "{task}");
+    assert_eq!(
+        task["result"]["_meta"][DISPOSITION], "outcome-unknown",
+        "a call that may have run is never reported as not run: {task}"
+    );
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(
+        rig.upstream_calls(),
+        1,
+        "the call was not sent again after the restart"
+    );
+}
+
+#[tokio::test]
+async fn a_call_nobody_decides_in_time_expires_and_never_runs() {
+    let rig = GatewayRig::start(5).await;
+    let created = rig.call_as_task_agent("get_time", json!({})).await;
+    let task_id = created["taskId"].as_str().expect("a task id").to_owned();
+
+    // Its approval window (24 h) ends now: moved in the ledger file, as a second process would.
+    let ledger =
+        rusqlite::Connection::open(rig.dir.path().join("ledger.sqlite3")).expect("open the ledger");
+    ledger
+        .busy_timeout(Duration::from_secs(10))
+        .expect("busy timeout");
+    let moved = ledger
+        .execute(
+            "UPDATE gated_calls SET expires_at = 0 WHERE task_id = ?1",
+            [&task_id],
+        )
+        .expect("move the deadline");
+    assert_eq!(moved, 1);
+    let task = rig.task_to_end(&task_id).await;
+
+    assert_eq!(task["status"], "completed", "{task}");
+    assert_eq!(task["result"]["isError"], true, "{task}");
+    assert_eq!(
+        task["result"]["_meta"][DISPOSITION], "denied-not-executed",
+        "{task}"
+    );
+    let text = task["result"]["content"][0]["text"].as_str().unwrap_or("");
+    assert!(text.contains("nobody approved it in time"), "{text}");
+    let late = rig.cli(&["answer", &task_id, "--accept", "{}"]).await;
+    assert_ne!(
+        late.code,
+        Some(0),
+        "an expired call cannot be approved; {late}"
+    );
+    assert_eq!(rig.upstream_calls(), 0);
+}
+
+#[tokio::test]
+async fn identical_pending_calls_are_merged_and_an_agent_cannot_flood_the_inbox() {
+    let rig = GatewayRig::start(5).await;
+    let first = rig.call_as_task_agent("get_time", json!({"n": 0})).await;
+    let same = rig.call_as_task_agent("get_time", json!({"n": 0})).await;
+    assert_eq!(
+        first["taskId"], same["taskId"],
+        "the identical call while pending is the same task"
+    );
+
+    for n in 1..20 {
+        let held = rig.call_as_task_agent("get_time", json!({"n": n})).await;
+        assert_eq!(held["resultType"], "task", "call {n} waits: {held}");
+    }
+    let refused = rig.call_as_task_agent("get_time", json!({"n": 20})).await;
+
+    assert_eq!(
+        refused["isError"], true,
+        "the 21st waiting call is refused: {refused}"
+    );
+    assert_eq!(
+        refused["_meta"][DISPOSITION], "denied-not-executed",
+        "{refused}"
+    );
+    assert_eq!(rig.pending_calls().await.len(), 20, "20 calls wait, not 21");
+    assert_eq!(rig.upstream_calls(), 0);
+}
+
+#[tokio::test]
+async fn countersign_connect_relays_a_stdio_host_through_the_same_policies() {
+    let rig = GatewayRig::start(2).await;
+    rig.cli(&["policy", "set", "demo", "echo", "allow"])
+        .await
+        .assert_code(0);
+
+    let allowed = rig.stdio_agent("echo", json!({"text": "over stdio"})).await;
+    assert_eq!(allowed["isError"], false, "{allowed}");
+    assert_eq!(allowed["text"], "echo: over stdio", "{allowed}");
+    assert_eq!(allowed["protocolVersion"], "2025-11-25", "{allowed}");
+    assert_eq!(rig.upstream_calls(), 1);
+
+    let held = rig.stdio_agent("get_time", json!({"via": "stdio"})).await;
+    assert_eq!(
+        held["isError"], true,
+        "an ask call is held over stdio too: {held}"
+    );
+    assert!(
+        held["text"]
+            .as_str()
+            .unwrap_or("")
+            .contains("waiting for approval"),
+        "{held}"
+    );
+    assert_eq!(rig.pending_calls().await.len(), 1, "and waits in the inbox");
+    assert_eq!(rig.upstream_calls(), 1);
+}
+
+#[tokio::test]
+async fn always_allow_on_an_approval_creates_a_visible_rule_for_that_agent_and_tool() {
+    let rig = GatewayRig::start(5).await;
+    let created = rig
+        .call_as_task_agent("get_time", json!({"first": true}))
+        .await;
+    let task_id = created["taskId"].as_str().expect("a task id").to_owned();
+
+    rig.cli(&["answer", &task_id, "--accept", r#"{"alwaysAllow": true}"#])
+        .await
+        .assert_code(0);
+    let first = rig.task_to_end(&task_id).await;
+    assert_eq!(
+        first["result"]["_meta"][DISPOSITION], "approved-executed",
+        "{first}"
+    );
+    let rules = rig.cli(&["policy", "list", "--json"]).await;
+    rules.assert_code(0);
+    let rules = rules.json();
+    assert_eq!(
+        rules.as_array().map(Vec::len),
+        Some(1),
+        "one rule, visible in `policy list`: {rules}"
+    );
+    assert_eq!(rules[0]["agent"], "bot", "{rules}");
+    assert_eq!(rules[0]["tool"], "get_time", "{rules}");
+    assert_eq!(rules[0]["action"], "allow", "{rules}");
+
+    let next = rig
+        .call_as_task_agent("get_time", json!({"other": 1}))
+        .await;
+    assert_ne!(
+        next["resultType"], "task",
+        "the next call passes at once: {next}"
+    );
+    assert_eq!(next["isError"], false, "{next}");
+    assert_eq!(rig.upstream_calls(), 2);
+    let id = rules[0]["id"].as_i64().expect("a rule id").to_string();
+    rig.cli(&["policy", "remove", &id]).await.assert_code(0);
+    let asked = rig
+        .call_as_task_agent("get_time", json!({"other": 2}))
+        .await;
+    assert_eq!(
+        asked["resultType"], "task",
+        "without the rule it asks again: {asked}"
+    );
+}
+
+#[tokio::test]
+async fn the_read_only_switch_lets_only_tools_marked_read_only_pass() {
+    let rig = GatewayRig::start(5).await;
+    let before = rig.call_as_task_agent("echo", json!({"text": "a"})).await;
+    assert_eq!(
+        before["resultType"], "task",
+        "off by default: even echo asks: {before}"
+    );
+
+    rig.cli(&["policy", "read-only", "demo", "on"])
+        .await
+        .assert_code(0);
+    let echo = rig.call_as_task_agent("echo", json!({"text": "b"})).await;
+    assert_eq!(
+        echo["isError"], false,
+        "echo says readOnlyHint: it passes: {echo}"
+    );
+    let deploy = rig
+        .call_as_task_agent(
+            "deploy_service",
+            json!({"service": "api", "environment": "staging"}),
+        )
+        .await;
+    assert_eq!(
+        deploy["resultType"], "task",
+        "deploy_service is not marked read-only: a person decides: {deploy}"
+    );
+    assert_eq!(deploy["status"], "working", "{deploy}");
+    assert_eq!(
+        rig.upstream_calls(),
+        1,
+        "only the echo reached the upstream"
+    );
+}
+
+#[tokio::test]
+async fn a_result_recorded_before_a_kill_9_is_what_the_agent_polls_after_the_restart() {
+    let mut rig = GatewayRig::start(5).await;
+    let created = rig.call_as_task_agent("get_time", json!({"n": 3})).await;
+    let task_id = created["taskId"].as_str().expect("a task id").to_owned();
+    rig.cli(&["answer", &task_id, "--accept", "{}"])
+        .await
+        .assert_code(0);
+
+    // Wait, reading the ledger file as another process would, until the upstream's answer is
+    // recorded; the agent has not polled.
+    let ledger =
+        rusqlite::Connection::open(rig.dir.path().join("ledger.sqlite3")).expect("open the ledger");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let state: String = ledger
+            .query_row(
+                "SELECT state FROM gated_calls WHERE task_id = ?1",
+                [&task_id],
+                |r| r.get(0),
+            )
+            .expect("the call's row");
+        if state == "done" {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the call never finished: {state}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let port = rig.port;
+    rig.kill9().await;
+    rig.start_gateway(port).await;
+    let task = rig.task_to_end(&task_id).await;
+
+    assert_eq!(task["status"], "completed", "{task}");
+    assert_eq!(task["result"]["isError"], false, "{task}");
+    assert_eq!(
+        task["result"]["_meta"][DISPOSITION], "approved-executed",
+        "{task}"
+    );
+    assert_eq!(rig.upstream_calls(), 1, "the upstream ran it once");
+}

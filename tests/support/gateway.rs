@@ -1,0 +1,364 @@
+//! A gateway under test: our demo server in-process (its stats count what reached the
+//! upstream), a fresh ledger, the `countersign` CLI as real processes (`servers add`, `agents
+//! add`, `policy`, `inbox`, `answer`, and `gateway` itself, which a test may kill -9 and start
+//! again), and agents that are not ours (`tests/peers/gateway_agent.py`: the fastmcp 4.1.4
+//! client, or the `mcp` package's 2025-11-25 session client).
+
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::process::Stdio;
+use std::time::Duration;
+
+use countersign_demo::{DemoConfig, DemoServer};
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+use crate::cli::{self, Run};
+use crate::procs::DataDir;
+
+/// Longest wait for anything in these tests.
+pub const DEADLINE: Duration = Duration::from_secs(60);
+
+/// What the agent's `_meta` says on every 2026-07-28 request (the tasks extension declared).
+pub fn tasks_meta() -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}},
+        "io.modelcontextprotocol/clientInfo": {"name": "raw-test-agent", "version": "1"},
+    })
+}
+
+pub struct GatewayRig {
+    pub dir: DataDir,
+    pub demo: DemoServer,
+    /// `http://127.0.0.1:P/mcp/demo`.
+    pub url: String,
+    pub port: u16,
+    /// The agent `bot`'s token.
+    pub token: String,
+    hold_seconds: u64,
+    child: Option<Child>,
+    http: reqwest::Client,
+}
+
+impl GatewayRig {
+    /// The demo server registered as `demo`, agent `bot`, the gateway running with
+    /// `--hold-seconds hold_seconds`.
+    pub async fn start(hold_seconds: u64) -> GatewayRig {
+        Self::start_with(hold_seconds, DemoConfig::default()).await
+    }
+
+    /// As [`GatewayRig::start`], with the demo server configured (pacing, poll interval).
+    pub async fn start_with(hold_seconds: u64, config: DemoConfig) -> GatewayRig {
+        let demo = DemoServer::start(SocketAddr::from(([127, 0, 0, 1], 0)), config)
+            .await
+            .expect("the demo server starts");
+        let mut rig = GatewayRig {
+            dir: DataDir::new("gateway"),
+            url: String::new(),
+            port: 0,
+            token: String::new(),
+            hold_seconds,
+            child: None,
+            http: reqwest::Client::new(),
+            demo,
+        };
+        let url = rig.demo.url();
+        rig.cli(&["servers", "add", "demo", &url])
+            .await
+            .assert_code(0);
+        let added = rig.cli(&["agents", "add", "bot", "--json"]).await;
+        added.assert_code(0);
+        rig.token = added.json()["token"]
+            .as_str()
+            .unwrap_or_else(|| panic!("agents add --json prints the token; {added}"))
+            .to_owned();
+        rig.start_gateway(0).await;
+        rig
+    }
+
+    /// `countersign --data-dir DIR ARGS…`.
+    pub async fn cli(&self, args: &[&str]) -> Run {
+        let dir = self.dir.path().display().to_string();
+        let mut all = vec!["--data-dir", dir.as_str()];
+        all.extend_from_slice(args);
+        cli::run(&all).await
+    }
+
+    /// Starts `countersign gateway` (port 0: any) and waits for its URL line.
+    pub async fn start_gateway(&mut self, port: u16) {
+        let mut child = Command::new(cli::binary())
+            .arg("--data-dir")
+            .arg(self.dir.path())
+            .args(["gateway", "--port", &port.to_string()])
+            .args(["--hold-seconds", &self.hold_seconds.to_string()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run countersign gateway: {e}"));
+        let stdout = child.stdout.take().expect("piped stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        let first = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+            .await
+            .expect("countersign gateway prints its URL within 30 s")
+            .expect("reading the gateway's stdout")
+            .expect("the gateway prints a line before closing stdout");
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        let base = first.trim().to_owned();
+        assert!(
+            base.starts_with("http://127.0.0.1:") && base.ends_with("/mcp/"),
+            "the first line of countersign gateway is its base URL, got {base:?}"
+        );
+        self.port = base
+            .trim_start_matches("http://127.0.0.1:")
+            .trim_end_matches("/mcp/")
+            .parse()
+            .expect("a port in the URL");
+        self.url = format!("{base}demo");
+        self.child = Some(child);
+    }
+
+    /// SIGKILL of the gateway process (no shutdown of any kind), waited for.
+    pub async fn kill9(&mut self) {
+        let mut child = self.child.take().expect("the gateway runs");
+        let pid = child.id().expect("the gateway has a pid");
+        let status = std::process::Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status()
+            .expect("run kill -KILL");
+        assert!(status.success(), "kill -KILL {pid} failed");
+        let _ = tokio::time::timeout(Duration::from_secs(10), child.wait()).await;
+    }
+
+    /// Runs the agent script to its end: `{"isError", "text", "meta"}` or `{"error"}`.
+    pub async fn agent(&self, mode: &str, token: &str, tool: &str, args: Value) -> Value {
+        let output = tokio::time::timeout(
+            DEADLINE,
+            Command::new(crate::peer::python())
+                .arg(crate::peer::repo_root().join("tests/peers/gateway_agent.py"))
+                .args([mode, &self.url, token, tool, &args.to_string()])
+                .args(["--timeout", "55"])
+                .stdin(Stdio::null())
+                .kill_on_drop(true)
+                .output(),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("the {mode} agent calling {tool} ran longer than {DEADLINE:?}"))
+        .unwrap_or_else(|e| {
+            panic!(
+                "cannot run {} (run .ci/setup-peer.sh): {e}",
+                crate::peer::python().display()
+            )
+        });
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let line = stdout
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or_else(|| {
+                panic!(
+                    "the agent printed nothing; stderr:\n{}",
+                    String::from_utf8_lossy(&output.stderr)
+                )
+            });
+        serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("agent output is not JSON ({e}): {line}"))
+    }
+
+    /// A stdio-only host (the `mcp` package's stdio client) starting `countersign connect demo`,
+    /// which relays to this gateway: the agent script's result.
+    pub async fn stdio_agent(&self, tool: &str, args: Value) -> Value {
+        let output = tokio::time::timeout(
+            DEADLINE,
+            Command::new(crate::peer::python())
+                .arg(crate::peer::repo_root().join("tests/peers/gateway_agent.py"))
+                .arg("stdio")
+                .arg(cli::binary())
+                .args([&self.token, tool, &args.to_string()])
+                .args(["--timeout", "55", "--server", "demo", "--data-dir"])
+                .arg(self.dir.path())
+                .stdin(Stdio::null())
+                .kill_on_drop(true)
+                .output(),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("the stdio agent calling {tool} ran longer than {DEADLINE:?}"))
+        .unwrap_or_else(|e| panic!("cannot run the stdio agent: {e}"));
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let line = stdout
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or_else(|| {
+                panic!(
+                    "the stdio agent printed nothing; stderr:\n{}",
+                    String::from_utf8_lossy(&output.stderr)
+                )
+            });
+        serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("agent output is not JSON ({e}): {line}"))
+    }
+
+    /// The agent `bot` in the background.
+    pub fn spawn_agent(
+        &self,
+        mode: &'static str,
+        tool: &'static str,
+        args: Value,
+    ) -> tokio::task::JoinHandle<Value> {
+        let (python, script) = (
+            crate::peer::python(),
+            crate::peer::repo_root().join("tests/peers/gateway_agent.py"),
+        );
+        let (url, token) = (self.url.clone(), self.token.clone());
+        tokio::spawn(async move {
+            let output = tokio::time::timeout(
+                DEADLINE,
+                Command::new(python)
+                    .arg(script)
+                    .args([mode, &url, &token, tool, &args.to_string()])
+                    .args(["--timeout", "55"])
+                    .stdin(Stdio::null())
+                    .kill_on_drop(true)
+                    .output(),
+            )
+            .await
+            .unwrap_or_else(|_| panic!("the agent calling {tool} ran longer than {DEADLINE:?}"))
+            .unwrap_or_else(|e| panic!("cannot run the agent: {e}"));
+            let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+            let line = stdout
+                .lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("")
+                .to_owned();
+            serde_json::from_str(&line).unwrap_or_else(|e| {
+                panic!(
+                    "agent output is not JSON ({e}): {line:?}; stderr:\n{}",
+                    String::from_utf8_lossy(&output.stderr)
+                )
+            })
+        })
+    }
+
+    /// The server questions `countersign inbox --json` lists.
+    pub async fn pending_questions(&self) -> Vec<Value> {
+        let run = self.cli(&["inbox", "--json"]).await;
+        run.assert_code(0);
+        run.json()
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|item| item["kind"] != "tool_call")
+            .collect()
+    }
+
+    /// The gated calls `countersign inbox --json` lists.
+    pub async fn pending_calls(&self) -> Vec<Value> {
+        let run = self.cli(&["inbox", "--json"]).await;
+        run.assert_code(0);
+        run.json()
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|item| item["kind"] == "tool_call")
+            .collect()
+    }
+
+    /// Waits until the inbox lists a call of `tool`; returns its task id.
+    pub async fn wait_for_pending(&self, tool: &str) -> String {
+        let deadline = tokio::time::Instant::now() + DEADLINE;
+        loop {
+            if let Some(call) = self
+                .pending_calls()
+                .await
+                .into_iter()
+                .find(|c| c["tool"] == tool)
+            {
+                return call["task_id"].as_str().expect("a task id").to_owned();
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "no call of {tool} appeared in the inbox within {DEADLINE:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// One JSON-RPC request with `token` (none: no Authorization header): the HTTP status and
+    /// the body (SSE bodies: the data of the last event).
+    pub async fn rpc(&self, token: Option<&str>, method: &str, params: Value) -> (u16, Value) {
+        let mut request = self
+            .http
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2026-07-28")
+            .body(
+                json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string(),
+            );
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        let response = request.send().await.expect("the gateway answers");
+        let status = response.status().as_u16();
+        let text = response.text().await.expect("a body");
+        let body = text
+            .lines()
+            .rev()
+            .find_map(|l| l.strip_prefix("data:"))
+            .map(str::trim)
+            .unwrap_or(text.trim());
+        (status, serde_json::from_str(body).unwrap_or(Value::Null))
+    }
+
+    /// `tools/call` as a tasks-declaring 2026-07-28 agent: the JSON-RPC result.
+    pub async fn call_as_task_agent(&self, tool: &str, arguments: Value) -> Value {
+        let mut params = json!({"name": tool, "arguments": arguments});
+        params["_meta"] = tasks_meta();
+        let (status, body) = self.rpc(Some(&self.token), "tools/call", params).await;
+        assert_eq!(status, 200, "tools/call through the gateway: {body}");
+        body["result"].clone()
+    }
+
+    /// `tasks/get` (or another `tasks/*` method) of one of Countersign's tasks.
+    pub async fn task_request(&self, method: &str, task_id: &str) -> Value {
+        let (status, body) = self
+            .rpc(
+                Some(&self.token),
+                method,
+                json!({"taskId": task_id, "_meta": tasks_meta()}),
+            )
+            .await;
+        assert_eq!(status, 200, "{method} through the gateway: {body}");
+        body
+    }
+
+    /// Polls `tasks/get` until the task leaves `working`.
+    pub async fn task_to_end(&self, task_id: &str) -> Value {
+        let deadline = tokio::time::Instant::now() + DEADLINE;
+        loop {
+            let body = self.task_request("tasks/get", task_id).await;
+            let task = body["result"].clone();
+            if task["status"] != "working" {
+                return task;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "task {task_id} still working after {DEADLINE:?}: {task}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// `tools/call` requests the upstream (the demo server) has received.
+    pub fn upstream_calls(&self) -> u64 {
+        self.demo.stats().requests_for("tools/call")
+    }
+}
