@@ -64,6 +64,9 @@ cat >"$tmp/config/dunst/dunstrc" <<'DUNSTRC'
     mouse_right_click = close_current
     font = DejaVu Sans 10
 DUNSTRC
+# The context menu (`dunstctl context`, a notification's actions) goes through a script the tests
+# steer (.ci/e2e/dunst-pick.sh) instead of dmenu, which needs a person.
+printf '    dmenu = %s\n' "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/e2e/dunst-pick.sh" >>"$tmp/config/dunst/dunstrc"
 dunst -config "$tmp/config/dunst/dunstrc" >"$tmp/dunst.log" 2>&1 &
 pids+=($!)
 wait_for 10 "dunst (org.freedesktop.Notifications)" bus_has org.freedesktop.Notifications

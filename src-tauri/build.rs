@@ -14,6 +14,7 @@ const COMMANDS: &[&str] = &[
     "task_get",
     "task_cancel",
     "task_adopt",
+    "task_link",
     "server_list",
     "server_add",
     "server_update",

@@ -247,6 +247,15 @@ async fn ledger_views_show_server_text_escaped() {
     let exact = dir.run(&["--json", "task", "show", "#1"]).await;
     exact.expect_code(0);
     assert_eq!(exact.json()["task"]["task_id"], ROW_ID, "{exact}");
+    // The link is percent-encoded: the hostile id cannot break the line or the terminal, and a
+    // link to an id with control characters is one `TaskLink::parse` refuses to open.
+    let link = exact.json()["link"].as_str().unwrap_or_default().to_owned();
+    assert!(link.starts_with("countersign://task/http"), "{exact}");
+    assert!(!link.chars().any(|c| c.is_control()), "{link:?}");
+    assert!(
+        shown.stdout.contains(&format!("  link:      {link}\n")),
+        "{shown}"
+    );
     assert_eq!(exact.json()["task"]["status_message"], FORGED, "{exact}");
 }
 

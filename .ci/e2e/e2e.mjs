@@ -230,6 +230,12 @@ await step("answers through the form: the task completes and the timeline shows 
   assert.ok(bands.includes("input_required") && bands.at(-1) === "completed", `status bands: ${bands}`);
   assert.match(await ui.text('[data-testid="result"]'), /approved, DEPLOYED \(reason='e2e approval'\)/);
   assert.match(await ui.text('[data-testid="event-list"]'), /answered: accept/);
+  // "Copy link" gives the same link as the CLI's `task show`.
+  await ui.click('[data-testid="copy-link"]');
+  const link = await until("the task's link", () => ui.js(`return document.querySelector('[data-testid="task-link"]')?.value ?? null;`));
+  const shown = JSON.parse(execFileSync(cli, ["--data-dir", dataDir, "--json", "task", "show", deployTask]).toString());
+  assert.equal(link, shown.link);
+  assert.match(link, /^countersign:\/\/task\/http/);
   await ui.shot(join(shots, "task-detail.png"));
 });
 

@@ -45,8 +45,9 @@ pub async fn app_info(shell: State<'_, Shell>) -> Result<AppInfo> {
 
 /// The UI drew its first frame (startup time, printed once).
 #[tauri::command]
-pub async fn ui_painted(shell: State<'_, Shell>) -> Result<()> {
+pub async fn ui_painted<R: Runtime>(app: AppHandle<R>, shell: State<'_, Shell>) -> Result<()> {
     shell.painted();
+    crate::window::painted(&app);
     Ok(())
 }
 
@@ -127,7 +128,14 @@ pub async fn task_cancel(shell: State<'_, Shell>, request: TaskRef) -> Result<()
     ipc(shell.console.cancel(request.row).await)
 }
 
-/// Starts tracking a task created elsewhere, by its id.
+/// The task's `countersign://task/<server URL>/<task id>` link ("Copy link").
+#[tauri::command]
+pub async fn task_link(shell: State<'_, Shell>, request: TaskRef) -> Result<String> {
+    ipc(shell.console.task_link(request.row).await)
+}
+
+/// Starts tracking a task created elsewhere, by its id (the person confirmed it, also when a
+/// link led there).
 #[tauri::command]
 pub async fn task_adopt(shell: State<'_, Shell>, request: TaskAdoptRequest) -> Result<TaskView> {
     let record = ipc(shell

@@ -89,7 +89,7 @@ async fn refresh_inbox<R: Runtime>(
                 shell
                     .notifier
                     .questions_summarised(count, servers, move || {
-                        crate::show_main_window(&on_open)
+                        crate::window::open(&on_open, Some(crate::window::Page::Inbox(None)))
                     });
                 tracing::info!("notified: {count} questions in one summary");
             }
@@ -122,7 +122,8 @@ fn notify<R: Runtime>(app: &AppHandle<R>, input: &InputRequestView) {
         input,
         move |quick| answer_from_notification(&on_answer, row, key, quick),
         move || {
-            crate::show_main_window(&on_open);
+            let page = crate::window::Page::Inbox(Some((row, key2.clone())));
+            crate::window::open(&on_open, Some(page));
             emit(
                 &on_open,
                 event::INPUT_FOCUS_REQUESTED,

@@ -108,6 +108,7 @@ contract! {
         task_get: TaskRef => TaskDetail,
         task_cancel: TaskRef => (),
         task_adopt: TaskAdoptRequest => TaskView,
+        task_link: TaskRef => String,
         server_list: () => Vec<ServerView>,
         server_add: ServerAddRequest => ServerView,
         server_update: ServerUpdateRequest => ServerView,

@@ -9,6 +9,7 @@
 //! - [`feed`]: follows the ledger's events and fans them out to the webview, notifications, tray;
 //! - [`notify`]: one desktop notification per question, with Approve/Decline when possible;
 //! - [`tray`]: the tray icon, and the pending count in its tooltip and the window title;
+//! - [`window`]: background mode: the window is destroyed on close and rebuilt on demand;
 //! - [`demo`]: `--demo`, the built-in demo server in-process;
 //! - [`options`]: the command line (`--data-dir`, `--demo`) and the launch time.
 
@@ -16,9 +17,11 @@ pub mod commands;
 pub mod demo;
 pub mod feed;
 pub mod ipc;
+pub mod links;
 pub mod notify;
 pub mod options;
 pub mod tray;
+pub mod window;
 
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -118,13 +121,42 @@ pub fn run(options: Options, launch: Launch) -> Result<(), Error> {
         painted_ms: Mutex::default(),
         demo: tokio::sync::Mutex::new(demo),
     };
-    let app = builder(tauri::Builder::default(), shell).build(tauri::generate_context!())?;
+    // One app per ledger: a second launch on the same data directory hands its arguments to the
+    // running one (which opens its window) and exits. First among the plugins, so the second
+    // instance stops before anything else starts.
+    let single = tauri_plugin_single_instance::Builder::new()
+        .dbus_id(instance_id(&options.data_dir))
+        .callback(|app, args, _cwd| {
+            // Links among its arguments (the desktop entry's `%u`; any position, unlike the
+            // deep-link plugin's single-argument rule), else just the window.
+            let links: Vec<String> = args
+                .into_iter()
+                .skip(1)
+                .filter(|a| links::is_link(a))
+                .collect();
+            if links.is_empty() {
+                window::open(app, None);
+            }
+            for link in links {
+                links::open(app, link);
+            }
+        })
+        .build();
+    let app = builder(tauri::Builder::default().plugin(single), shell)
+        .plugin(tauri_plugin_deep_link::init())
+        .plugin(links::plugin(options.link.clone()))
+        .build(tauri::generate_context!())?;
     if first_calls {
         tauri::async_runtime::spawn(async move { demo::first_calls(&console).await });
     }
     app.run(move |app, event| {
-        if let tauri::RunEvent::Exit = event {
-            app.state::<Shell>().notifier.withdraw_all();
+        match event {
+            // The last window closed (no exit code: not the tray's "Quit"): background mode.
+            tauri::RunEvent::ExitRequested {
+                code: None, api, ..
+            } if window::keep_running(app) => api.prevent_exit(),
+            tauri::RunEvent::Exit => app.state::<Shell>().notifier.withdraw_all(),
+            _ => {}
         }
     });
     Ok(())
@@ -146,6 +178,7 @@ pub fn builder<R: Runtime>(builder: tauri::Builder<R>, shell: Shell) -> tauri::B
             commands::task_get,
             commands::task_cancel,
             commands::task_adopt,
+            commands::task_link,
             commands::server_list,
             commands::server_add,
             commands::server_update,
@@ -160,7 +193,15 @@ pub fn builder<R: Runtime>(builder: tauri::Builder<R>, shell: Shell) -> tauri::B
             commands::audit_export,
             commands::url_open,
         ])
+        .on_window_event(|window, event| {
+            if let tauri::WindowEvent::Destroyed = event {
+                if window.label() == window::MAIN {
+                    window::destroyed(window.app_handle());
+                }
+            }
+        })
         .setup(|app| {
+            app.manage(window::Reopen::default());
             let handle = app.handle().clone();
             if let Err(e) = tray::install(&handle) {
                 tracing::warn!("no tray icon: {e}");
@@ -181,11 +222,22 @@ pub async fn refresh_shell_state<R: Runtime>(app: &AppHandle<R>, shell: &Shell) 
     state
 }
 
-/// Brings the main window to the front.
+/// Brings the main window to the front, rebuilding it if it was closed.
 pub fn show_main_window<R: Runtime>(app: &AppHandle<R>) {
-    if let Some(window) = app.get_webview_window("main") {
-        let _ = window.unminimize();
-        let _ = window.show();
-        let _ = window.set_focus();
-    }
+    window::open(app, None);
+}
+
+/// The single-instance D-Bus name for a data directory (`dev.countersign.app.l<hash>`): one app
+/// per ledger, as one engine per ledger, so apps on different ledgers run side by side. FNV-1a,
+/// so every build of the app computes the same name.
+fn instance_id(data_dir: &std::path::Path) -> String {
+    let dir = std::fs::canonicalize(data_dir).unwrap_or_else(|_| data_dir.to_path_buf());
+    let hash = dir
+        .as_os_str()
+        .as_encoded_bytes()
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+        });
+    format!("dev.countersign.app.l{hash:016x}")
 }

@@ -12,6 +12,8 @@ pub struct Options {
     pub data_dir: PathBuf,
     /// `--demo` / `COUNTERSIGN_DEMO=1`; `COUNTERSIGN_DEMO_SPEED` speeds the demo up.
     pub demo: Option<f64>,
+    /// A `countersign://` link to open (the desktop entry passes it as the argument).
+    pub link: Option<String>,
 }
 
 impl Options {
@@ -20,6 +22,7 @@ impl Options {
         let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
         let mut data_dir = env("COUNTERSIGN_DATA_DIR").map(PathBuf::from);
         let mut demo = env("COUNTERSIGN_DEMO").is_some_and(|v| v != "0");
+        let mut link = None;
         let mut args = args.into_iter();
         while let Some(arg) = args.next() {
             match arg.as_str() {
@@ -34,11 +37,11 @@ impl Options {
                 other if other.starts_with("--data-dir=") => {
                     data_dir = Some(PathBuf::from(&other["--data-dir=".len()..]))
                 }
-                "-h" | "--help" => {
-                    return Err(Error::Usage(
-                        "usage: countersign-desktop [--data-dir DIR] [--demo]".into(),
-                    ))
-                }
+                "-h" | "--help" => return Err(Error::Usage(
+                    "usage: countersign-desktop [--data-dir DIR] [--demo] [countersign://task/…]"
+                        .into(),
+                )),
+                other if crate::links::is_link(other) => link = Some(other.to_owned()),
                 other => return Err(Error::Usage(format!("unknown argument {other:?}"))),
             }
         }
@@ -49,6 +52,7 @@ impl Options {
         Ok(Self {
             data_dir: data_dir.unwrap_or_else(countersign_core::ledger::default_data_dir),
             demo: demo.then_some(speed),
+            link,
         })
     }
 }
@@ -86,5 +90,10 @@ mod tests {
         );
         assert!(matches!(parse(&["--data-dir"]), Err(Error::Usage(_))));
         assert!(matches!(parse(&["--bogus"]), Err(Error::Usage(_))));
+        let with_link = parse(&["--data-dir", "/tmp/x", "countersign://task/demo/t"]);
+        assert_eq!(
+            with_link.expect("valid").link.as_deref(),
+            Some("countersign://task/demo/t")
+        );
     }
 }

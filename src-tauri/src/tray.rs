@@ -1,6 +1,6 @@
 //! The tray icon and the window title: both show how many inputs wait.
 //!
-//! Menu: Show, Do not disturb (a check item kept in sync with the UI toggle), Quit. A left click
+//! Menu: Open (rebuilds a closed window), Do not disturb (a check item kept in sync with the UI toggle), Quit. A left click
 //! on the icon shows the window. On Linux the tooltip is not rendered by most hosts, so the count
 //! also goes into the tray title (the AppIndicator label) and the window title.
 
@@ -10,7 +10,8 @@ use tauri::menu::{CheckMenuItem, Menu, MenuItem};
 use tauri::tray::{MouseButton, MouseButtonState, TrayIconBuilder, TrayIconEvent};
 use tauri::{AppHandle, Manager, Runtime};
 
-const TRAY_ID: &str = "countersign";
+/// The tray icon's id (its presence keeps the app running without a window).
+pub const TRAY_ID: &str = "countersign";
 
 /// Handles kept to update the menu later.
 struct TrayItems<R: Runtime> {
@@ -19,7 +20,7 @@ struct TrayItems<R: Runtime> {
 
 /// Creates the tray icon. Failure (no tray host) is logged by the caller, not fatal.
 pub fn install<R: Runtime>(app: &AppHandle<R>) -> tauri::Result<()> {
-    let show = MenuItem::with_id(app, "show", "Show Countersign", true, None::<&str>)?;
+    let show = MenuItem::with_id(app, "show", "Open Countersign", true, None::<&str>)?;
     let dnd = CheckMenuItem::with_id(app, "dnd", "Do not disturb", true, false, None::<&str>)?;
     let quit = MenuItem::with_id(app, "quit", "Quit", true, None::<&str>)?;
     let menu = Menu::with_items(app, &[&show, &dnd, &quit])?;

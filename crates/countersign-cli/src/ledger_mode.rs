@@ -8,6 +8,7 @@ use std::io::IsTerminal as _;
 use std::sync::Arc;
 use std::time::Duration;
 
+use countersign_core::console::link::TaskLink;
 use countersign_core::console::view::{EngineState, InputResponse, SecretText, ServerAddRequest};
 use countersign_core::console::{self, CallStep, Console, Setup};
 use countersign_core::engine::lock::LockError;
@@ -476,8 +477,12 @@ pub(crate) async fn task_show(desk: &Desk, id: &str, json_out: bool) -> Result<u
     let row = task.id;
     let timeline = desk.ledger().read(|c| events::for_task(c, row))?;
     let questions = desk.ledger().read(|c| inputs::for_task(c, row))?;
+    // The link the app's "Copy link" gives: it opens this task in the app (a teammate's too).
+    let link = TaskLink::to_url(&task.server_url, &task.task_id).to_string();
     if json_out {
-        terminal::json(&json!({"task": task, "questions": questions, "timeline": timeline}));
+        terminal::json(
+            &json!({"task": task, "link": link, "questions": questions, "timeline": timeline}),
+        );
         return Ok(EXIT_COMPLETED);
     }
     say!(
@@ -487,6 +492,7 @@ pub(crate) async fn task_show(desk: &Desk, id: &str, json_out: bool) -> Result<u
         task.server,
         task.server_url
     );
+    say!("  link:      {link}");
     say!(
         "  tool:      {}",
         task.tool.as_deref().unwrap_or("(adopted)")

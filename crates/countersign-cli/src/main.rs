@@ -436,6 +436,7 @@ impl From<countersign_core::console::Error> for CliError {
         use countersign_core::ledger::Error as L;
         match e {
             C::Invalid(why) => Self::Usage(why),
+            C::Link(e) => Self::Usage(e.to_string()),
             C::NotFound(what) => Self::Ledger(L::NotFound(what)),
             C::AlreadyAnswered(why) => Self::Ledger(L::Conflict(why)),
             C::TooManyRounds { tool, rounds } => Self::MrtrRounds { tool, rounds },

@@ -18,6 +18,7 @@
 
 pub mod feed;
 pub mod gateway;
+pub mod link;
 pub mod notifications;
 pub mod present;
 pub mod view;
@@ -87,6 +88,9 @@ pub enum Error {
     /// Signing in to an OAuth-protected server failed (the message names the step; no secret).
     #[error(transparent)]
     SignIn(#[from] crate::auth::SessionError),
+    /// A `countersign://` link that cannot be opened.
+    #[error(transparent)]
+    Link(#[from] link::LinkError),
     /// The person stopped the check before the server answered ([`Console::cancel_checks`]).
     #[error("stopped before the server answered")]
     Cancelled,
@@ -116,7 +120,9 @@ impl Error {
     /// The code a window branches on.
     pub fn code(&self) -> ErrorCode {
         match self {
-            Self::Invalid(_) | Self::Ledger(ledger::Error::Conflict(_)) => ErrorCode::InvalidInput,
+            Self::Invalid(_) | Self::Link(_) | Self::Ledger(ledger::Error::Conflict(_)) => {
+                ErrorCode::InvalidInput
+            }
             Self::Server(mcp::Error::InvalidUrl { .. } | mcp::Error::InvalidRequest(_)) => {
                 ErrorCode::InvalidInput
             }
@@ -611,6 +617,53 @@ impl Console {
         actions::cancel(&self.ledger, row, &self.actor).await?;
         self.nudge();
         Ok(())
+    }
+
+    /// The link to a tracked task, `countersign://task/<server URL>/<task id>`: the URL rather
+    /// than our name for the server, so it opens in a teammate's ledger too.
+    pub async fn task_link(&self, row: i64) -> Result<String> {
+        let record = self.read(move |c| tasks::get(c, row)).await?;
+        Ok(link::TaskLink::to_url(&record.server_url, &record.task_id).to_string())
+    }
+
+    /// What opening a `countersign://` link means here: a tracked task to show, a task of a
+    /// registered server to adopt (after the person confirms), or a server to add first. Reads
+    /// only; nothing is adopted or added without the person.
+    pub async fn open_link(&self, text: &str) -> Result<link::LinkTarget> {
+        let parsed = link::TaskLink::parse(text)?;
+        let server = match &parsed.server {
+            link::LinkServer::Name(name) => Some(
+                self.server_named(name)
+                    .await?
+                    .ok_or_else(|| Error::NotFound(format!("server {name:?}")))?,
+            ),
+            link::LinkServer::Url(url) => self
+                .server_records()
+                .await?
+                .into_iter()
+                .find(|s| same_endpoint(&s.url, url)),
+        };
+        let Some(server) = server else {
+            let link::LinkServer::Url(url) = parsed.server else {
+                return Err(Error::Invalid("a link without a server".into()));
+            };
+            return Ok(link::LinkTarget::AddServer {
+                url,
+                task_id: parsed.task_id,
+            });
+        };
+        let (server_id, task_id) = (server.id, parsed.task_id.clone());
+        let row = self
+            .read(move |c| tasks::row_of(c, server_id, &task_id))
+            .await?;
+        Ok(match row {
+            Some(row) => link::LinkTarget::Tracked { row },
+            None => link::LinkTarget::Adopt {
+                server_id,
+                server: server.name,
+                task_id: parsed.task_id,
+            },
+        })
     }
 
     /// Starts tracking a task created elsewhere, by its id on a registered server.
@@ -1148,4 +1201,15 @@ fn state_of(here: &Here) -> EngineState {
         },
         Here::Elsewhere { pid } => EngineState::Elsewhere { pid: *pid },
     }
+}
+
+/// Whether two endpoint URLs are the same server (a trailing `/` and the scheme and host's case
+/// aside, as URLs compare).
+fn same_endpoint(a: &str, b: &str) -> bool {
+    let norm = |u: &str| {
+        reqwest::Url::parse(u)
+            .map(|p| p.to_string().trim_end_matches('/').to_owned())
+            .unwrap_or_else(|_| u.trim_end_matches('/').to_owned())
+    };
+    norm(a) == norm(b)
 }

@@ -1,10 +1,11 @@
-// Hash routes: #/inbox[/row/key], #/tasks, #/tasks/ROW, #/adopt, #/servers, #/call, #/audit.
+// Hash routes: #/inbox[/row/key], #/tasks, #/tasks/ROW, #/adopt[/SERVER/TASK | /url/URL/TASK],
+// #/servers, #/call, #/audit. The adopt forms come from countersign:// links (the shell builds them).
 
 export type Route =
   | { page: "inbox"; row?: number; key?: string }
   | { page: "tasks" }
   | { page: "task"; row: number }
-  | { page: "adopt" }
+  | { page: "adopt"; serverId?: number; serverUrl?: string; taskId?: string }
   | { page: "servers" }
   | { page: "call" }
   | { page: "audit" };
@@ -25,6 +26,9 @@ export function parseRoute(hash: string): Route {
     case "tasks":
       return parts[1] && Number.isInteger(row) ? { page: "task", row } : { page: "tasks" };
     case "adopt":
+      if (parts[1] === "url" && parts[2] && parts[3]) return { page: "adopt", serverUrl: parts[2], taskId: parts[3] };
+      if (parts[1] && Number.isInteger(row) && parts[2]) return { page: "adopt", serverId: row, taskId: parts[2] };
+      return { page: "adopt" };
     case "servers":
     case "call":
     case "audit":
@@ -42,6 +46,10 @@ export function href(route: Route): string {
       return route.row !== undefined && route.key !== undefined ? `#/inbox/${route.row}/${encodeURIComponent(route.key)}` : "#/inbox";
     case "task":
       return `#/tasks/${route.row}`;
+    case "adopt":
+      if (route.taskId !== undefined && route.serverUrl !== undefined) return `#/adopt/url/${encodeURIComponent(route.serverUrl)}/${encodeURIComponent(route.taskId)}`;
+      if (route.taskId !== undefined && route.serverId !== undefined) return `#/adopt/${route.serverId}/${encodeURIComponent(route.taskId)}`;
+      return "#/adopt";
     default:
       return `#/${route.page}`;
   }

@@ -9,6 +9,8 @@ describe("routes", () => {
       { page: "tasks" },
       { page: "task", row: 42 },
       { page: "adopt" },
+      { page: "adopt", serverId: 2, taskId: "a/b c" },
+      { page: "adopt", serverUrl: "https://h.example/mcp?x=1", taskId: "t#1" },
       { page: "servers" },
       { page: "call" },
       { page: "audit" },
@@ -17,5 +19,9 @@ describe("routes", () => {
     }
     expect(parseRoute("#/nonsense")).toEqual({ page: "inbox" });
     expect(parseRoute("#/tasks/abc")).toEqual({ page: "tasks" });
+    // The shell's link routes (src-tauri/src/window.rs, `Page::route`) read the same way.
+    expect(parseRoute("#/adopt/2/a%2Fb")).toEqual({ page: "adopt", serverId: 2, taskId: "a/b" });
+    expect(parseRoute("#/adopt/url/https%3A%2F%2Fh.example%2Fmcp/t")).toEqual({ page: "adopt", serverUrl: "https://h.example/mcp", taskId: "t" });
+    expect(parseRoute("#/adopt/x")).toEqual({ page: "adopt" });
   });
 });

@@ -40,6 +40,7 @@ export interface Commands {
   task_get: { req: TaskRef; res: TaskDetail };
   task_cancel: { req: TaskRef; res: null };
   task_adopt: { req: TaskAdoptRequest; res: TaskView };
+  task_link: { req: TaskRef; res: string };
   server_list: { req: null; res: Array<ServerView> };
   server_add: { req: ServerAddRequest; res: ServerView };
   server_update: { req: ServerUpdateRequest; res: ServerView };

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The installable package: builds the debug .deb with the Tauri CLI (`tauri build --debug
+# --bundles deb`: the app with the UI embedded, the `countersign` CLI, the desktop entry with the
+# countersign:// link handler, icons), installs it with apt-get as a person would, and runs the
+# smoke test (.ci/e2e/installed.mjs) against the installed binaries inside a private session
+# (.ci/with-session.sh). Run by .ci/test after the end-to-end tests.
+# Env: CARGO_TARGET_DIR (default: target/), SCREENSHOTS (default: .ci/artifacts/screenshots).
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+target="$(realpath -m "${CARGO_TARGET_DIR:-$root/target}")"
+
+if [[ -z "${COUNTERSIGN_SESSION_BUS:-}" ]]; then
+  bash "$root/.ci/setup-desktop.sh" # the Tauri CLI is a devDependency of ui/
+  echo "deb: building the debug .deb (into $target/debug/bundle/deb)"
+  rm -rf "$target/debug/bundle/deb"
+  # `custom-protocol`: the same features as .ci/e2e/run.sh's build, so the app is not rebuilt.
+  (cd "$root" && CARGO_TARGET_DIR="$target" ui/node_modules/.bin/tauri build --debug --bundles deb --ci --features custom-protocol)
+  debs=("$target"/debug/bundle/deb/*.deb)
+  if [[ ${#debs[@]} -ne 1 || ! -f "${debs[0]}" ]]; then
+    echo "deb: expected one .deb in $target/debug/bundle/deb, found: ${debs[*]}" >&2
+    exit 1
+  fi
+  echo "deb: installing ${debs[0]}"
+  sudo_cmd=()
+  if [[ $(id -u) -ne 0 ]]; then sudo_cmd=(sudo); fi
+  # --reinstall: the version does not change between builds, and apt would keep the old files.
+  log="$(mktemp)"
+  if ! DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -q --reinstall "${debs[0]}" >"$log" 2>&1; then
+    cat "$log" >&2
+    rm -f "$log"
+    echo "deb: apt-get install failed" >&2
+    exit 1
+  fi
+  rm -f "$log"
+  exec "$root/.ci/with-session.sh" "$0" "$@"
+fi
+
+export COUNTERSIGN_APP=/usr/bin/countersign-desktop
+export COUNTERSIGN_CLI=/usr/bin/countersign
+export SCREENSHOTS="$(realpath -m "${SCREENSHOTS:-$root/.ci/artifacts/screenshots}")"
+export E2E_WORK="$(mktemp -d /tmp/countersign-deb.XXXXXX)"
+mkdir -p "$SCREENSHOTS" "$E2E_WORK/home"
+logs="$root/.ci/artifacts/e2e"
+mkdir -p "$logs"
+
+driver="${CARGO_HOME:-$HOME/.cargo}/bin/tauri-driver"
+command -v tauri-driver >/dev/null 2>&1 && driver="$(command -v tauri-driver)"
+# The demo at 10x speed, so its approval arrives within seconds.
+HOME="$E2E_WORK/home" RUST_LOG=info COUNTERSIGN_DEMO_SPEED=10 "$driver" --port 4444 >"$logs/installed-app-and-driver.log" 2>&1 &
+driver_pid=$!
+cleanup() {
+  kill "$driver_pid" 2>/dev/null || true
+  wait "$driver_pid" 2>/dev/null || true
+  rm -rf "$E2E_WORK"
+}
+trap cleanup EXIT
+
+node "$here/installed.mjs"

@@ -1,0 +1,69 @@
+// Smoke test of the installed .deb (run by .ci/e2e/deb.sh inside .ci/with-session.sh): the
+// package's own binaries, not the build tree's. The CLI answers `--version`; the desktop entry
+// registers the countersign:// link handler; the app opens a window with the built-in demo and a
+// demo task flows end to end: the demo's deployment asks for approval, Approve in the window
+// answers it, and the task completes.
+//
+// Env: COUNTERSIGN_APP, COUNTERSIGN_CLI (the installed binaries), E2E_WORK (scratch dir),
+// SCREENSHOTS.
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { App, screenshot, until } from "./wd.mjs";
+
+const app = process.env.COUNTERSIGN_APP;
+const cli = process.env.COUNTERSIGN_CLI;
+const work = process.env.E2E_WORK;
+const shots = process.env.SCREENSHOTS;
+for (const [k, v] of Object.entries({ COUNTERSIGN_APP: app, COUNTERSIGN_CLI: cli, E2E_WORK: work, SCREENSHOTS: shots })) {
+  assert.ok(v, `${k} must be set (run .ci/e2e/deb.sh)`);
+}
+
+async function step(name, fn) {
+  const t0 = Date.now();
+  try {
+    await fn();
+  } catch (e) {
+    console.log(`FAIL ${name}: ${e.stack ?? e.message}`);
+    try {
+      screenshot(join(shots, "installed-failure.png"));
+    } catch {}
+    throw e;
+  }
+  console.log(`ok   ${name} (${((Date.now() - t0) / 1000).toFixed(1)} s)`);
+}
+
+await step("the packaged CLI prints its version", async () => {
+  const out = execFileSync(cli, ["--version"]).toString().trim();
+  const manifest = readFileSync(join(import.meta.dirname, "../../Cargo.toml"), "utf8");
+  const version = /\[workspace\.package\]\s*version = "([^"]+)"/.exec(manifest)?.[1];
+  assert.ok(version, "the workspace version in Cargo.toml");
+  assert.equal(out, `countersign ${version}`);
+});
+
+await step("the desktop entry opens countersign:// links with the app", async () => {
+  const entries = execFileSync("dpkg-query", ["-L", "countersign"]).toString().split("\n");
+  const desktop = entries.find((p) => p.startsWith("/usr/share/applications/") && p.endsWith(".desktop"));
+  assert.ok(desktop, `a desktop entry in the package: ${entries.join(" ")}`);
+  const text = readFileSync(desktop, "utf8");
+  assert.match(text, /^MimeType=x-scheme-handler\/countersign;?$/m);
+  assert.match(text, /^Exec=countersign-desktop %u$/m, "the link reaches the app as its argument");
+  assert.ok(entries.includes(app) && entries.includes(cli), "both binaries come from the package");
+});
+
+let ui;
+await step("the installed app opens its window with the demo; the demo's approval flows to completion", async () => {
+  ui = await App.launch(app, ["--demo", "--data-dir", join(work, "ledger")]);
+  await ui.go("#/inbox");
+  const count = async () => Number(await ui.text('[data-testid="inbox-count"]'));
+  await until("the demo deployment's question in the inbox", async () => (await count()) === 1, 30000);
+  await ui.shot(join(shots, "installed-inbox.png"));
+  await ui.click('[data-testid="approve"]');
+  await until("an empty inbox", async () => (await count()) === 0, 15000);
+  await ui.go("#/tasks");
+  await until("the approved deployment to complete", async () =>
+    ui.js(`return [...document.querySelectorAll(".task-row")].some((r) =>
+      r.querySelector(".tool code")?.textContent === "deploy_service" && r.querySelector(".status.s-completed"));`), 30000);
+});
+await ui?.quit();
