@@ -18,6 +18,7 @@
 
 pub mod notifications;
 pub mod present;
+mod sign_ins;
 pub mod view;
 
 use std::collections::HashMap;
@@ -260,6 +261,9 @@ pub struct Console {
     refreshers: Mutex<HashMap<i64, tokio::task::JoinHandle<()>>>,
     /// Whether the refreshers of servers signed in before this process started are running.
     refreshers_resumed: std::sync::atomic::AtomicBool,
+    /// One refresh at a time per server, shared by the refreshers and the engine's refresh on
+    /// `401`.
+    flights: sign_ins::Flights,
 }
 
 impl Console {
@@ -275,6 +279,11 @@ impl Console {
         let data_dir = config.data_dir.clone();
         let tokens = Tokens::new(secrets, &data_dir);
         config.tokens = Some(tokens.provider());
+        let flights = sign_ins::Flights::default();
+        config.sign_ins = Some(Arc::new(sign_ins::KeyringSignIns {
+            tokens: tokens.clone(),
+            flights: flights.clone(),
+        }));
         let mut console = Self {
             ledger: Arc::new(Ledger::open(&data_dir)?),
             here: OnceCell::new(),
@@ -288,6 +297,7 @@ impl Console {
             next_call: AtomicU64::new(1),
             refreshers: Mutex::default(),
             refreshers_resumed: Default::default(),
+            flights,
         };
         if start == Start::Now {
             console.ensure_engine().await.map_err(|e| match e {
@@ -640,12 +650,24 @@ impl Console {
 
     /// Registered servers with their health.
     pub async fn servers(&self) -> Result<Vec<ServerView>> {
-        let (list, seen) = self
-            .read(|c| Ok((servers::list(c)?, events::reachability(c)?)))
+        let (list, seen, sign_ins) = self
+            .read(|c| {
+                Ok((
+                    servers::list(c)?,
+                    events::reachability(c)?,
+                    events::sign_in_states(c)?,
+                ))
+            })
             .await?;
         Ok(list
             .iter()
-            .map(|s| present::server(s, seen.iter().find(|r| r.server_id == s.id)))
+            .map(|s| {
+                present::server(
+                    s,
+                    seen.iter().find(|r| r.server_id == s.id),
+                    sign_ins.iter().find(|r| r.server_id == s.id),
+                )
+            })
             .collect())
     }
 
@@ -831,10 +853,10 @@ impl Console {
         self.tokens.store_credentials(id, &credentials).await?;
         actions::record_discovery(&self.ledger, id, &discovery).await?;
         let record = self.set_token_flag(id, true).await?;
-        if let Some(engine) = self.engine() {
-            // The ledger cannot see a new token: have the engine rebuild its clients.
-            engine.reload_links();
-        }
+        // Every engine (here or in another process) reloads the token and resumes the server's
+        // tasks if they waited for this sign-in.
+        self.record_sign_in(id, events::EventKind::SignedIn).await?;
+        self.nudge();
         self.keep_fresh(id, authorizer, credentials);
         Ok(record)
     }
@@ -852,6 +874,7 @@ impl Console {
             return;
         };
         let tokens = self.tokens.clone();
+        let flights = self.flights.clone();
         let warn = self.warn.clone();
         let task = tokio::spawn(async move {
             loop {
@@ -862,30 +885,39 @@ impl Console {
                     return;
                 };
                 tokio::time::sleep(refresh_delay(expires_at, std::time::SystemTime::now())).await;
-                match authorizer.refresh(&credentials).await {
-                    Ok(fresh) => {
-                        reloader.set_token(id, fresh.tokens.access_token.clone());
+                // Through the server's flight: the engine may be refreshing after a 401.
+                let refreshed = sign_ins::refresh(
+                    &tokens,
+                    &flights,
+                    id,
+                    authorizer.server(),
+                    Some(&credentials.tokens.access_token),
+                )
+                .await;
+                match refreshed.reauth {
+                    engine::Reauth::Token(token) => {
+                        reloader.set_token(id, token);
                         // Clients built later take the token from the cache, which storing
-                        // updates; if the keyring refuses, the in-place token still serves.
-                        match tokens.store_credentials(id, &fresh).await {
-                            Ok(()) => reloader.reload(),
-                            Err(e) => tracing::warn!("a refreshed token could not be kept: {e}"),
+                        // updated.
+                        reloader.reload();
+                        if let Some(fresh) = refreshed.credentials {
+                            credentials = fresh;
                         }
-                        credentials = fresh;
                     }
                     // The authorization server is unreachable: try again shortly.
-                    Err(crate::auth::Error::TokenRequest { .. }) => {
+                    engine::Reauth::Later(_) => {
                         tokio::time::sleep(Duration::from_secs(30)).await;
                     }
-                    Err(e) => {
+                    engine::Reauth::SignInNeeded(why) => {
                         let message =
-                            format!("{} needs you to sign in again ({e})", authorizer.server());
+                            format!("{} needs you to sign in again ({why})", authorizer.server());
                         tracing::warn!("{message}");
                         if let Some(warn) = &warn {
                             warn(&message);
                         }
                         return;
                     }
+                    engine::Reauth::NotSignedIn => return,
                 }
             }
         });
@@ -894,6 +926,22 @@ impl Console {
                 old.abort();
             }
         }
+    }
+
+    /// Appends a server's `signed_in`/`signed_out`, the event engines act on.
+    async fn record_sign_in(&self, id: i64, kind: events::EventKind) -> Result<()> {
+        self.ledger
+            .write(move |ctx| {
+                ctx.append(events::NewEvent {
+                    task: None,
+                    server_id: Some(id),
+                    via: events::Via::User,
+                    kind,
+                })?;
+                Ok(())
+            })
+            .await?;
+        Ok(())
     }
 
     fn stop_refreshing(&self, id: i64) {
@@ -913,9 +961,9 @@ impl Console {
         } else {
             server
         };
-        if let Some(engine) = self.engine() {
-            engine.reload_links();
-        }
+        self.record_sign_in(id, events::EventKind::SignedOut)
+            .await?;
+        self.nudge();
         Ok(record)
     }
 

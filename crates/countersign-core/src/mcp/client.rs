@@ -268,7 +268,8 @@ impl Client {
         *self.inner.token.write().unwrap_or_else(|e| e.into_inner()) = token;
     }
 
-    fn bearer_token(&self) -> Option<Sensitive<String>> {
+    /// The bearer token sent with requests now.
+    pub fn bearer_token(&self) -> Option<Sensitive<String>> {
         self.inner
             .token
             .read()
@@ -501,6 +502,11 @@ impl Client {
         }
     }
 
+    /// Sends one request; when it is refused (`401`/`403`) after the bearer token was replaced
+    /// while it was out, sends it once more with the new token. An authorization server may
+    /// revoke the old access token the moment a refresh issues the new one, so a request in
+    /// flight at that moment is refused through no fault of ours; a refusal ran nothing, so
+    /// sending again duplicates nothing.
     async fn send(
         &self,
         method: &str,
@@ -508,6 +514,33 @@ impl Client {
         name: Option<&str>,
         extra_headers: &[(String, String)],
         version: &str,
+    ) -> Result<Value> {
+        let token = self.bearer_token();
+        match self
+            .send_with(method, params, name, extra_headers, version, token.as_ref())
+            .await
+        {
+            Err(Error::Unauthorized { .. }) if self.bearer_token() != token => {
+                let token = self.bearer_token();
+                tracing::debug!(
+                    method,
+                    "refused after a token refresh; sending once more with the new token"
+                );
+                self.send_with(method, params, name, extra_headers, version, token.as_ref())
+                    .await
+            }
+            other => other,
+        }
+    }
+
+    async fn send_with(
+        &self,
+        method: &str,
+        params: &Map<String, Value>,
+        name: Option<&str>,
+        extra_headers: &[(String, String)],
+        version: &str,
+        token: Option<&Sensitive<String>>,
     ) -> Result<Value> {
         let inner = &self.inner;
         let id = inner.next_id.fetch_add(1, Ordering::Relaxed);
@@ -534,7 +567,7 @@ impl Client {
         for (header, value) in extra_headers {
             insert_header(&mut headers, header, value)?;
         }
-        if let Some(token) = self.bearer_token() {
+        if let Some(token) = token {
             let mut value =
                 HeaderValue::from_str(&format!("Bearer {}", token.expose())).map_err(|_| {
                     Error::InvalidRequest(
