@@ -18,6 +18,8 @@ const COMMANDS: &[&str] = &[
     "server_update",
     "server_remove",
     "server_check",
+    "server_sign_in",
+    "server_sign_out",
     "tool_list",
     "tool_call",
     "tool_call_answer",

@@ -105,7 +105,20 @@ async fn publish<R: Runtime>(
             | EventKind::ServerUpdated { .. }
             | EventKind::ServerDiscovered { .. }
             | EventKind::ServerUnreachable { .. }
-            | EventKind::ServerRecovered => servers_changed = true,
+            | EventKind::ServerRecovered
+            | EventKind::SignedIn
+            | EventKind::SignedOut => servers_changed = true,
+            EventKind::SignInNeeded { .. } => {
+                servers_changed = true;
+                // Recorded once on the server (and once per task): told once.
+                if e.task.is_none() {
+                    let shell = app.state::<Shell>();
+                    crate::sign_in::notify_needed(
+                        shell.notifier.dnd(),
+                        e.server.as_deref().unwrap_or("A server"),
+                    );
+                }
+            }
             _ => {}
         }
     }

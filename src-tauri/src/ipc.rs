@@ -112,6 +112,8 @@ contract! {
         server_update: ServerUpdateRequest => ServerView,
         server_remove: ServerRef => (),
         server_check: ServerRef => ServerView,
+        server_sign_in: ServerRef => ServerView,
+        server_sign_out: ServerRef => ServerView,
         tool_list: ServerRef => Vec<ToolView>,
         tool_call: ToolCallRequest => ToolCallOutcome,
         tool_call_answer: ToolCallAnswerRequest => ToolCallOutcome,

@@ -8,6 +8,7 @@
 //! - [`ipc`]: the command/event contract, declared once (ts-rs generates `ui/src/bindings/`);
 //! - [`feed`]: follows the ledger's events and fans them out to the webview, notifications, tray;
 //! - [`notify`]: one desktop notification per question, with Approve/Decline when possible;
+//! - [`sign_in`]: signing in to and out of OAuth-protected servers, the "sign in again" notice;
 //! - [`tray`]: the tray icon, and the pending count in its tooltip and the window title;
 //! - [`demo`]: `--demo`, the built-in demo server in-process;
 //! - [`options`]: the command line (`--data-dir`, `--demo`) and the launch time.
@@ -18,6 +19,7 @@ pub mod feed;
 pub mod ipc;
 pub mod notify;
 pub mod options;
+pub mod sign_in;
 pub mod tray;
 
 use std::sync::{Arc, Mutex};
@@ -150,6 +152,8 @@ pub fn builder<R: Runtime>(builder: tauri::Builder<R>, shell: Shell) -> tauri::B
             commands::server_update,
             commands::server_remove,
             commands::server_check,
+            sign_in::server_sign_in,
+            sign_in::server_sign_out,
             commands::tool_list,
             commands::tool_call,
             commands::tool_call_answer,

@@ -136,7 +136,6 @@ pub(crate) async fn servers_add(
     browser: bool,
     json_out: bool,
 ) -> Result<u8, CliError> {
-    let static_token = token.is_some();
     // The token given is this server's: discovery carries it, the keyring keeps it.
     let request = |discover: bool, token: Option<Sensitive<String>>| ServerAddRequest {
         name: name.to_owned(),
@@ -144,18 +143,12 @@ pub(crate) async fn servers_add(
         token: token.map(SecretText),
         discover,
     };
-    let record = match desk.console.add_server(request(discover, token)).await {
-        // A server that answers 401 without a token we were given needs an OAuth sign-in:
-        // register it undiscovered, then sign in (which discovers it with the token).
-        Err(console::Error::Server(mcp::Error::Unauthorized { status: 401, .. }))
-            if !static_token =>
-        {
-            let added = desk.console.add_server(request(false, None)).await?;
-            tell!("{name} needs a sign-in");
-            sign_in(desk, added.id, browser).await?
-        }
-        other => other?,
-    };
+    // A server that answers 401 without a token we were given needs an OAuth sign-in: the
+    // console registers it undiscovered, then signs in (which discovers it with the token).
+    let record = desk
+        .console
+        .add_server_signing_in(request(discover, token), opener(browser), SIGN_IN_TIMEOUT)
+        .await?;
     if json_out {
         terminal::json(&serde_json::to_value(&record).unwrap_or(Value::Null));
     } else {
@@ -207,42 +200,26 @@ pub(crate) async fn servers_logout(
 }
 
 async fn sign_in(desk: &Desk, id: i64, browser: bool) -> Result<ServerRecord, CliError> {
-    let open = move |url: String| async move {
-        let host = reqwest_host(&url);
+    Ok(desk
+        .console
+        .sign_in(id, opener(browser), SIGN_IN_TIMEOUT)
+        .await?)
+}
+
+/// Shows the authorization URL (its host first) and, unless `--no-browser`, opens the browser.
+fn opener(
+    browser: bool,
+) -> impl Fn(String) -> std::future::Ready<countersign_core::auth::Result<()>> {
+    move |url: String| {
+        let host = countersign_core::auth::host_of(&url);
         tell!("sign in at {host} in your browser:\n  {url}");
         if browser {
-            if let Err(e) = open_browser(&url) {
+            if let Err(e) = countersign_core::auth::open_browser(&url) {
                 tell!("could not open a browser ({e}); open the URL above yourself");
             }
         }
-        Ok(())
-    };
-    Ok(desk.console.sign_in(id, open, SIGN_IN_TIMEOUT).await?)
-}
-
-/// The authorization server's host, shown before the browser opens.
-fn reqwest_host(url: &str) -> String {
-    url.split_once("://")
-        .map(|(_, rest)| rest.split(['/', '?', '#']).next().unwrap_or(rest))
-        .map(|authority| authority.rsplit('@').next().unwrap_or(authority).to_owned())
-        .unwrap_or_else(|| url.to_owned())
-}
-
-/// Opens `url` with `$BROWSER` (its first word, the URL as one argument), else `xdg-open`,
-/// without a shell and without waiting for the browser to close.
-fn open_browser(url: &str) -> std::io::Result<()> {
-    let program = std::env::var("BROWSER")
-        .ok()
-        .and_then(|b| b.split(':').next().map(str::to_owned))
-        .filter(|b| !b.trim().is_empty())
-        .unwrap_or_else(|| "xdg-open".into());
-    std::process::Command::new(program.trim())
-        .arg(url)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .map(|_| ())
+        std::future::ready(Ok(()))
+    }
 }
 
 pub(crate) async fn servers_list(desk: &Desk, json_out: bool) -> Result<u8, CliError> {

@@ -861,6 +861,38 @@ impl Console {
         Ok(record)
     }
 
+    /// Registers a server and, when it answers `401` without a token given (it is
+    /// OAuth-protected), signs in to it (see [`Console::sign_in`]). A sign-in that fails leaves
+    /// the server registered, waiting for a sign-in, and returns the sign-in's error.
+    pub async fn add_server_signing_in<F, Fut>(
+        &self,
+        request: ServerAddRequest,
+        open: F,
+        timeout: Duration,
+    ) -> Result<ServerRecord>
+    where
+        F: Fn(String) -> Fut,
+        Fut: std::future::Future<Output = crate::auth::Result<()>>,
+    {
+        let static_token = request
+            .token
+            .as_ref()
+            .is_some_and(|t| !t.0.expose().trim().is_empty());
+        let undiscovered = ServerAddRequest {
+            discover: false,
+            token: None,
+            ..request.clone()
+        };
+        match self.add_server(request).await {
+            // Registered undiscovered; the sign-in discovers it with the token.
+            Err(Error::Server(mcp::Error::Unauthorized { status: 401, .. })) if !static_token => {
+                let added = self.add_server(undiscovered).await?;
+                self.sign_in(added.id, open, timeout).await
+            }
+            other => other,
+        }
+    }
+
     /// Refreshes server `id`'s token before it expires, for as long as this process runs an
     /// engine; when a refresh is refused, warns that a person must sign in again (the engine's
     /// polls then fail `unauthorized`, the tasks keep their state) and stops.

@@ -43,6 +43,8 @@ export interface Commands {
   server_update: { req: ServerUpdateRequest; res: ServerView };
   server_remove: { req: ServerRef; res: null };
   server_check: { req: ServerRef; res: ServerView };
+  server_sign_in: { req: ServerRef; res: ServerView };
+  server_sign_out: { req: ServerRef; res: ServerView };
   tool_list: { req: ServerRef; res: Array<ToolView> };
   tool_call: { req: ToolCallRequest; res: ToolCallOutcome };
   tool_call_answer: { req: ToolCallAnswerRequest; res: ToolCallOutcome };

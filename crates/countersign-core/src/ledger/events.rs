@@ -597,7 +597,8 @@ pub struct SignInState {
     pub server_id: i64,
     /// Signed in (`signed_in` last).
     pub signed_in: bool,
-    /// Why a sign-in is needed (`sign_in_needed` last); `None` otherwise.
+    /// Why a sign-in is needed (`sign_in_needed` or `signed_out` last); `None` after
+    /// `signed_in`.
     pub needed: Option<String>,
     /// When (Unix ms).
     pub at: i64,
@@ -625,7 +626,8 @@ pub fn sign_in_states(conn: &Connection) -> Result<Vec<SignInState>> {
         let (signed_in, needed) = match serde_json::from_str::<EventKind>(&data) {
             Ok(EventKind::SignInNeeded { message }) => (false, Some(message)),
             Ok(EventKind::SignedIn) => (true, None),
-            _ => (false, None),
+            // Signed out on purpose: the server still asks for a sign-in to poll its tasks.
+            _ => (false, Some("signed out".to_owned())),
         };
         out.push(SignInState {
             server_id,
