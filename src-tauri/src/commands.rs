@@ -125,6 +125,7 @@ pub async fn server_add(shell: State<'_, Shell>, request: ServerAddRequest) -> R
         .console
         .add_server_signing_in(
             request,
+            Default::default(),
             crate::sign_in::open,
             crate::sign_in::SIGN_IN_TIMEOUT,
         )

@@ -133,7 +133,7 @@ pub(crate) async fn servers_add(
     url: &str,
     token: Option<Sensitive<String>>,
     discover: bool,
-    browser: bool,
+    with: SignInWith,
     json_out: bool,
 ) -> Result<u8, CliError> {
     // The token given is this server's: discovery carries it, the keyring keeps it.
@@ -147,7 +147,12 @@ pub(crate) async fn servers_add(
     // console registers it undiscovered, then signs in (which discovers it with the token).
     let record = desk
         .console
-        .add_server_signing_in(request(discover, token), opener(browser), SIGN_IN_TIMEOUT)
+        .add_server_signing_in(
+            request(discover, token),
+            with.client,
+            opener(with.browser),
+            SIGN_IN_TIMEOUT,
+        )
         .await?;
     if json_out {
         terminal::json(&serde_json::to_value(&record).unwrap_or(Value::Null));
@@ -170,11 +175,19 @@ const SIGN_IN_TIMEOUT: Duration = Duration::from_secs(300);
 pub(crate) async fn servers_login(
     desk: &Desk,
     name: &str,
-    browser: bool,
+    with: SignInWith,
     json_out: bool,
 ) -> Result<u8, CliError> {
     let server = desk.server(name).await?;
-    let record = sign_in(desk, server.id, browser).await?;
+    let record = desk
+        .console
+        .sign_in_as(
+            server.id,
+            with.client,
+            opener(with.browser),
+            SIGN_IN_TIMEOUT,
+        )
+        .await?;
     if json_out {
         terminal::json(&json!({"signedIn": record.name}));
     } else {
@@ -199,11 +212,12 @@ pub(crate) async fn servers_logout(
     Ok(EXIT_COMPLETED)
 }
 
-async fn sign_in(desk: &Desk, id: i64, browser: bool) -> Result<ServerRecord, CliError> {
-    Ok(desk
-        .console
-        .sign_in(id, opener(browser), SIGN_IN_TIMEOUT)
-        .await?)
+/// How to sign in: as which client, and whether to open a browser.
+pub(crate) struct SignInWith {
+    /// Pre-registered client, metadata document URL (default: dynamic registration).
+    pub(crate) client: countersign_core::console::SignInClient,
+    /// Open the browser (else only print the URL).
+    pub(crate) browser: bool,
 }
 
 /// Shows the authorization URL (its host first) and, unless `--no-browser`, opens the browser.

@@ -151,6 +151,60 @@ fn refresh_delay(expires_at: u64, now: std::time::SystemTime) -> Duration {
     Duration::from_secs_f64((left - 60.0).max(left / 2.0))
 }
 
+/// Who Countersign is when it signs in, when the person says (else: a dynamic registration
+/// where the authorization server offers one).
+#[derive(Debug, Clone, Default)]
+pub struct SignInClient {
+    /// A client id the person registered with the authorization server themselves.
+    pub client_id: Option<String>,
+    /// Its secret, for a confidential client (kept in the OS keyring with the sign-in only).
+    pub client_secret: Option<crate::sensitive::Sensitive<String>>,
+    /// The URL where our client ID metadata document is published, used where the
+    /// authorization server supports them.
+    pub metadata_document_url: Option<String>,
+}
+
+impl SignInClient {
+    /// The checked client configuration: a non-empty client id (a secret needs one), and a
+    /// metadata document URL that is `https` (or `http` on a loopback host, for testing) with
+    /// a path, as client ID metadata documents must be.
+    pub fn config(&self) -> Result<crate::auth::ClientConfig> {
+        let client_id = self.client_id.as_deref().map(str::trim);
+        if client_id == Some("") {
+            return Err(Error::Invalid("the client id is empty".into()));
+        }
+        if self.client_secret.is_some() && client_id.is_none() {
+            return Err(Error::Invalid(
+                "a client secret needs the client id it belongs to".into(),
+            ));
+        }
+        if let Some(url) = &self.metadata_document_url {
+            let parsed = url::Url::parse(url.trim()).map_err(|e| {
+                Error::Invalid(format!("the client metadata document URL {url:?}: {e}"))
+            })?;
+            let loopback = matches!(parsed.host_str(), Some("127.0.0.1" | "localhost" | "[::1]"));
+            let scheme_ok = parsed.scheme() == "https" || (parsed.scheme() == "http" && loopback);
+            if !scheme_ok || parsed.path() == "/" || parsed.path().is_empty() {
+                return Err(Error::Invalid(format!(
+                    "the client metadata document URL must be https with a path: {url}"
+                )));
+            }
+        }
+        Ok(crate::auth::ClientConfig {
+            metadata_document_url: self
+                .metadata_document_url
+                .as_ref()
+                .map(|u| u.trim().to_owned()),
+            pre_registered: client_id.map(|id| crate::auth::PreRegistered {
+                issuer: None,
+                client_id: id.to_owned(),
+                client_secret: self.client_secret.clone(),
+            }),
+            ..crate::auth::ClientConfig::default()
+        })
+    }
+}
+
 /// Result of a console action.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -819,15 +873,33 @@ impl Console {
         F: Fn(String) -> Fut,
         Fut: std::future::Future<Output = crate::auth::Result<()>>,
     {
+        self.sign_in_as(id, SignInClient::default(), open, timeout)
+            .await
+    }
+
+    /// [`Console::sign_in`] as a client the person chose: a client they registered with the
+    /// authorization server themselves (its secret goes to the OS keyring with the sign-in and
+    /// nowhere else), and/or our client ID metadata document at their URL.
+    pub async fn sign_in_as<F, Fut>(
+        &self,
+        id: i64,
+        client: SignInClient,
+        open: F,
+        timeout: Duration,
+    ) -> Result<ServerRecord>
+    where
+        F: Fn(String) -> Fut,
+        Fut: std::future::Future<Output = crate::auth::Result<()>>,
+    {
+        let config = client.config()?;
         let server = self.server(id).await?;
         let client = Client::with_options(
             mcp::Endpoint::new(server.url.clone()),
             self.config.client.clone(),
             None,
         )?;
-        let authorizer =
-            crate::auth::Authorizer::new(&server.url, crate::auth::ClientConfig::default())
-                .map_err(crate::auth::SessionError::from)?;
+        let authorizer = crate::auth::Authorizer::new(&server.url, config)
+            .map_err(crate::auth::SessionError::from)?;
         // The last sign-in keeps its registration (a new one only for a new authorization
         // server); an unreadable one is simply replaced.
         let mut credentials = self.tokens.load_credentials(id).await.ok().flatten();
@@ -867,6 +939,7 @@ impl Console {
     pub async fn add_server_signing_in<F, Fut>(
         &self,
         request: ServerAddRequest,
+        client: SignInClient,
         open: F,
         timeout: Duration,
     ) -> Result<ServerRecord>
@@ -886,8 +959,10 @@ impl Console {
         match self.add_server(request).await {
             // Registered undiscovered; the sign-in discovers it with the token.
             Err(Error::Server(mcp::Error::Unauthorized { status: 401, .. })) if !static_token => {
+                // Checked before anything is registered: a bad client URL adds nothing.
+                client.config()?;
                 let added = self.add_server(undiscovered).await?;
-                self.sign_in(added.id, open, timeout).await
+                self.sign_in_as(added.id, client, open, timeout).await
             }
             other => other,
         }
@@ -1203,5 +1278,73 @@ fn state_of(here: &Here) -> EngineState {
             resumed: engine.resumed().min(u32::MAX as usize) as u32,
         },
         Here::Elsewhere { pid } => EngineState::Elsewhere { pid: *pid },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sensitive::Sensitive;
+
+    fn client(id: Option<&str>, secret: bool, url: Option<&str>) -> SignInClient {
+        SignInClient {
+            client_id: id.map(str::to_owned),
+            client_secret: secret.then(|| Sensitive::new("s3cr3t".to_owned())),
+            metadata_document_url: url.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn a_pre_registered_client_is_used_for_the_issuer_the_server_names() {
+        let config = client(Some(" my-client "), true, None)
+            .config()
+            .expect("a client id with its secret");
+        let pre = config.pre_registered.expect("pre-registered");
+        assert_eq!(pre.client_id, "my-client");
+        assert_eq!(pre.issuer, None, "bound to this server's issuer at sign-in");
+        assert!(pre.client_secret.is_some());
+        assert!(SignInClient::default()
+            .config()
+            .expect("the default")
+            .pre_registered
+            .is_none());
+    }
+
+    #[test]
+    fn bad_sign_in_clients_are_refused_before_anything_is_sent() {
+        for (bad, why) in [
+            (client(Some("  "), false, None), "an empty client id"),
+            (client(None, true, None), "a secret without a client id"),
+            (
+                client(None, false, Some("http://example.com/client.json")),
+                "a metadata document over http on a public host",
+            ),
+            (
+                client(None, false, Some("https://example.com")),
+                "a metadata document URL without a path",
+            ),
+            (client(None, false, Some("not a url")), "not a URL"),
+        ] {
+            let error = bad.config().expect_err(why);
+            assert!(matches!(error, Error::Invalid(_)), "{why}: {error:?}");
+            assert!(
+                !error.to_string().contains("s3cr3t"),
+                "{why}: no secret in {error}"
+            );
+        }
+        let ok = client(
+            None,
+            false,
+            Some("https://example.com/countersign/client.json"),
+        )
+        .config()
+        .expect("an https metadata document URL with a path");
+        assert_eq!(
+            ok.metadata_document_url.as_deref(),
+            Some("https://example.com/countersign/client.json")
+        );
+        client(None, false, Some("http://127.0.0.1:8000/client.json"))
+            .config()
+            .expect("http on a loopback host, for testing");
     }
 }
