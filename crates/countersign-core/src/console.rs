@@ -140,17 +140,6 @@ impl From<Error> for CommandError {
     }
 }
 
-/// How long to wait before refreshing a token that expires at `expires_at` (Unix seconds): half
-/// the time left, but no later than a minute before it expires.
-fn refresh_delay(expires_at: u64, now: std::time::SystemTime) -> Duration {
-    let now = now
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_secs_f64();
-    let left = (expires_at as f64 - now).max(0.0);
-    Duration::from_secs_f64((left - 60.0).max(left / 2.0))
-}
-
 /// Who Countersign is when it signs in, when the person says (else: a dynamic registration
 /// where the authorization server offers one).
 #[derive(Debug, Clone, Default)]
@@ -311,8 +300,9 @@ pub struct Console {
     warn: Option<Warn>,
     calls: Mutex<HashMap<u64, PendingCall>>,
     next_call: AtomicU64,
-    /// One token refresher per signed-in server (single-flight: a new sign-in replaces it).
-    refreshers: Mutex<HashMap<i64, tokio::task::JoinHandle<()>>>,
+    /// One token refresher per signed-in server (a new sign-in replaces it), shared with the
+    /// engine's sign-ins (a sign-in in another process starts one here too).
+    refreshers: sign_ins::Refreshers,
     /// Whether the refreshers of servers signed in before this process started are running.
     refreshers_resumed: std::sync::atomic::AtomicBool,
     /// One refresh at a time per server, shared by the refreshers and the engine's refresh on
@@ -334,9 +324,11 @@ impl Console {
         let tokens = Tokens::new(secrets, &data_dir);
         config.tokens = Some(tokens.provider());
         let flights = sign_ins::Flights::default();
+        let refreshers = sign_ins::Refreshers::new(warn.clone());
         config.sign_ins = Some(Arc::new(sign_ins::KeyringSignIns {
             tokens: tokens.clone(),
             flights: flights.clone(),
+            refreshers: refreshers.clone(),
         }));
         let mut console = Self {
             ledger: Arc::new(Ledger::open(&data_dir)?),
@@ -349,7 +341,7 @@ impl Console {
             warn,
             calls: Mutex::default(),
             next_call: AtomicU64::new(1),
-            refreshers: Mutex::default(),
+            refreshers,
             refreshers_resumed: Default::default(),
             flights,
         };
@@ -389,9 +381,11 @@ impl Console {
                 }
             })
             .await?;
-        if matches!(here, Here::Running(_)) && !self.refreshers_resumed.swap(true, Ordering::SeqCst)
-        {
-            self.resume_refreshers().await;
+        if let Here::Running(engine) = here {
+            if !self.refreshers_resumed.swap(true, Ordering::SeqCst) {
+                self.refreshers.set_reloader(engine.link_reloader());
+                self.resume_refreshers().await;
+            }
         }
         Ok(state_of(here))
     }
@@ -458,11 +452,7 @@ impl Console {
 
     /// Stops our engine (if any) and closes the ledger.
     pub async fn close(self) {
-        if let Ok(mut refreshers) = self.refreshers.lock() {
-            for (_, refresher) in refreshers.drain() {
-                refresher.abort();
-            }
-        }
+        self.refreshers.stop_all();
         if let Some(Here::Running(engine)) = self.here.into_inner() {
             engine.shutdown().await;
         }
@@ -968,71 +958,21 @@ impl Console {
         }
     }
 
-    /// Refreshes server `id`'s token before it expires, for as long as this process runs an
-    /// engine; when a refresh is refused, warns that a person must sign in again (the engine's
-    /// polls then fail `unauthorized`, the tasks keep their state) and stops.
+    /// Keeps server `id`'s sign-in fresh for as long as this process runs an engine (see
+    /// [`sign_ins::Refreshers`]).
     fn keep_fresh(
         &self,
         id: i64,
         authorizer: crate::auth::Authorizer,
-        mut credentials: crate::auth::Credentials,
+        credentials: crate::auth::Credentials,
     ) {
-        let Some(reloader) = self.engine().map(Engine::link_reloader) else {
-            return;
-        };
-        let tokens = self.tokens.clone();
-        let flights = self.flights.clone();
-        let warn = self.warn.clone();
-        let task = tokio::spawn(async move {
-            loop {
-                let (Some(expires_at), Some(_)) = (
-                    credentials.tokens.expires_at,
-                    &credentials.tokens.refresh_token,
-                ) else {
-                    return;
-                };
-                tokio::time::sleep(refresh_delay(expires_at, std::time::SystemTime::now())).await;
-                // Through the server's flight: the engine may be refreshing after a 401.
-                let refreshed = sign_ins::refresh(
-                    &tokens,
-                    &flights,
-                    id,
-                    authorizer.server(),
-                    Some(&credentials.tokens.access_token),
-                )
-                .await;
-                match refreshed.reauth {
-                    engine::Reauth::Token(token) => {
-                        reloader.set_token(id, token);
-                        // Clients built later take the token from the cache, which storing
-                        // updated.
-                        reloader.reload();
-                        if let Some(fresh) = refreshed.credentials {
-                            credentials = fresh;
-                        }
-                    }
-                    // The authorization server is unreachable: try again shortly.
-                    engine::Reauth::Later(_) => {
-                        tokio::time::sleep(Duration::from_secs(30)).await;
-                    }
-                    engine::Reauth::SignInNeeded(why) => {
-                        let message =
-                            format!("{} needs you to sign in again ({why})", authorizer.server());
-                        tracing::warn!("{message}");
-                        if let Some(warn) = &warn {
-                            warn(&message);
-                        }
-                        return;
-                    }
-                    engine::Reauth::NotSignedIn => return,
-                }
-            }
-        });
-        if let Ok(mut refreshers) = self.refreshers.lock() {
-            if let Some(old) = refreshers.insert(id, task) {
-                old.abort();
-            }
-        }
+        self.refreshers.keep_fresh(
+            id,
+            authorizer.server().to_owned(),
+            credentials,
+            self.tokens.clone(),
+            self.flights.clone(),
+        );
     }
 
     /// Appends a server's `signed_in`/`signed_out`, the event engines act on.
@@ -1052,9 +992,7 @@ impl Console {
     }
 
     fn stop_refreshing(&self, id: i64) {
-        if let Some(old) = self.refreshers.lock().ok().and_then(|mut r| r.remove(&id)) {
-            old.abort();
-        }
+        self.refreshers.stop(id);
     }
 
     /// Signs out of server `id`: its OAuth sign-in leaves the keyring (and the engine stops

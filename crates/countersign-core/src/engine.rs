@@ -89,9 +89,10 @@ pub trait SignIns: Send + Sync {
         url: String,
         refused: Option<Sensitive<String>>,
     ) -> futures_util::future::BoxFuture<'static, Reauth>;
-    /// Reads server `server_id`'s token from the OS keyring again (a sign-in elsewhere wrote
-    /// it), so that clients built from now on carry it.
-    fn reload(&self, server_id: i64) -> futures_util::future::BoxFuture<'static, ()>;
+    /// Reads server `server_id` (at `url`)'s token from the OS keyring again (a sign-in or
+    /// sign-out elsewhere changed it), so that clients built from now on carry it, and keeps a
+    /// new sign-in fresh.
+    fn reload(&self, server_id: i64, url: String) -> futures_util::future::BoxFuture<'static, ()>;
 }
 
 /// Engine settings.
@@ -250,6 +251,7 @@ impl Engine {
             health: health_tx,
             sign_in_needed: HashSet::new(),
             reauthorizing: HashSet::new(),
+            plain_refusals: HashSet::new(),
             reauthed: reauth_tx,
             signed_in_cursor: 0,
         };
@@ -473,6 +475,9 @@ struct State {
     sign_in_needed: HashSet<i64>,
     /// Servers whose refused token is being refreshed (one refresh at a time per server).
     reauthorizing: HashSet<i64>,
+    /// Servers whose refusals a refresh cannot help (a static token, or the authorization
+    /// server unreachable): recorded as `poll_failed` like any failure, until a poll succeeds.
+    plain_refusals: HashSet<i64>,
     /// Where refreshes report back to the loop.
     reauthed: mpsc::UnboundedSender<(i64, Reauth)>,
     /// The last `signed_in` event acted on.
@@ -943,6 +948,7 @@ impl State {
                 }
                 let recovered = tracked.failures;
                 let server_recovered = self.unreachable.remove(&server_id);
+                self.plain_refusals.remove(&server_id);
                 if !tracked.known.differs(task) && recovered == 0 && !server_recovered {
                     return; // nothing new: no write
                 }
@@ -998,12 +1004,21 @@ impl State {
                 if failure.code == "unauthorized" {
                     if let Some(sign_ins) = &self.config.sign_ins {
                         if self.sign_in_needed.contains(&server_id) {
-                            // A poll that was in flight when polling paused: already recorded.
-                            tracked.failures = failure.failures;
-                            return;
+                            return; // in flight when polling paused: recorded on the server
                         }
-                        if self.reauthorizing.insert(server_id) {
-                            spawn_reauth(sign_ins.clone(), &self.links, &self.reauthed, server_id);
+                        if !self.plain_refusals.contains(&server_id) {
+                            // What the refusal means is known once the refresh ends: a new token
+                            // (a refresh raced the poll: nothing to record), a sign-in needed
+                            // (recorded then), or a plain refusal (recorded from the next one).
+                            if self.reauthorizing.insert(server_id) {
+                                spawn_reauth(
+                                    sign_ins.clone(),
+                                    &self.links,
+                                    &self.reauthed,
+                                    server_id,
+                                );
+                            }
+                            return;
                         }
                     }
                 }
@@ -1085,6 +1100,7 @@ impl State {
         self.reauthorizing.remove(&server_id);
         match outcome {
             Reauth::Token(token) => {
+                self.plain_refusals.remove(&server_id);
                 // On the live client at once (its clones in flight share it); clients built
                 // later read it from the provider, which the refresh updated.
                 if let Some(link) = self.links.get(server_id) {
@@ -1092,9 +1108,12 @@ impl State {
                 }
             }
             Reauth::Later(why) => {
-                tracing::info!(server_id, %why, "cannot refresh a refused token now; polls back off")
+                tracing::info!(server_id, %why, "cannot refresh a refused token now; polls back off");
+                self.plain_refusals.insert(server_id);
             }
-            Reauth::NotSignedIn => {}
+            Reauth::NotSignedIn => {
+                self.plain_refusals.insert(server_id);
+            }
             Reauth::SignInNeeded(message) => self.pause_server(server_id, message),
         }
     }
@@ -1177,7 +1196,12 @@ impl State {
             latest.push((server, signed_in));
         }
         for &(server, _) in &latest {
-            sign_ins.reload(server).await;
+            let url = self
+                .links
+                .get(server)
+                .map(|link| link.client.url().to_owned())
+                .unwrap_or_default();
+            sign_ins.reload(server, url).await;
         }
         if !latest.is_empty() {
             self.reload_links

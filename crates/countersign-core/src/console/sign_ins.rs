@@ -7,12 +7,13 @@
 //! second would be refused and wrongly end the sign-in).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 
 use crate::auth::{self, Authorizer, ClientConfig, Credentials};
-use crate::engine::{self, Reauth};
+use crate::engine::{self, LinkReloader, Reauth};
 use crate::secrets::Tokens;
 use crate::sensitive::Sensitive;
 
@@ -114,10 +115,126 @@ pub(crate) async fn refresh(
     }
 }
 
+/// How long to wait before refreshing a token that expires at `expires_at` (Unix seconds): half
+/// the time left, but no later than a minute before it expires.
+pub(crate) fn refresh_delay(expires_at: u64, now: std::time::SystemTime) -> Duration {
+    let now = now
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs_f64();
+    let left = (expires_at as f64 - now).max(0.0);
+    Duration::from_secs_f64((left - 60.0).max(left / 2.0))
+}
+
+/// One refresher per signed-in server, for as long as this process runs an engine: each token is
+/// refreshed before it expires (some authorization servers end the whole sign-in when an expired
+/// token is presented, so waiting for a `401` is not enough). Started at sign-in, at engine
+/// start for the sign-ins in the keyring, and when a sign-in in another process is seen.
+#[derive(Clone)]
+pub(crate) struct Refreshers {
+    tasks: Arc<Mutex<HashMap<i64, tokio::task::JoinHandle<()>>>>,
+    /// This process's engine, once it runs (no engine: nothing polls, nothing to keep fresh).
+    reloader: Arc<OnceLock<LinkReloader>>,
+    warn: Option<super::Warn>,
+}
+
+impl Refreshers {
+    pub(crate) fn new(warn: Option<super::Warn>) -> Self {
+        Self {
+            tasks: Arc::default(),
+            reloader: Arc::default(),
+            warn,
+        }
+    }
+
+    pub(crate) fn set_reloader(&self, reloader: LinkReloader) {
+        let _ = self.reloader.set(reloader);
+    }
+
+    /// Refreshes server `id`'s token before it expires; when a refresh is refused, warns that a
+    /// person must sign in again (the engine records it on its next refused poll) and stops. A
+    /// refresher already running for the server is replaced.
+    pub(crate) fn keep_fresh(
+        &self,
+        id: i64,
+        url: String,
+        mut credentials: Credentials,
+        tokens: Tokens,
+        flights: Flights,
+    ) {
+        let Some(reloader) = self.reloader.get().cloned() else {
+            return;
+        };
+        let warn = self.warn.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                let (Some(expires_at), Some(_)) = (
+                    credentials.tokens.expires_at,
+                    &credentials.tokens.refresh_token,
+                ) else {
+                    return;
+                };
+                tokio::time::sleep(refresh_delay(expires_at, std::time::SystemTime::now())).await;
+                // Through the server's flight: the engine may be refreshing after a 401.
+                let refreshed = refresh(
+                    &tokens,
+                    &flights,
+                    id,
+                    &url,
+                    Some(&credentials.tokens.access_token),
+                )
+                .await;
+                match refreshed.reauth {
+                    Reauth::Token(token) => {
+                        reloader.set_token(id, token);
+                        // Clients built later take the token from the cache, which storing
+                        // updated.
+                        reloader.reload();
+                        if let Some(fresh) = refreshed.credentials {
+                            credentials = fresh;
+                        }
+                    }
+                    // The authorization server is unreachable: try again shortly.
+                    Reauth::Later(_) => tokio::time::sleep(Duration::from_secs(30)).await,
+                    Reauth::SignInNeeded(why) => {
+                        let message = format!("{url} needs you to sign in again ({why})");
+                        tracing::warn!("{message}");
+                        if let Some(warn) = &warn {
+                            warn(&message);
+                        }
+                        return;
+                    }
+                    Reauth::NotSignedIn => return,
+                }
+            }
+        });
+        if let Ok(mut tasks) = self.tasks.lock() {
+            if let Some(old) = tasks.insert(id, task) {
+                old.abort();
+            }
+        }
+    }
+
+    pub(crate) fn stop(&self, id: i64) {
+        if let Some(old) = self.tasks.lock().ok().and_then(|mut t| t.remove(&id)) {
+            old.abort();
+        }
+    }
+
+    pub(crate) fn stop_all(&self) {
+        if let Ok(mut tasks) = self.tasks.lock() {
+            for (_, task) in tasks.drain() {
+                task.abort();
+            }
+        }
+    }
+}
+
 /// [`engine::SignIns`] over the OS keyring.
 pub(crate) struct KeyringSignIns {
     pub(crate) tokens: Tokens,
     pub(crate) flights: Flights,
+    pub(crate) refreshers: Refreshers,
 }
 
 impl engine::SignIns for KeyringSignIns {
@@ -135,8 +252,23 @@ impl engine::SignIns for KeyringSignIns {
         })
     }
 
-    fn reload(&self, server_id: i64) -> BoxFuture<'static, ()> {
-        let tokens = self.tokens.clone();
-        Box::pin(async move { tokens.reload(server_id).await })
+    fn reload(&self, server_id: i64, url: String) -> BoxFuture<'static, ()> {
+        let (tokens, flights, refreshers) = (
+            self.tokens.clone(),
+            self.flights.clone(),
+            self.refreshers.clone(),
+        );
+        Box::pin(async move {
+            tokens.reload(server_id).await;
+            // Signed in elsewhere: this process's engine polls with the token, so this process
+            // keeps it fresh; signed out: nothing to keep.
+            match tokens.load_credentials(server_id).await {
+                Ok(Some(credentials)) => {
+                    refreshers.keep_fresh(server_id, url, credentials, tokens.clone(), flights)
+                }
+                Ok(None) => refreshers.stop(server_id),
+                Err(e) => tracing::warn!(server_id, "a sign-in cannot be read: {e}"),
+            }
+        })
     }
 }
