@@ -1259,6 +1259,74 @@ fn parse_tool(value: &Value) -> std::result::Result<Tool, ExcludedTool> {
 mod tests {
     use super::*;
 
+    /// A request refused because an OAuth refresh replaced the token while it was out (the
+    /// authorization server revoked the old one as it issued the new one) is sent once more
+    /// with the new token; a refusal of the token in use is not retried.
+    #[tokio::test]
+    async fn a_request_refused_after_its_token_was_swapped_is_sent_again_with_the_new_one() {
+        use std::io::{Read as _, Write as _};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let url = format!("http://{}/mcp", listener.local_addr().expect("addr"));
+        let client =
+            Client::new(Endpoint::new(url).with_token(Some(Sensitive::new("old".to_owned()))))
+                .expect("client");
+        let swapper = client.clone();
+        let seen = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+        let log = seen.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().take(3) {
+                let Ok(mut s) = stream else { continue };
+                let mut buf = vec![0u8; 16384];
+                let n = s.read(&mut buf).unwrap_or(0);
+                let request = String::from_utf8_lossy(&buf[..n]).to_lowercase();
+                let bearer = request
+                    .lines()
+                    .find_map(|l| l.strip_prefix("authorization: bearer "))
+                    .unwrap_or("")
+                    .trim()
+                    .to_owned();
+                let id = request
+                    .split("\"id\":")
+                    .nth(1)
+                    .and_then(|rest| rest.split([',', '}']).next())
+                    .unwrap_or("0")
+                    .to_owned();
+                log.lock().expect("log").push(bearer.clone());
+                let reply = if bearer == "new" {
+                    let body = format!(
+                        r#"{{"jsonrpc":"2.0","id":{id},"result":{{"resultType":"complete"}}}}"#
+                    );
+                    format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    )
+                } else {
+                    if bearer == "old" {
+                        // The refresh lands while this request is out.
+                        swapper.set_bearer_token(Some(Sensitive::new("new".to_owned())));
+                    }
+                    "HTTP/1.1 401 Unauthorized\r\nwww-authenticate: Bearer\r\ncontent-length: 0\r\nconnection: close\r\n\r\n".to_owned()
+                };
+                let _ = s.write_all(reply.as_bytes());
+            }
+        });
+        client
+            .cancel_task("t-1")
+            .await
+            .expect("sent again with the new token");
+        assert_eq!(*seen.lock().expect("log"), ["old", "new"]);
+
+        // The token in use refused: no second request (nothing was swapped).
+        client.set_bearer_token(Some(Sensitive::new("stale".to_owned())));
+        let refused = client.cancel_task("t-1").await.expect_err("refused");
+        assert!(matches!(refused, Error::Unauthorized { .. }), "{refused:?}");
+        assert_eq!(
+            seen.lock().expect("log").len(),
+            3,
+            "one request, not retried"
+        );
+    }
+
     /// The body the client sent before it encoded requests directly: the same keys in the same
     /// order, byte for byte.
     fn built_as_a_value(
