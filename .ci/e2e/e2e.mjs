@@ -146,6 +146,10 @@ await step("the accessibility checker finds nothing critical or serious in the e
   }
   await ui.go("#/inbox");
   assert.match(await ui.text(".inbox-list .empty"), /Nothing waits for you/);
+  // With no server yet, every empty view offers the built-in demo server (one click).
+  assert.ok(await ui.exists('.inbox-list [data-testid="try-demo"]'), "the empty inbox offers the demo server");
+  await ui.go("#/servers");
+  assert.ok(await ui.exists('[data-testid="try-demo"]'), "the empty server list offers the demo server");
 });
 
 await step("adds the fastmcp peer with a token: the token is in the OS keyring, not in the ledger", async () => {
@@ -336,7 +340,7 @@ await step("keyboard only: approve, then cancel a task, with focus asserted afte
   await ui.shot(join(shots, "tasks-decisions.png"));
 });
 
-await step("the accessibility checker finds nothing critical or serious with data, in light, dark and high contrast; screenshots", async () => {
+await step("the accessibility checker finds nothing critical or serious with data, in light, dark and high contrast, at 150 % and 200 % text; screenshots", async () => {
   closeNotifications();
   const question = await callTool("secure-demo", "deploy_service", { service: "ledger-api", environment: "staging" });
   await nextQuestion("a question to check");
@@ -371,6 +375,34 @@ await step("the accessibility checker finds nothing critical or serious with dat
   await ui.shot(join(shots, "inbox-800.png"));
   await ui.setSize(before.width, before.height);
   assert.ok(fits.stacked && fits.questionWidth > 300, `at 800 px the inbox stacks and the question keeps a readable width: ${JSON.stringify(fits)}`);
+  // 150 % and 200 % text for real: the window's own text size (the webview's page zoom, as a
+  // person with low vision sets it). The question keeps a readable measure, nothing needs
+  // sideways scrolling, Approve can be reached, and the checker still finds nothing.
+  await until("the window back at full width", async () => (await ui.js("return innerWidth;")) > 1000);
+  const base = await ui.js("return innerWidth;");
+  for (const percent of [150, 200]) {
+    await ui.choose('[data-testid="zoom"]', `${percent} %`);
+    await ui.go("#/inbox");
+    const layout = await until(`the inbox at ${percent} %`, async () => {
+      const f = await ui.js(`const q = document.querySelector(".question"), a = document.querySelector('[data-testid="approve"]');
+        if (!q || !a) return null;
+        a.scrollIntoView({ block: "nearest" });
+        const r = a.getBoundingClientRect();
+        return { width: innerWidth, questionWidth: q.offsetWidth,
+          overflow: document.documentElement.scrollWidth - document.documentElement.clientWidth,
+          approveReachable: r.top >= 0 && r.bottom <= innerHeight && r.left >= 0 && r.right <= innerWidth };`);
+      // The zoom applies after the command returns: wait until the CSS width has shrunk.
+      return f && f.width <= Math.ceil((base * 100) / percent) + 24 ? f : null;
+    });
+    await ui.shot(join(shots, `inbox-${percent}.png`));
+    await assertAccessible(`#/inbox at ${percent} % text`);
+    assert.ok(
+      layout.overflow <= 0 && layout.questionWidth > 250 && layout.approveReachable,
+      `at ${percent} % text the question is readable, nothing scrolls sideways and Approve can be reached: ${JSON.stringify(layout)}`,
+    );
+  }
+  await ui.choose('[data-testid="zoom"]', "100 %");
+  await until("the text size back to 100 %", async () => (await ui.js("return innerWidth;")) >= base - 2);
   // Leave the question answered so later steps start from an empty inbox.
   await ui.click('[data-testid="approve"]');
   await until("the inbox empty again", async () => (await inboxCount()) === 0);

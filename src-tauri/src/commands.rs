@@ -5,6 +5,7 @@
 //! Rust type to one TypeScript type. They delegate to the core's
 //! [`Console`](countersign_core::console::Console), the one the CLI uses too.
 
+use countersign_core::browser::OpenError;
 use countersign_core::console::{Console, Error as ConsoleError};
 use countersign_core::mcp::ToolCall;
 
@@ -13,6 +14,7 @@ use crate::ipc::{
     InputAnswerRequest, InputRequestView, ServerAddRequest, ServerRef, ServerUpdateRequest,
     ServerView, ShellState, TaskAdoptRequest, TaskDetail, TaskListRequest, TaskRef, TaskView,
     ToolCallAnswerRequest, ToolCallOutcome, ToolCallRequest, ToolView, UrlOpenRequest, ViewRequest,
+    ZoomRequest,
 };
 use crate::Shell;
 use tauri::{AppHandle, Manager, Runtime, State};
@@ -36,7 +38,7 @@ pub async fn app_info(shell: State<'_, Shell>) -> Result<AppInfo> {
             .console
             .engine_state()
             .unwrap_or(crate::ipc::EngineState::Elsewhere { pid: None }),
-        demo_url: shell.demo_url.clone(),
+        demo_url: shell.demo.lock().await.as_ref().map(crate::demo::Demo::url),
         shell: shell.state().await,
     })
 }
@@ -57,6 +59,30 @@ pub async fn notify_dnd_set<R: Runtime>(
 ) -> Result<ShellState> {
     shell.notifier.set_dnd(request.enabled);
     Ok(crate::refresh_shell_state(&app, &shell).await)
+}
+
+/// Text sizes the window offers (page zoom, in percent).
+pub const ZOOM_PERCENTS: [u16; 5] = [100, 125, 150, 175, 200];
+
+/// Sets the window's text size: the page zoom of the webview that asked, as a person with low
+/// vision would use the browser's zoom (every size the layout must work at).
+#[tauri::command]
+pub async fn view_zoom_set<R: Runtime>(
+    webview: tauri::Webview<R>,
+    request: ZoomRequest,
+) -> Result<()> {
+    if !ZOOM_PERCENTS.contains(&request.percent) {
+        return Err(CommandError::new(
+            ErrorCode::InvalidInput,
+            format!(
+                "text size {} % is not offered (100, 125, 150, 175 or 200 %)",
+                request.percent
+            ),
+        ));
+    }
+    webview
+        .set_zoom(f64::from(request.percent) / 100.0)
+        .map_err(|e| CommandError::new(ErrorCode::Internal, format!("cannot zoom: {e}")))
 }
 
 /// What the window shows now.
@@ -158,6 +184,36 @@ pub async fn server_check(shell: State<'_, Shell>, request: ServerRef) -> Result
 }
 
 /// Tools of one server.
+/// Stops every server check still waiting (the "Cancel" beside "Checking…").
+#[tauri::command]
+pub async fn server_check_cancel(shell: State<'_, Shell>) -> Result<()> {
+    shell.console.cancel_checks();
+    Ok(())
+}
+
+/// Starts the built-in demo server in this process and registers it as `demo` (the one-click
+/// example of the empty views), with a pipeline and an approval to look at; once started, it
+/// serves until the app exits, and asking again returns the same server.
+#[tauri::command]
+pub async fn demo_start(shell: State<'_, Shell>) -> Result<ServerView> {
+    let mut slot = shell.demo.lock().await;
+    if slot.is_none() {
+        let demo = crate::demo::start(&shell.console, 1.0)
+            .await
+            .map_err(|e| CommandError::new(ErrorCode::Unavailable, e))?;
+        if demo.first_launch {
+            let console = std::sync::Arc::clone(&shell.console);
+            tauri::async_runtime::spawn(async move { crate::demo::first_calls(&console).await });
+        }
+        *slot = Some(demo);
+    }
+    drop(slot);
+    let server = ipc(shell.console.server_named(crate::demo::NAME).await)?.ok_or_else(|| {
+        CommandError::new(ErrorCode::Internal, "the demo server is not registered")
+    })?;
+    ipc(shell.console.server_view(server.id).await)
+}
+
 #[tauri::command]
 pub async fn tool_list(shell: State<'_, Shell>, request: ServerRef) -> Result<Vec<ToolView>> {
     ipc(shell.console.tools(request.server_id).await)
@@ -206,69 +262,12 @@ pub async fn audit_export<R: Runtime>(
     ipc(shell.console.audit_export(request.format, dir).await)
 }
 
-/// Opens an http(s) URL in the user's browser. The UI asks consent first (showing the host); this
-/// re-checks the scheme so no other kind of URL can be launched through IPC.
+/// Opens an http(s) URL in the user's browser. The UI asks consent first (showing the host); the
+/// core re-checks the scheme, so no other kind of URL can be launched through IPC.
 #[tauri::command]
 pub async fn url_open(request: UrlOpenRequest) -> Result<()> {
-    let url = checked_http_url(&request.url)?;
-    #[cfg(target_os = "linux")]
-    let mut cmd = std::process::Command::new("xdg-open");
-    #[cfg(target_os = "macos")]
-    let mut cmd = std::process::Command::new("open");
-    #[cfg(target_os = "windows")]
-    let mut cmd = {
-        let mut c = std::process::Command::new("rundll32");
-        c.arg("url.dll,FileProtocolHandler");
-        c
-    };
-    cmd.arg(url)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .map(drop)
-        .map_err(|e| {
-            CommandError::new(
-                ErrorCode::Unavailable,
-                format!("cannot start the browser: {e}"),
-            )
-        })
-}
-
-/// The URL if it is absolute http(s) with a host and no whitespace or control characters.
-pub fn checked_http_url(url: &str) -> Result<&str> {
-    let bad = || {
-        CommandError::new(
-            ErrorCode::InvalidInput,
-            "only http and https links can be opened",
-        )
-    };
-    let (scheme, rest) = url.split_once("://").ok_or_else(bad)?;
-    let host = rest.split(['/', '?', '#']).next().unwrap_or("");
-    let ok_scheme = scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https");
-    if !ok_scheme || host.is_empty() || url.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err(bad());
-    }
-    Ok(url)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::checked_http_url;
-
-    #[test]
-    fn only_http_and_https_urls_may_be_opened() {
-        assert!(checked_http_url("https://login.example.com/a?b=c").is_ok());
-        assert!(checked_http_url("HTTP://h:8080").is_ok());
-        for bad in [
-            "javascript:alert(1)",
-            "file:///etc/passwd",
-            "https://",
-            "ftp://h/x",
-            "https://h/a b",
-            "-https://h",
-        ] {
-            assert!(checked_http_url(bad).is_err(), "{bad} must be refused");
-        }
-    }
+    countersign_core::browser::open(&request.url).map_err(|e| match e {
+        OpenError::NotHttp => CommandError::new(ErrorCode::InvalidInput, e.to_string()),
+        OpenError::Spawn { .. } => CommandError::new(ErrorCode::Unavailable, e.to_string()),
+    })
 }

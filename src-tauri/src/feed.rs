@@ -1,213 +1,104 @@
-//! The change feed: follows the ledger's events by cursor (`events.id > cursor`) and fans them
-//! out to the webview, desktop notifications and the tray.
-//!
-//! Reading by cursor rather than only listening to this process's broadcast means writes by other
-//! processes (the CLI answering, another engine polling) reach the window too, and a slow webview
-//! can never lose an event. The broadcast only wakes the loop early.
+//! The change feed: fans the core's feed ([`countersign_core::console::feed`]: the ledger's
+//! events by cursor, from every process, and what each batch changed) out to the webview, desktop
+//! notifications and the tray.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
 
-use countersign_core::ledger::events::{EventKind, StoredEvent};
+use countersign_core::console::feed::{Changes, InboxWatch};
+use countersign_core::console::notifications::{self, Post, QuickAnswer};
+use countersign_core::console::present;
 use tauri::{AppHandle, Emitter, Manager, Runtime};
-use tokio::sync::broadcast::error::RecvError;
 
-use crate::ipc::{event, InputFocusRequested, InputRequestView, InputResponse};
-use crate::notify::QuickAnswer;
+use crate::ipc::{event, InputFocusRequested, InputRequestView};
 use crate::Shell;
-use countersign_core::console::notifications::{self, Post};
-use countersign_core::console::{present, InboxEntry};
-
-/// How often the ledger is checked for other processes' writes.
-const POLL_LEDGER: Duration = Duration::from_millis(250);
-/// Most events read per batch.
-const BATCH: usize = 512;
 
 /// Follows the ledger until the app exits.
 pub async fn follow<R: Runtime>(app: AppHandle<R>) {
     let console = Arc::clone(&app.state::<Shell>().console);
-    let mut wake = Some(console.subscribe());
-    let mut cursor = match console.last_event_id().await {
-        Ok(id) => id,
+    let mut inbox = InboxWatch::default();
+    // Questions that arrived while no app ran are notified now (once: see `refresh_inbox`).
+    refresh_inbox(&app, &mut inbox, &HashMap::new()).await;
+    let mut feed = match console.feed().await {
+        Ok(feed) => feed,
         Err(e) => {
-            tracing::error!("the feed cannot read the ledger: {}", e);
-            0
+            tracing::error!("the window cannot follow the ledger: {e}");
+            return;
         }
     };
-    let mut shown: HashSet<(i64, String)> = HashSet::new();
-    // Questions that arrived while no app ran are notified now (once: see `refresh_inbox`).
-    refresh_inbox(&app, &mut shown, &HashMap::new()).await;
     loop {
-        let batch = match console.events_since(cursor, BATCH).await {
-            Ok(batch) => batch,
-            Err(e) => {
-                tracing::warn!("the feed cannot read events: {}", e);
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                continue;
-            }
-        };
-        let Some(last) = batch.last() else {
-            let woken = async {
-                match wake.as_mut() {
-                    Some(rx) => rx.recv().await.map(drop),
-                    None => std::future::pending().await,
-                }
-            };
-            tokio::select! {
-                r = woken => if let Err(RecvError::Closed) = r { wake = None },
-                _ = tokio::time::sleep(POLL_LEDGER) => {}
-            }
-            if let Some(rx) = wake.as_mut() {
-                while rx.try_recv().is_ok() {}
-            }
-            continue;
-        };
-        cursor = last.id;
-        publish(&app, &batch, &mut shown).await;
+        let changes = feed.next().await;
+        publish(&app, changes, &mut inbox).await;
     }
 }
 
 /// Emits one batch: every event, the tasks it touched, and the inbox and servers if they changed.
-async fn publish<R: Runtime>(
-    app: &AppHandle<R>,
-    batch: &[StoredEvent],
-    shown: &mut HashSet<(i64, String)>,
-) {
+async fn publish<R: Runtime>(app: &AppHandle<R>, changes: Changes, inbox: &mut InboxWatch) {
     let console = Arc::clone(&app.state::<Shell>().console);
-    let mut rows = BTreeSet::new();
-    let mut inbox_changed = false;
-    let mut servers_changed = false;
-    let mut answered: HashMap<(i64, String), String> = HashMap::new();
-    for e in batch {
+    for e in &changes.events {
         emit(app, event::EVENT_RECORDED, present::event(e));
-        if let Some(row) = e.task {
-            rows.insert(row);
-        }
-        match &e.kind {
-            EventKind::InputAnswered { key, action, .. } => {
-                if let Some(row) = e.task {
-                    answered.insert((row, key.clone()), action.as_str().to_owned());
-                }
-                inbox_changed = true;
-            }
-            EventKind::InputRequested { .. }
-            | EventKind::InputSuperseded { .. }
-            | EventKind::TaskCreated { .. }
-            | EventKind::TaskFinished { .. }
-            | EventKind::TaskExpired { .. }
-            | EventKind::TaskLost { .. } => inbox_changed = true,
-            EventKind::ServerRemoved { .. } => {
-                servers_changed = true;
-                inbox_changed = true;
-            }
-            EventKind::ServerAdded { .. }
-            | EventKind::ServerUpdated { .. }
-            | EventKind::ServerDiscovered { .. }
-            | EventKind::ServerUnreachable { .. }
-            | EventKind::ServerRecovered
-            | EventKind::SignedIn
-            | EventKind::SignedOut => servers_changed = true,
-            EventKind::SignInNeeded { .. } => {
-                servers_changed = true;
-                // Recorded once on the server (and once per task): told once.
-                if e.task.is_none() {
-                    let shell = app.state::<Shell>();
-                    crate::sign_in::notify_needed(
-                        shell.notifier.dnd(),
-                        e.server.as_deref().unwrap_or("A server"),
-                    );
-                }
-            }
-            _ => {}
-        }
     }
-    for row in rows {
+    for &row in &changes.tasks {
         // A task removed with its server has no row any more: nothing to show.
         if let Ok(task) = console.task(row).await {
             emit(app, event::TASK_UPDATED, task);
         }
     }
-    if servers_changed {
+    for server in &changes.sign_in_needed {
+        crate::sign_in::notify_needed(app.state::<Shell>().notifier.dnd(), server);
+    }
+    if changes.servers {
         if let Ok(servers) = console.servers().await {
             emit(app, event::SERVERS_CHANGED, servers);
         }
     }
-    if inbox_changed {
-        refresh_inbox(app, shown, &answered).await;
+    if changes.inbox {
+        refresh_inbox(app, inbox, &changes.answered).await;
     }
 }
 
-/// Re-reads the inbox, notifies each question not notified yet (marking it in the ledger BEFORE
-/// posting, so a restart never shows it again), closes the notifications of questions that left,
-/// and updates the webview, tray and title.
+/// Re-reads the inbox ([`countersign_core::console::Console::look_at_inbox`]): closes the
+/// notifications of questions that left, posts those not told yet, and updates the webview, tray
+/// and title.
 async fn refresh_inbox<R: Runtime>(
     app: &AppHandle<R>,
-    shown: &mut HashSet<(i64, String)>,
+    inbox: &mut InboxWatch,
     answered: &HashMap<(i64, String), String>,
 ) {
     let shell = app.state::<Shell>();
-    let console = Arc::clone(&shell.console);
-    let entries = match console.inbox_entries().await {
-        Ok(entries) => entries,
+    let update = match shell.console.look_at_inbox(inbox, answered).await {
+        Ok(update) => update,
         Err(e) => {
             tracing::warn!("cannot read the inbox: {}", e);
             return;
         }
     };
-    let now: HashSet<(i64, String)> = entries
-        .iter()
-        .map(|e| (e.view.task_row, e.view.key.clone()))
+    for (id, how) in &update.left {
+        shell.notifier.input_closed(id, how);
+    }
+    // Do-not-disturb and "already on screen" count as told: no burst when DND ends.
+    let dnd = shell.notifier.dnd();
+    let fresh = update
+        .untold
+        .into_iter()
+        .filter(|input| !dnd && !on_screen(app, input))
         .collect();
-    for gone in shown.difference(&now) {
-        let outcome = answered.get(gone).map_or("withdrawn", String::as_str);
-        shell
-            .notifier
-            .input_closed(&format!("{}/{}", gone.0, gone.1), outcome);
-    }
-    *shown = now;
-    if console.runs_engine() {
-        let untold: Vec<&InboxEntry> = entries.iter().filter(|e| !e.notified).collect();
-        let mut fresh = Vec::new();
-        if !untold.is_empty() {
-            // Marked told BEFORE posting (a restart never repeats one), all in one write.
-            match console
-                .mark_notified(untold.iter().map(|e| e.input_id).collect())
-                .await
-            {
-                Ok(()) => {
-                    // Do-not-disturb and "already on screen" count as told: no burst when DND
-                    // ends.
-                    let dnd = shell.notifier.dnd();
-                    fresh = untold
-                        .iter()
-                        .filter(|e| !dnd && !on_screen(app, &e.view))
-                        .map(|e| e.view.clone())
-                        .collect();
-                }
-                Err(e) => {
-                    tracing::warn!("not notifying {} question(s): {}", untold.len(), e)
-                }
-            }
-        }
-        // However many arrived at once: a few notifications, or one summary (notify.rs).
-        for post in shell.notifier.plan(fresh) {
-            match post {
-                Post::One(input) => notify(app, &input),
-                Post::Summary { count, servers } => {
-                    let on_open = app.clone();
-                    shell
-                        .notifier
-                        .questions_summarised(count, servers, move || {
-                            crate::show_main_window(&on_open)
-                        });
-                    tracing::info!("notified: {count} questions in one summary");
-                }
+    // However many arrived at once: a few notifications, or one summary (notify.rs).
+    for post in shell.notifier.plan(fresh) {
+        match post {
+            Post::One(input) => notify(app, &input),
+            Post::Summary { count, servers } => {
+                let on_open = app.clone();
+                shell
+                    .notifier
+                    .questions_summarised(count, servers, move || {
+                        crate::show_main_window(&on_open)
+                    });
+                tracing::info!("notified: {count} questions in one summary");
             }
         }
     }
-    let views: Vec<InputRequestView> = entries.into_iter().map(|e| e.view).collect();
-    emit(app, event::INBOX_CHANGED, views);
+    emit(app, event::INBOX_CHANGED, update.inbox);
     crate::refresh_shell_state(app, &shell).await;
 }
 
@@ -259,15 +150,7 @@ fn answer_from_notification<R: Runtime>(
     key: String,
     quick: QuickAnswer,
 ) {
-    let response = match quick {
-        QuickAnswer::Approve(field) => InputResponse::Accept {
-            content: Some(serde_json::Map::from_iter([(
-                field,
-                serde_json::Value::Bool(true),
-            )])),
-        },
-        QuickAnswer::Decline => InputResponse::Decline,
-    };
+    let response = quick.response();
     let console = Arc::clone(&app.state::<Shell>().console);
     if let Err(e) = tauri::async_runtime::block_on(console.answer(row, &key, &response)) {
         // Typically answered in the window meanwhile; the inbox is the source of truth.

@@ -101,6 +101,7 @@ contract! {
         ui_painted: () => (),
         notify_dnd_set: DndRequest => ShellState,
         view_set: ViewRequest => (),
+        view_zoom_set: ZoomRequest => (),
         input_list: () => Vec<InputRequestView>,
         input_answer: InputAnswerRequest => (),
         task_list: TaskListRequest => Vec<TaskView>,
@@ -114,6 +115,8 @@ contract! {
         server_check: ServerRef => ServerView,
         server_sign_in: ServerRef => ServerView,
         server_sign_out: ServerRef => ServerView,
+        server_check_cancel: () => (),
+        demo_start: () => ServerView,
         tool_list: ServerRef => Vec<ToolView>,
         tool_call: ToolCallRequest => ToolCallOutcome,
         tool_call_answer: ToolCallAnswerRequest => ToolCallOutcome,
@@ -169,6 +172,14 @@ pub struct ShellState {
 pub struct DndRequest {
     /// New do-not-disturb state.
     pub enabled: bool,
+}
+
+/// `view_zoom_set` request: the window's text size (page zoom).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct ZoomRequest {
+    /// In percent: 100, 125, 150, 175 or 200.
+    pub percent: u16,
 }
 
 /// `view_set` request: what the window shows, so no notification interrupts the user about a

@@ -60,8 +60,9 @@ pub struct Shell {
     pub launch: Launch,
     /// Milliseconds from launch to the UI's first paint, once reported.
     pub painted_ms: Mutex<Option<u64>>,
-    /// The demo server's URL, with `--demo`.
-    pub demo_url: Option<String>,
+    /// The built-in demo server, once started (`--demo`, or "Try the demo server" in an empty
+    /// view); it serves for as long as the app runs.
+    pub demo: tokio::sync::Mutex<Option<demo::Demo>>,
 }
 
 impl Shell {
@@ -110,21 +111,20 @@ pub fn run(options: Options, launch: Launch) -> Result<(), Error> {
         ),
         None => None,
     };
+    let first_calls = demo.as_ref().is_some_and(|d| d.first_launch);
     let shell = Shell {
         console: Arc::clone(&console),
         notifier: Arc::new(Notifier::default()),
         viewing: Mutex::default(),
         launch,
         painted_ms: Mutex::default(),
-        demo_url: demo.as_ref().map(demo::Demo::url),
+        demo: tokio::sync::Mutex::new(demo),
     };
-    let first_calls = demo.as_ref().is_some_and(|d| d.first_launch);
     let app = builder(tauri::Builder::default(), shell).build(tauri::generate_context!())?;
     if first_calls {
         tauri::async_runtime::spawn(async move { demo::first_calls(&console).await });
     }
     app.run(move |app, event| {
-        let _keep_serving = &demo;
         if let tauri::RunEvent::Exit = event {
             app.state::<Shell>().notifier.withdraw_all();
         }
@@ -141,6 +141,7 @@ pub fn builder<R: Runtime>(builder: tauri::Builder<R>, shell: Shell) -> tauri::B
             commands::ui_painted,
             commands::notify_dnd_set,
             commands::view_set,
+            commands::view_zoom_set,
             commands::input_list,
             commands::input_answer,
             commands::task_list,
@@ -154,6 +155,8 @@ pub fn builder<R: Runtime>(builder: tauri::Builder<R>, shell: Shell) -> tauri::B
             commands::server_check,
             sign_in::server_sign_in,
             sign_in::server_sign_out,
+            commands::server_check_cancel,
+            commands::demo_start,
             commands::tool_list,
             commands::tool_call,
             commands::tool_call_answer,

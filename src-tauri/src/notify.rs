@@ -15,7 +15,8 @@
 
 use crate::ipc::InputRequestView;
 use countersign_core::console::notifications::{
-    arrange, body_text, escape, id_of, single_confirmation, summary, summary_text, Post,
+    arrange, body_text, closed_text, escape, id_of, single_confirmation, summary, summary_text,
+    Post, QuickAnswer,
 };
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -57,15 +58,6 @@ impl Drop for LiveGuard {
     fn drop(&mut self) {
         self.0.live.fetch_sub(1, Ordering::Relaxed);
     }
-}
-
-/// What a notification action should do to the input.
-#[derive(Debug, Clone, PartialEq)]
-pub enum QuickAnswer {
-    /// Accept with `{field: true}`.
-    Approve(String),
-    /// Decline.
-    Decline,
 }
 
 impl Notifier {
@@ -312,12 +304,7 @@ impl Notifier {
         }
         #[cfg(target_os = "linux")]
         {
-            let body = match outcome {
-                "accept" => "Approved",
-                "decline" => "Declined",
-                "cancel" => "Dismissed",
-                _ => "No longer needed",
-            };
+            let body = closed_text(outcome);
             let result = notify_rust::Notification::new()
                 .id(daemon_id)
                 .appname("Countersign")

@@ -1,7 +1,8 @@
 //! Signing in to OAuth-protected servers from the window: the `server_sign_in` and
 //! `server_sign_out` commands (each one console call; `server_add` signs in with [`open`] too) and the one notification a needed sign-in
 //! gets. The browser step is the core's: the authorization URL opens in the system browser
-//! (`$BROWSER`, else the platform's opener), the core's loopback listener takes the answer.
+//! (`countersign_core::browser`: `$BROWSER`, else the platform's opener), the core's loopback
+//! listener takes the answer.
 //! Nothing of a token crosses IPC: the commands answer with the server's view.
 
 use std::time::Duration;
@@ -19,10 +20,10 @@ pub(crate) const SIGN_IN_TIMEOUT: Duration = Duration::from_secs(300);
 /// Opens the authorization URL in the system browser.
 pub(crate) async fn open(url: String) -> auth::Result<()> {
     tracing::info!(
-        host = %auth::host_of(&url),
+        host = %countersign_core::notice::link_host(&url).unwrap_or_default(),
         "opening the browser to sign in"
     );
-    auth::open_browser(&url).map_err(|e| auth::Error::Browser {
+    countersign_core::browser::open(&url).map_err(|e| auth::Error::Browser {
         message: e.to_string(),
     })
 }

@@ -59,7 +59,7 @@ fn app_on(dir: PathBuf, demo: Option<DemoServer>) -> Fixture {
         viewing: Mutex::default(),
         launch: Launch::now(),
         painted_ms: Mutex::default(),
-        demo_url: None,
+        demo: Default::default(),
     };
     let app = countersign_desktop::builder(mock_builder(), shell)
         .build(tauri::generate_context!("tauri.conf.json", test = true))
@@ -332,5 +332,75 @@ fn the_webview_cannot_reach_core_apis_outside_its_capability() {
         )
         .is_ok(),
         "listening is granted"
+    );
+}
+
+#[test]
+fn a_server_check_that_waits_is_stopped_by_cancel_and_adds_nothing() {
+    let fx = app("cancel-check");
+    // Connections are accepted by the kernel (the backlog) and never answered: without a cancel
+    // the check would wait for the client's 30 s time-out.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
+    let url = format!("http://{}/mcp", silent.local_addr().expect("address"));
+    let window = fx.window.clone();
+    let adding = std::thread::spawn(move || {
+        invoke(
+            &window,
+            "server_add",
+            json!({"request": {"name": "silent", "url": url, "discover": true}}),
+        )
+    });
+    let deadline = Instant::now() + Duration::from_secs(10);
+    // Cancel until the add ends: a cancel sent before the check began waiting stops nothing.
+    while !adding.is_finished() {
+        assert!(
+            Instant::now() < deadline,
+            "the check was not stopped by server_check_cancel"
+        );
+        invoke(&fx.window, "server_check_cancel", json!({})).expect("server_check_cancel");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let stopped = adding
+        .join()
+        .expect("the add's thread")
+        .expect_err("a stopped add fails");
+    assert_eq!(stopped["code"], "cancelled", "{stopped}");
+    let servers = invoke(&fx.window, "server_list", json!({})).expect("server_list");
+    assert_eq!(servers, json!([]), "nothing was added");
+    drop(silent);
+}
+
+#[test]
+fn the_demo_server_starts_with_one_click_once_and_its_example_tasks_begin() {
+    let fx = app("try-demo");
+    let first = invoke(&fx.window, "demo_start", json!({})).expect("demo_start");
+    assert_eq!(first["name"], "demo");
+    let again = invoke(&fx.window, "demo_start", json!({})).expect("demo_start again");
+    assert_eq!(
+        again["id"], first["id"],
+        "a second click returns the same server"
+    );
+    let info = invoke(&fx.window, "app_info", json!({})).expect("app_info");
+    assert_eq!(
+        info["demoUrl"], first["url"],
+        "the app knows its demo server"
+    );
+    let tasks = until(
+        "the demo's two example tasks",
+        Duration::from_secs(20),
+        || {
+            let tasks = invoke(&fx.window, "task_list", json!({"request": {}})).ok()?;
+            (tasks.as_array()?.len() == 2).then_some(tasks)
+        },
+    );
+    let tools: Vec<&str> = tasks
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["toolName"].as_str())
+        .collect();
+    assert!(
+        tools.contains(&"deploy_service") && tools.contains(&"run_ci_pipeline"),
+        "{tasks}"
     );
 }

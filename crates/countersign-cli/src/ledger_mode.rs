@@ -225,10 +225,10 @@ fn opener(
     browser: bool,
 ) -> impl Fn(String) -> std::future::Ready<countersign_core::auth::Result<()>> {
     move |url: String| {
-        let host = countersign_core::auth::host_of(&url);
+        let host = countersign_core::notice::link_host(&url).unwrap_or_else(|| url.clone());
         tell!("sign in at {host} in your browser:\n  {url}");
         if browser {
-            if let Err(e) = countersign_core::auth::open_browser(&url) {
+            if let Err(e) = countersign_core::browser::open(&url) {
                 tell!("could not open a browser ({e}); open the URL above yourself");
             }
         }
@@ -431,7 +431,7 @@ fn compact(name: &str, value: &Value) -> String {
     }
 }
 
-pub(crate) fn tasks_list(
+pub(crate) async fn tasks_list(
     desk: &Desk,
     status: Option<&str>,
     server: Option<String>,
@@ -442,33 +442,37 @@ pub(crate) fn tasks_list(
         Some(s) => Some(LedgerStatus::parse(s).ok_or_else(|| CliError::Usage(format!("unknown status {s:?} (working, input_required, completed, failed, cancelled, expired, lost)")))?),
         None => None,
     };
-    let list = desk.ledger().read(|c| {
-        tasks::list(
-            c,
-            &Filter {
-                status,
-                server,
-                tool,
-                limit: None,
-            },
-        )
-    })?;
+    let filter = Filter {
+        status,
+        server,
+        tool,
+        limit: None,
+    };
     if json_out {
+        // The records as they are stored (state, arguments, result): what scripts read.
+        let list = desk.ledger().read(|c| tasks::list(c, &filter))?;
         terminal::json(&serde_json::to_value(&list).unwrap_or(Value::Null));
-    } else if list.is_empty() {
+        return Ok(EXIT_COMPLETED);
+    }
+    let list = desk.console.tasks_matching(filter).await?;
+    if list.is_empty() {
         say!("no tasks");
-    } else {
-        for t in list {
-            say!(
-                "#{:<5} {:<14} {:<12} {:<20} {} {}",
-                t.id,
-                t.status.as_str(),
-                t.server,
-                t.tool.as_deref().unwrap_or("(adopted)"),
-                t.task_id,
-                t.status_message.as_deref().unwrap_or("")
-            );
-        }
+    }
+    for t in list {
+        // How it ended in the person's terms, the same words as the app's task list.
+        let status = match &t.outcome {
+            Some(outcome) => format!("{} · {outcome}", t.status.as_str()),
+            None => t.status.as_str().to_owned(),
+        };
+        say!(
+            "#{:<5} {:<14} {:<12} {:<20} {} {}",
+            t.row,
+            status,
+            t.server_name,
+            t.tool_name.as_deref().unwrap_or("(adopted)"),
+            t.task_id,
+            t.status_message.as_deref().unwrap_or("")
+        );
     }
     Ok(EXIT_COMPLETED)
 }

@@ -405,6 +405,11 @@ impl From<countersign_core::console::Error> for CliError {
             C::Keyring(e) => Self::Keyring(e),
             C::Engine(e) => Self::Engine(e),
             C::SignIn(e) => Self::SignIn(e),
+            // Only a window cancels checks; kept for completeness.
+            C::Cancelled => Self::Io(std::io::Error::new(
+                std::io::ErrorKind::Interrupted,
+                "stopped before the server answered",
+            )),
             C::Write { path, source } => Self::Io(std::io::Error::new(
                 source.kind(),
                 format!("cannot write {}: {source}", path.display()),
@@ -713,7 +718,7 @@ async fn run(cli: Cli) -> Result<u8, CliError> {
         } => {
             with_desk(&global, |desk| {
                 Box::pin(async move {
-                    ledger_mode::tasks_list(desk, status.as_deref(), server, tool, json)
+                    ledger_mode::tasks_list(desk, status.as_deref(), server, tool, json).await
                 })
             })
             .await

@@ -644,7 +644,7 @@ mod tests {
                 Ok((
                     audit::list(c)?,
                     events::for_task(c, task)?,
-                    tasks::summaries(c, None)?,
+                    tasks::summaries(c, &tasks::Filter::default())?,
                 ))
             })
             .expect("read");

@@ -7,7 +7,6 @@
 //!   document → dynamic registration), the authorization request (PKCE S256, `resource`,
 //!   `state`), the callback check (RFC 9207 `iss`), token and refresh requests;
 //! - [`loopback`]: the browser step, a one-shot listener on `127.0.0.1:0` (RFC 8252);
-//! - [`browser`]: opening the authorization URL (`$BROWSER`, else the platform's opener);
 //! - [`session`]: one operation with sign-in on `401` and bounded step-up on `403`;
 //! - [`store`]: a server's sign-in as one keyring blob (tokens, registration, expiry).
 //!
@@ -16,7 +15,6 @@
 //! registration and `iss` checks are here. No request of this module carries an MCP access
 //! token, follows a redirect, or puts a token or secret in an error.
 
-pub mod browser;
 pub mod challenge;
 pub mod discovery;
 pub mod flow;
@@ -24,7 +22,6 @@ pub mod loopback;
 pub mod session;
 pub mod store;
 
-pub use browser::{host_of, open_browser};
 pub use challenge::Challenge;
 pub use discovery::{AuthServerMetadata, Discovered, ProtectedResource};
 pub use flow::{

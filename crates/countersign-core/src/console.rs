@@ -16,6 +16,7 @@
 //! records the answer (question state, audit, outbox item, `input_answered`) in one synced
 //! transaction and nudges the engine, which delivers it with `tasks/update`.
 
+pub mod feed;
 pub mod notifications;
 pub mod present;
 mod sign_ins;
@@ -28,12 +29,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Map, Value};
-use tokio::sync::{broadcast, OnceCell};
+use tokio::sync::OnceCell;
 
 use crate::actions::{self, Called};
 use crate::engine::lock::LockError;
 use crate::engine::{self, Engine, EngineConfig};
-use crate::ledger::events::{self, StoredEvent};
+use crate::ledger::events;
 use crate::ledger::servers::{self, ServerRecord};
 use crate::ledger::tasks::{self, TaskRecord};
 use crate::ledger::{self, audit, inputs, Ledger};
@@ -86,6 +87,9 @@ pub enum Error {
     /// Signing in to an OAuth-protected server failed (the message names the step; no secret).
     #[error(transparent)]
     SignIn(#[from] crate::auth::SessionError),
+    /// The person stopped the check before the server answered ([`Console::cancel_checks`]).
+    #[error("stopped before the server answered")]
+    Cancelled,
     /// A file the person asked for could not be written.
     #[error("cannot write {}: {source}", path.display())]
     Write {
@@ -122,6 +126,7 @@ impl Error {
             Self::Server(_) | Self::Refused(_) | Self::TooManyRounds { .. } => ErrorCode::Server,
             Self::Keyring(_) => ErrorCode::Keyring,
             Self::SignIn(_) => ErrorCode::Server,
+            Self::Cancelled => ErrorCode::Cancelled,
             Self::Ledger(_) | Self::Engine(_) | Self::Write { .. } => ErrorCode::Internal,
         }
     }
@@ -279,7 +284,7 @@ pub enum CallStep {
 }
 
 /// A pending question and whether a desktop notification was already shown for it.
-pub struct InboxEntry {
+struct InboxEntry {
     /// What the inbox shows.
     pub view: InputRequestView,
     /// The `inputs` row (for [`Console::mark_notified`]).
@@ -308,6 +313,8 @@ pub struct Console {
     /// One refresh at a time per server, shared by the refreshers and the engine's refresh on
     /// `401`.
     flights: sign_ins::Flights,
+    /// Bumped by [`Console::cancel_checks`]: every server check waiting at that moment stops.
+    checks: tokio::sync::watch::Sender<u64>,
 }
 
 impl Console {
@@ -344,6 +351,7 @@ impl Console {
             refreshers,
             refreshers_resumed: Default::default(),
             flights,
+            checks: tokio::sync::watch::Sender::new(0),
         };
         if start == Start::Now {
             console.ensure_engine().await.map_err(|e| match e {
@@ -497,11 +505,6 @@ impl Console {
         }
     }
 
-    /// Events this process commits, as a wake-up for a feed (which reads by cursor).
-    pub fn subscribe(&self) -> broadcast::Receiver<StoredEvent> {
-        self.ledger.subscribe()
-    }
-
     async fn read<T: Send + 'static>(
         &self,
         f: impl FnOnce(&rusqlite::Connection) -> ledger::Result<T> + Send + 'static,
@@ -509,20 +512,10 @@ impl Console {
         Ok(self.ledger.read_async(f).await?)
     }
 
-    /// The newest event id.
-    pub async fn last_event_id(&self) -> Result<i64> {
-        self.read(events::last_id).await
-    }
-
-    /// Events after `cursor`, oldest first.
-    pub async fn events_since(&self, cursor: i64, limit: usize) -> Result<Vec<StoredEvent>> {
-        self.read(move |c| events::since(c, cursor, limit)).await
-    }
-
     // ---- questions ------------------------------------------------------------------------
 
     /// The inbox with notification bookkeeping.
-    pub async fn inbox_entries(&self) -> Result<Vec<InboxEntry>> {
+    async fn inbox_entries(&self) -> Result<Vec<InboxEntry>> {
         let items = self.read(inputs::inbox).await?;
         Ok(items
             .iter()
@@ -546,7 +539,7 @@ impl Console {
 
     /// Records that these questions were notified (or deliberately not), so no restart notifies
     /// them: one write for the whole batch, however many questions a server sent at once.
-    pub async fn mark_notified(&self, input_ids: Vec<i64>) -> Result<()> {
+    async fn mark_notified(&self, input_ids: Vec<i64>) -> Result<()> {
         self.ledger
             .write(move |ctx| {
                 for id in input_ids {
@@ -605,8 +598,20 @@ impl Console {
     /// Task rows, newest first.
     pub async fn tasks(&self, limit: Option<u32>) -> Result<Vec<TaskView>> {
         let list = self
-            .read(move |c| tasks::summaries(c, limit.map(|l| l as usize)))
+            .read(move |c| {
+                let filter = tasks::Filter {
+                    limit: limit.map(|l| l as usize),
+                    ..tasks::Filter::default()
+                };
+                tasks::summaries(c, &filter)
+            })
             .await?;
+        Ok(list.iter().map(present::task).collect())
+    }
+
+    /// The tasks matching `filter`, newest first, as lists show them.
+    pub async fn tasks_matching(&self, filter: tasks::Filter) -> Result<Vec<TaskView>> {
+        let list = self.read(move |c| tasks::summaries(c, &filter)).await?;
         Ok(list.iter().map(present::task).collect())
     }
 
@@ -756,7 +761,7 @@ impl Console {
             None,
         )?;
         let discovery = if request.discover {
-            Some(probe.discover().await?)
+            Some(self.unless_cancelled(probe.discover()).await??)
         } else {
             None
         };
@@ -1034,7 +1039,8 @@ impl Console {
     /// Asks `server/discover` again and records what it says.
     pub async fn check_server(&self, id: i64) -> Result<ServerRecord> {
         let server = self.server(id).await?;
-        let discovery = match self.client(&server).await?.discover().await {
+        let client = self.client(&server).await?;
+        let discovery = match self.unless_cancelled(client.discover()).await? {
             Ok(discovery) => discovery,
             Err(e) => {
                 // A server that cannot be reached shows as unreachable, not "unknown" (a server
@@ -1047,6 +1053,23 @@ impl Console {
         };
         actions::record_discovery(&self.ledger, id, &discovery).await?;
         self.server(id).await
+    }
+
+    /// Stops every server check waiting for its server now (adding with discovery, checking):
+    /// each ends with [`Error::Cancelled`] and records nothing. The server may still see the
+    /// request; a check only reads.
+    pub fn cancel_checks(&self) {
+        self.checks
+            .send_modify(|generation| *generation = generation.wrapping_add(1));
+    }
+
+    /// `work`, unless [`Console::cancel_checks`] is called before it ends.
+    async fn unless_cancelled<T>(&self, work: impl std::future::Future<Output = T>) -> Result<T> {
+        let mut cancelled = self.checks.subscribe();
+        tokio::select! {
+            done = work => Ok(done),
+            _ = cancelled.changed() => Err(Error::Cancelled),
+        }
     }
 
     /// The tools of a server.

@@ -465,7 +465,8 @@ impl Ledger {
     }
 
     /// Waits until events after `cursor` exist (written by any process), then returns up to
-    /// `limit` of them. Checks every `every`; returns empty after `timeout`.
+    /// `limit` of them; empty after `timeout`. This process's commits wake the wait at once (the
+    /// broadcast); other processes' are seen by reading again every `every`.
     pub async fn events_after(
         &self,
         cursor: i64,
@@ -473,15 +474,26 @@ impl Ledger {
         every: std::time::Duration,
         timeout: std::time::Duration,
     ) -> Result<Vec<StoredEvent>> {
-        let deadline = tokio::time::Instant::now() + timeout;
+        let deadline = crate::scheduler::after(tokio::time::Instant::now(), timeout);
+        // Subscribed before reading, so a commit between the read and the wait still wakes it.
+        let mut wake = self.events.subscribe();
         loop {
             let batch = self
                 .read_async(move |c| events::since(c, cursor, limit))
                 .await?;
-            if !batch.is_empty() || tokio::time::Instant::now() >= deadline {
+            let now = tokio::time::Instant::now();
+            if !batch.is_empty() || now >= deadline {
                 return Ok(batch);
             }
-            tokio::time::sleep(every).await;
+            let nap = every.min(deadline - now);
+            tokio::select! {
+                // Lagged or a commit: read again either way. Closed (the ledger is closing):
+                // fall back to the timer.
+                r = wake.recv() => if let Err(broadcast::error::RecvError::Closed) = r {
+                    tokio::time::sleep(nap).await;
+                },
+                _ = tokio::time::sleep(nap) => {}
+            }
         }
     }
 

@@ -28,6 +28,7 @@
 
 pub mod actions;
 pub mod auth;
+pub mod browser;
 pub mod console;
 pub mod decision;
 pub mod diagnosis;

@@ -25,6 +25,7 @@ import type { ToolCallRequest } from "./ToolCallRequest";
 import type { ToolView } from "./ToolView";
 import type { UrlOpenRequest } from "./UrlOpenRequest";
 import type { ViewRequest } from "./ViewRequest";
+import type { ZoomRequest } from "./ZoomRequest";
 
 /** Every command: `req` is `null` when it takes no argument. */
 export interface Commands {
@@ -32,6 +33,7 @@ export interface Commands {
   ui_painted: { req: null; res: null };
   notify_dnd_set: { req: DndRequest; res: ShellState };
   view_set: { req: ViewRequest; res: null };
+  view_zoom_set: { req: ZoomRequest; res: null };
   input_list: { req: null; res: Array<InputRequestView> };
   input_answer: { req: InputAnswerRequest; res: null };
   task_list: { req: TaskListRequest; res: Array<TaskView> };
@@ -45,6 +47,8 @@ export interface Commands {
   server_check: { req: ServerRef; res: ServerView };
   server_sign_in: { req: ServerRef; res: ServerView };
   server_sign_out: { req: ServerRef; res: ServerView };
+  server_check_cancel: { req: null; res: null };
+  demo_start: { req: null; res: ServerView };
   tool_list: { req: ServerRef; res: Array<ToolView> };
   tool_call: { req: ToolCallRequest; res: ToolCallOutcome };
   tool_call_answer: { req: ToolCallAnswerRequest; res: ToolCallOutcome };

@@ -26,6 +26,7 @@ const ERROR_CODES: readonly ErrorCode[] = [
   "unavailable",
   "server",
   "keyring",
+  "cancelled",
   "internal",
 ];
 

@@ -3,7 +3,7 @@
 //! from [`crate::notice`]: truncated, a link's host first; escaped for daemons that render
 //! markup), and which questions one click can answer ([`single_confirmation`]).
 
-use super::view::{InputKind, InputRequestView};
+use super::view::{InputKind, InputRequestView, InputResponse};
 use crate::notice::{form_body, link_body};
 
 /// Most question notifications waiting for a click at once (one thread each).
@@ -55,9 +55,49 @@ pub fn arrange(fresh: Vec<InputRequestView>, live: usize) -> Vec<Post> {
     posts
 }
 
+/// An answer given from a notification's buttons.
+#[derive(Debug, Clone, PartialEq)]
+pub enum QuickAnswer {
+    /// Approve: accept with `{field: true}` (the one boolean of [`single_confirmation`]).
+    Approve(String),
+    /// Decline.
+    Decline,
+}
+
+impl QuickAnswer {
+    /// The answer as the console records it.
+    pub fn response(self) -> InputResponse {
+        match self {
+            QuickAnswer::Approve(field) => InputResponse::Accept {
+                content: Some(serde_json::Map::from_iter([(
+                    field,
+                    serde_json::Value::Bool(true),
+                )])),
+            },
+            QuickAnswer::Decline => InputResponse::Decline,
+        }
+    }
+}
+
+/// What replaces the notification of a question that left the inbox, by how it left (the
+/// answer's action, anything else: no longer needed), so no stale Approve button stays on screen.
+pub fn closed_text(how: &str) -> &'static str {
+    match how {
+        "accept" => "Approved",
+        "decline" => "Declined",
+        "cancel" => "Dismissed",
+        _ => "No longer needed",
+    }
+}
+
 /// The notifier's identity of a question: keys are unique within a task only.
 pub fn id_of(input: &InputRequestView) -> String {
-    format!("{}/{}", input.task_row, input.key)
+    notification_id(input.task_row, &input.key)
+}
+
+/// [`id_of`] from a task row and a question key.
+pub fn notification_id(task_row: i64, key: &str) -> String {
+    format!("{task_row}/{key}")
 }
 
 /// "server · tool" (adopted tasks have no known tool).

@@ -2,6 +2,7 @@
 //! conversions, no I/O, and the domain rules of presentation (a server's health, whether it
 //! supports tasks, the fields of an audited answer) in one place.
 
+use crate::decision::Decision;
 use crate::ledger::audit::AuditRecord;
 use crate::ledger::events::{ServerReachability, SignInState, StoredEvent, Via};
 use crate::ledger::inputs::{InboxItem, InputRecord, InputState as LedgerInputState};
@@ -12,21 +13,8 @@ use serde_json::Value;
 
 use super::view::{
     AuditEntry, EventVia, EventView, InputKind, InputRequestView, InputState, InputView,
-    Reachability, ServerHealth, ServerView, TaskStatus, TaskView, ToolView,
+    Reachability, ServerHealth, ServerView, TaskView, ToolView,
 };
-
-/// The ledger's status as the UI's.
-pub fn status(s: LedgerStatus) -> TaskStatus {
-    match s {
-        LedgerStatus::Working => TaskStatus::Working,
-        LedgerStatus::InputRequired => TaskStatus::InputRequired,
-        LedgerStatus::Completed => TaskStatus::Completed,
-        LedgerStatus::Failed => TaskStatus::Failed,
-        LedgerStatus::Cancelled => TaskStatus::Cancelled,
-        LedgerStatus::Expired => TaskStatus::Expired,
-        LedgerStatus::Lost => TaskStatus::Lost,
-    }
-}
 
 /// A list row.
 pub fn task(t: &TaskSummary) -> TaskView {
@@ -36,7 +24,7 @@ pub fn task(t: &TaskSummary) -> TaskView {
         server_name: t.server.clone(),
         tool_name: t.tool.clone(),
         origin: t.origin.clone(),
-        status: status(t.status),
+        status: t.status,
         status_message: t.status_message.clone(),
         created_at_ms: t.created_at,
         updated_at_ms: t.updated_at,
@@ -46,7 +34,34 @@ pub fn task(t: &TaskSummary) -> TaskView {
         poll_error: t.poll_error.clone(),
         last_decision: t.last_decision,
         cancelled_by_you: t.cancel_requested,
+        result_is_error: t.result_is_error,
+        outcome: outcome(t),
     }
+}
+
+/// What a person should know of how a task ended beyond its status: their part in it ("denied by
+/// you"; "by you" for a cancel they asked for) and a tool that reported an error (the task
+/// completed, the tool did not do its job; not said after a denial, which it follows from). None
+/// while it runs: then the status is what matters.
+pub fn outcome(t: &TaskSummary) -> Option<String> {
+    match t.status {
+        LedgerStatus::Working | LedgerStatus::InputRequired => return None,
+        LedgerStatus::Cancelled if t.cancel_requested => return Some("by you".into()),
+        _ => {}
+    }
+    // A tool that fails because the person said no did what it was told: the decision says it.
+    let against = matches!(
+        t.last_decision,
+        Some(Decision::Denied | Decision::Declined | Decision::Dismissed)
+    );
+    let mut parts = Vec::new();
+    if t.status == LedgerStatus::Completed && t.result_is_error && !against {
+        parts.push("tool reported an error".to_owned());
+    }
+    if let Some(decision) = t.last_decision {
+        parts.push(format!("{} by you", decision.as_str()));
+    }
+    (!parts.is_empty()).then(|| parts.join(" · "))
 }
 
 /// A stored `{method, params}` request as what the UI renders.
@@ -294,6 +309,61 @@ mod tests {
             input_kind(&json!("nonsense")),
             InputKind::Unsupported { .. }
         ));
+    }
+
+    fn ended(
+        status: LedgerStatus,
+        decision: Option<Decision>,
+        cancelled: bool,
+        tool_error: bool,
+    ) -> Option<String> {
+        outcome(&TaskSummary {
+            id: 1,
+            server_id: 1,
+            server: "s".into(),
+            task_id: "t".into(),
+            tool: None,
+            origin: "call".into(),
+            status,
+            status_message: None,
+            ttl_ms: None,
+            created_at: 0,
+            updated_at: 0,
+            finished_at: None,
+            poll_error: None,
+            pending_inputs: 0,
+            last_decision: decision,
+            cancel_requested: cancelled,
+            result_is_error: tool_error,
+        })
+    }
+
+    #[test]
+    fn how_a_task_ended_is_said_in_the_persons_terms() {
+        use LedgerStatus::*;
+        assert_eq!(ended(Working, Some(Decision::Denied), false, false), None);
+        assert_eq!(ended(Completed, None, false, false), None);
+        assert_eq!(
+            ended(Completed, Some(Decision::Denied), false, true).as_deref(),
+            Some("denied by you"),
+            "a tool error that follows a denial is the denial"
+        );
+        assert_eq!(
+            ended(Completed, Some(Decision::Approved), false, true).as_deref(),
+            Some("tool reported an error · approved by you")
+        );
+        assert_eq!(
+            ended(Completed, None, false, true).as_deref(),
+            Some("tool reported an error")
+        );
+        assert_eq!(
+            ended(Cancelled, Some(Decision::Approved), true, false).as_deref(),
+            Some("by you")
+        );
+        assert_eq!(
+            ended(Failed, Some(Decision::Answered), false, false).as_deref(),
+            Some("answered by you")
+        );
     }
 
     #[test]

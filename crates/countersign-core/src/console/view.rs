@@ -8,6 +8,7 @@
 pub use crate::decision::Decision;
 pub use crate::diagnosis::Diagnosis;
 use crate::ledger::events::EventKind;
+use crate::ledger::tasks::LedgerStatus;
 use crate::sensitive::Sensitive;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
@@ -30,6 +31,8 @@ pub enum ErrorCode {
     Server,
     /// The OS keyring is missing, locked or refused.
     Keyring,
+    /// The person stopped it (a server check they cancelled while it waited).
+    Cancelled,
     /// A bug on our side.
     Internal,
 }
@@ -174,27 +177,6 @@ pub enum InputResponse {
     Cancel,
 }
 
-/// A task's status: the Tasks extension's five, and two only the client concludes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
-#[serde(rename_all = "snake_case")]
-pub enum TaskStatus {
-    /// Running.
-    Working,
-    /// Waiting for input (see the inbox).
-    InputRequired,
-    /// Terminal: has a result (which may be `isError`).
-    Completed,
-    /// Terminal: has a JSON-RPC error.
-    Failed,
-    /// Terminal.
-    Cancelled,
-    /// Outlived its TTL before finishing: polling stopped.
-    Expired,
-    /// The server no longer knows it.
-    Lost,
-}
-
 /// One row of the task list.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
@@ -212,8 +194,8 @@ pub struct TaskView {
     pub tool_name: Option<String>,
     /// `call` or `adopted`.
     pub origin: String,
-    /// Current status.
-    pub status: TaskStatus,
+    /// Current status: the Tasks extension's five, and two only the client concludes.
+    pub status: LedgerStatus,
     /// Latest status message (server-provided: text only).
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "ts", ts(optional))]
@@ -242,6 +224,13 @@ pub struct TaskView {
     pub last_decision: Option<Decision>,
     /// A person asked for this task to be cancelled.
     pub cancelled_by_you: bool,
+    /// Completed, but the tool reported an error (`isError: true` in its result).
+    pub result_is_error: bool,
+    /// How it ended beyond its status, in the person's terms ([`super::present::outcome`]):
+    /// "denied by you", "tool reported an error", "by you" (a cancel they asked for).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub outcome: Option<String>,
 }
 
 /// Where a question stands.

@@ -350,8 +350,18 @@ pub struct Filter {
 
 /// Tasks, newest first.
 pub fn list(conn: &Connection, filter: &Filter) -> Result<Vec<TaskRecord>> {
+    filtered(conn, SELECT, filter, from_row)
+}
+
+/// `select` (aliasing tasks `t` and servers `s`) narrowed by `filter`, newest first.
+fn filtered<T>(
+    conn: &Connection,
+    select: &str,
+    filter: &Filter,
+    row: impl FnMut(&Row<'_>) -> rusqlite::Result<T>,
+) -> Result<Vec<T>> {
     let mut stmt = conn.prepare_cached(&format!(
-        "{SELECT} WHERE (?1 IS NULL OR t.status = ?1) AND (?2 IS NULL OR s.name = ?2)
+        "{select} WHERE (?1 IS NULL OR t.status = ?1) AND (?2 IS NULL OR s.name = ?2)
              AND (?3 IS NULL OR t.tool = ?3)
          ORDER BY t.id DESC LIMIT ?4"
     ))?;
@@ -362,7 +372,7 @@ pub fn list(conn: &Connection, filter: &Filter) -> Result<Vec<TaskRecord>> {
             filter.tool,
             filter.limit.map(|l| l as i64).unwrap_or(-1),
         ],
-        from_row,
+        row,
     )?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
@@ -408,6 +418,9 @@ pub struct TaskSummary {
     pub last_decision: Option<Decision>,
     /// A person asked for it to be cancelled.
     pub cancel_requested: bool,
+    /// It completed with a tool result marked `isError: true` (the tool failed, the task did
+    /// not).
+    pub result_is_error: bool,
 }
 
 const SUMMARY: &str = "SELECT t.id, t.server_id, s.name, t.task_id, t.tool, t.origin, t.status,
@@ -415,7 +428,10 @@ const SUMMARY: &str = "SELECT t.id, t.server_id, s.name, t.task_id, t.tool, t.or
         (SELECT COUNT(*) FROM inputs i WHERE i.task = t.id AND i.state = 'pending'),
         (SELECT json_extract(e.data, '$.decision') FROM events e
             WHERE e.task = t.id AND e.kind = 'input_answered' ORDER BY e.id DESC LIMIT 1),
-        EXISTS (SELECT 1 FROM events e WHERE e.task = t.id AND e.kind = 'cancel_requested')
+        EXISTS (SELECT 1 FROM events e WHERE e.task = t.id AND e.kind = 'cancel_requested'),
+        -- Only completed rows are parsed: a result can be large, and only they have one.
+        CASE WHEN t.status = 'completed'
+            THEN json_extract(t.state, '$.result.isError') IS 1 ELSE 0 END
      FROM tasks t JOIN servers s ON s.id = t.server_id";
 
 fn summary_from_row(row: &Row<'_>) -> rusqlite::Result<TaskSummary> {
@@ -442,14 +458,13 @@ fn summary_from_row(row: &Row<'_>) -> rusqlite::Result<TaskSummary> {
             .as_deref()
             .and_then(Decision::parse),
         cancel_requested: row.get(15)?,
+        result_is_error: row.get(16)?,
     })
 }
 
-/// Task summaries, newest first (`limit` None = all). One query, so 10,000 rows stay cheap.
-pub fn summaries(conn: &Connection, limit: Option<usize>) -> Result<Vec<TaskSummary>> {
-    let mut stmt = conn.prepare_cached(&format!("{SUMMARY} ORDER BY t.id DESC LIMIT ?1"))?;
-    let rows = stmt.query_map([limit.map(|l| l as i64).unwrap_or(-1)], summary_from_row)?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
+/// Task summaries matching `filter`, newest first. One query, so 10,000 rows stay cheap.
+pub fn summaries(conn: &Connection, filter: &Filter) -> Result<Vec<TaskSummary>> {
+    filtered(conn, SUMMARY, filter, summary_from_row)
 }
 
 /// One task's summary by row id.
@@ -514,7 +529,7 @@ mod tests {
         let (list, one, seen) = ledger
             .read(|c| {
                 Ok((
-                    summaries(c, None)?,
+                    summaries(c, &Filter::default())?,
                     summary(c, a)?,
                     events::reachability(c)?,
                 ))

@@ -2,21 +2,26 @@ import { describe, expect, it } from "vitest";
 import { endedAgainst, statusText } from "./status";
 
 describe("statusText", () => {
-  it("says how a task ended in the person's terms", () => {
-    expect(statusText({ status: "completed", lastDecision: "denied", cancelledByYou: false })).toBe("Completed · denied by you");
-    expect(statusText({ status: "completed", lastDecision: "approved", cancelledByYou: false })).toBe("Completed · approved by you");
-    expect(statusText({ status: "cancelled", lastDecision: "approved", cancelledByYou: true })).toBe("Cancelled by you");
-    expect(statusText({ status: "completed", cancelledByYou: false })).toBe("Completed");
+  it("puts the core's outcome beside the status", () => {
+    expect(statusText({ status: "completed", outcome: "denied by you" })).toBe("Completed · denied by you");
+    expect(statusText({ status: "completed", outcome: "tool reported an error · approved by you" })).toBe(
+      "Completed · tool reported an error · approved by you",
+    );
+    expect(statusText({ status: "cancelled", outcome: "by you" })).toBe("Cancelled by you");
+    expect(statusText({ status: "completed" })).toBe("Completed");
   });
+});
 
-  it("shows only the status while the task runs", () => {
-    expect(statusText({ status: "working", lastDecision: "approved", cancelledByYou: false })).toBe("Working");
-  });
-
+describe("endedAgainst", () => {
   it("marks denials and declines, not approvals", () => {
-    expect(endedAgainst("denied")).toBe(true);
-    expect(endedAgainst("declined")).toBe(true);
-    expect(endedAgainst("approved")).toBe(false);
-    expect(endedAgainst(undefined)).toBe(false);
+    expect(endedAgainst({ lastDecision: "denied", resultIsError: false })).toBe(true);
+    expect(endedAgainst({ lastDecision: "declined", resultIsError: false })).toBe(true);
+    expect(endedAgainst({ lastDecision: "approved", resultIsError: false })).toBe(false);
+    expect(endedAgainst({ resultIsError: false })).toBe(false);
+  });
+
+  it("marks a tool error whatever was decided", () => {
+    expect(endedAgainst({ lastDecision: "approved", resultIsError: true })).toBe(true);
+    expect(endedAgainst({ resultIsError: true })).toBe(true);
   });
 });

@@ -1,5 +1,5 @@
 import type { Decision } from "../../bindings/Decision";
-import type { TaskStatus } from "../../bindings/TaskStatus";
+import type { LedgerStatus as TaskStatus } from "../../bindings/LedgerStatus";
 import type { TaskView } from "../../bindings/TaskView";
 
 export const STATUS_LABEL: Record<TaskStatus, string> = {
@@ -18,18 +18,20 @@ export function isTerminal(s: TaskStatus): boolean {
 
 /**
  * How a task stands in the person's terms: "Completed · denied by you" rather than a bare
- * "Completed" after a denial the server treats as an ordinary result; "Cancelled by you".
- * The person's part is shown once the task has ended (while it runs, the status is what matters).
+ * "Completed" after a denial the server treats as an ordinary result; "Cancelled by you". The
+ * outcome is the core's (`present::outcome`), the same words the CLI prints.
  */
-export function statusText(t: Pick<TaskView, "status" | "lastDecision" | "cancelledByYou">): string {
+export function statusText(t: Pick<TaskView, "status" | "outcome">): string {
   const label = STATUS_LABEL[t.status];
-  if (!isTerminal(t.status)) return label;
-  if (t.status === "cancelled" && t.cancelledByYou) return "Cancelled by you";
-  if (t.lastDecision) return `${label} · ${t.lastDecision} by you`;
-  return label;
+  if (t.status === "cancelled" && t.outcome === "by you") return "Cancelled by you";
+  return t.outcome ? `${label} · ${t.outcome}` : label;
 }
 
-/** A decision the task ended on that the person should not mistake for success. */
-export function endedAgainst(d: Decision | undefined): boolean {
-  return d === "denied" || d === "declined" || d === "dismissed";
+/**
+ * A task that ended in a way the person should not mistake for success: on a denial or decline,
+ * or with a tool result marked as an error.
+ */
+export function endedAgainst(t: Pick<TaskView, "lastDecision" | "resultIsError">): boolean {
+  const d: Decision | undefined = t.lastDecision;
+  return t.resultIsError || d === "denied" || d === "declined" || d === "dismissed";
 }

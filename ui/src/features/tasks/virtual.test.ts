@@ -20,6 +20,7 @@ function tasks(n: number): TaskView[] {
     updatedAtMs: Date.UTC(2026, 11, 2, 9),
     pendingInputs: 0,
     cancelledByYou: false,
+    resultIsError: false,
   }));
 }
 

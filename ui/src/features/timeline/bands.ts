@@ -1,7 +1,7 @@
 // A task's timeline as a time axis: status bands (working, input required, terminal) and
 // markers for questions, answers, errors and retries, computed from the ledger's events.
 import type { EventView } from "../../bindings/EventView";
-import type { TaskStatus } from "../../bindings/TaskStatus";
+import type { LedgerStatus as TaskStatus } from "../../bindings/LedgerStatus";
 import { questionText } from "./request";
 
 export type Phase = "working" | "input_required" | "terminal";
