@@ -498,7 +498,8 @@ await step("adds an OAuth-protected server: signs in through the browser, the si
   await until("the task on the OAuth server to complete", async () => (await ui.text('[data-testid="task-status"]')) === "Completed", 20000);
 });
 
-await step("signing out shows sign-in needed (Servers and the inbox banner); signing in from the banner clears it", async () => {
+await step("signing out while a task runs: sign-in needed on Servers, the inbox banner, the task's timeline and one notification; signing in from the banner resumes the task", async () => {
+  const id = await callTool("oauth-peer", "long_job", { steps: "60" });
   await ui.go("#/servers");
   await until("the Sign out button", async () => (await serverCard("oauth-peer"))?.signOut);
   await ui.click('article.server[data-server="oauth-peer"] [data-testid="sign-out"]');
@@ -507,15 +508,30 @@ await step("signing out shows sign-in needed (Servers and the inbox banner); sig
     return c?.health.startsWith("sign-in needed") ? c : null;
   });
   assert.ok(card.signIn, "a Sign in button");
-  assert.equal(signInLookup((await addServerId("oauth-peer"))), "", "signing out deletes the sign-in from the keyring");
+  assert.equal(signInLookup(await addServerId("oauth-peer")), "", "signing out deletes the sign-in from the keyring");
+  // The running task's next poll is refused and cannot be refreshed: recorded once, told once.
+  await until("one sign-in notification", () => notifications.fresh("oauth-peer: sign in again").length === 1, 15000);
+  await ui.go("#/tasks");
+  await ui.click(`.task-row[data-task-id="${id}"]`);
+  await until("sign-in needed on the task's timeline", () =>
+    ui.js(`return [...document.querySelectorAll('[data-testid="event-list"] li')].some((li) => li.dataset.kind === "sign_in_needed");`),
+  );
+  assert.notEqual(await ui.text('[data-testid="task-status"]'), "Completed", "the task keeps its state, unpolled");
+  await assertAccessible("the task view (sign-in needed)");
+  await ui.go("#/servers");
   await assertAccessible("#/servers (sign-in needed)");
   await ui.go("#/inbox");
   await until("the sign-in banner above the inbox", () => ui.exists('[data-testid="sign-in-needed"][data-server="oauth-peer"]'));
   await assertAccessible("#/inbox (sign-in banner)");
+  closeNotifications();
   await ui.shot(join(shots, "sign-in-needed.png"));
   await ui.click('[data-testid="sign-in-needed"][data-server="oauth-peer"] [data-testid="sign-in-banner-button"]');
   await until("the banner gone after signing in again", async () => !(await ui.exists('[data-testid="sign-in-needed"]')), 20000);
   assert.ok(signInLookup(await addServerId("oauth-peer")), "signed in again: the sign-in is back in the keyring");
+  await ui.go("#/tasks");
+  await ui.click(`.task-row[data-task-id="${id}"]`);
+  await until("the task to resume and complete after signing in", async () => (await ui.text('[data-testid="task-status"]')) === "Completed", 30000);
+  assert.equal(notifications.fresh("oauth-peer: sign in again").length, 1, "told once, not once per poll");
 });
 
 /** The row id of a listed server. */
