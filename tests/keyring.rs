@@ -571,3 +571,88 @@ fn secret_free(text: &str, credentials: &countersign_core::auth::Credentials) ->
     }
     secrets.iter().all(|s| !text.contains(s.as_str()))
 }
+
+/// The app's own Sign out while a task runs, then its own Sign in: the refused poll makes the
+/// server "sign-in needed" once (polling paused), and the sign-in in the same process resumes
+/// polling. Signing out forgets the client registration too, so the new sign-in is a new client
+/// to the server; fastmcp keeps tasks per client, so the resumed poll finds the task gone
+/// (`lost`) rather than leaving it waiting. (After a revocation the registration is kept and the
+/// task completes: the test above, and the E2E.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs an unlocked Secret Service: run inside .ci/with-session.sh with --ignored"]
+async fn signing_out_while_a_task_runs_pauses_its_polling_and_signing_in_again_in_the_app_resumes_it() {
+    use countersign_core::auth::follow_without_browser;
+    use countersign_core::console::view::ServerAddRequest;
+    use countersign_core::console::{CallStep, Console, Setup, Start};
+    use countersign_core::mcp::ToolCall;
+    use countersign_tests::peer::FastmcpPeer;
+
+    let peer = FastmcpPeer::start_with_env(&[
+        ("PEER_OAUTH", "1"),
+        ("PEER_STEP_SECONDS", "0.2"),
+        ("PEER_POLL_INTERVAL_MS", "200"),
+    ])
+    .await;
+    let dir = DataDir::new("oauth-sign-out");
+    let mut setup = Setup::new(dir.path());
+    setup.start = Start::Now;
+    let app = Console::open(setup).await.expect("the console opens");
+    let server = app
+        .add_server_signing_in(
+            ServerAddRequest {
+                name: "p".into(),
+                url: peer.url.clone(),
+                token: None,
+                discover: true,
+            },
+            Default::default(),
+            follow_without_browser,
+            Duration::from_secs(20),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("add and sign in: {e}"));
+    let step = app
+        .call(
+            server.id,
+            ToolCall::new("long_job", json!({"steps": 40}).as_object().cloned()),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("call: {e}"));
+    let CallStep::Task(task) = step else {
+        panic!("a task: {step:?}")
+    };
+    app.sign_out(server.id).await.expect("signed out");
+    wait_for(
+        "sign-in needed on the task",
+        Duration::from_secs(10),
+        || {
+            dir.ledger()
+                .events_of("sign_in_needed")
+                .into_iter()
+                .find(|e| e.task == Some(task.id))
+        },
+    )
+    .await;
+    app.sign_in(server.id, follow_without_browser, Duration::from_secs(20))
+        .await
+        .unwrap_or_else(|e| panic!("sign in again: {e}"));
+    let marks = dir.ledger().events_of("sign_in_needed");
+    assert_eq!(marks.len(), 2, "once on the server, once on the task: {marks:?}");
+    let polled = wait_for(
+        "the task to be polled again after signing in again in the app",
+        Duration::from_secs(30),
+        || {
+            dir.ledger()
+                .tasks()
+                .into_iter()
+                .find(|t| t.id == task.id && t.status != "working")
+        },
+    )
+    .await;
+    assert!(
+        ["completed", "lost"].contains(&polled.status.as_str()),
+        "{polled:?}"
+    );
+    app.remove_server(server.id).await.expect("removed");
+    app.close().await;
+}

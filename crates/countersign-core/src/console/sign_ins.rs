@@ -52,7 +52,6 @@ pub(crate) async fn refresh(
     let _one_at_a_time = flight.lock().await;
     let credentials = match tokens.load_credentials(id).await {
         Ok(Some(credentials)) => credentials,
-        // A static token the server refuses: a person replaces it; no sign-in to renew.
         // A static token the server refuses: a person replaces it; there is no sign-in to renew.
         Ok(None) if tokens.get(id).is_some() => {
             return Refreshed {
