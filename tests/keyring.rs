@@ -580,7 +580,8 @@ fn secret_free(text: &str, credentials: &countersign_core::auth::Credentials) ->
 /// task completes: the test above, and the E2E.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs an unlocked Secret Service: run inside .ci/with-session.sh with --ignored"]
-async fn signing_out_while_a_task_runs_pauses_its_polling_and_signing_in_again_in_the_app_resumes_it() {
+async fn signing_out_while_a_task_runs_pauses_its_polling_and_signing_in_again_in_the_app_resumes_it(
+) {
     use countersign_core::auth::follow_without_browser;
     use countersign_core::console::view::ServerAddRequest;
     use countersign_core::console::{CallStep, Console, Setup, Start};
@@ -637,7 +638,11 @@ async fn signing_out_while_a_task_runs_pauses_its_polling_and_signing_in_again_i
         .await
         .unwrap_or_else(|e| panic!("sign in again: {e}"));
     let marks = dir.ledger().events_of("sign_in_needed");
-    assert_eq!(marks.len(), 2, "once on the server, once on the task: {marks:?}");
+    assert_eq!(
+        marks.len(),
+        2,
+        "once on the server, once on the task: {marks:?}"
+    );
     let polled = wait_for(
         "the task to be polled again after signing in again in the app",
         Duration::from_secs(30),
