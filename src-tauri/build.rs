@@ -20,6 +20,8 @@ const COMMANDS: &[&str] = &[
     "server_update",
     "server_remove",
     "server_check",
+    "server_sign_in",
+    "server_sign_out",
     "server_check_cancel",
     "demo_start",
     "tool_list",

@@ -510,3 +510,64 @@ async fn the_audit_csv_export_guards_a_server_chosen_question_key() {
         "the JSON export stays exact: {exact}"
     );
 }
+
+/// A pre-registered client's secret comes from a variable the person names, never from the
+/// command line: a variable that is not set is a usage error before any server is contacted or
+/// registered, and there is no flag that takes the secret itself.
+#[tokio::test]
+async fn a_client_secret_is_read_only_from_a_named_variable_and_a_missing_one_registers_nothing() {
+    let dir = DataDir::new("faces-client-secret");
+    let missing = dir
+        .run_with_env(
+            &[
+                "servers",
+                "add",
+                "p",
+                "http://127.0.0.1:9/mcp",
+                "--client-id",
+                "my-client",
+                "--client-secret-env",
+                "COUNTERSIGN_TEST_NO_SUCH_SECRET",
+            ],
+            &[],
+        )
+        .await;
+    missing.expect_code(64);
+    assert!(
+        missing.stderr.contains("COUNTERSIGN_TEST_NO_SUCH_SECRET"),
+        "the message names the variable: {missing}"
+    );
+    let listed = dir.run_json(&["servers", "list"]).await;
+    assert_eq!(listed, json!([]), "nothing was registered");
+    let inline = dir
+        .run(&[
+            "servers",
+            "login",
+            "p",
+            "--client-id",
+            "my-client",
+            "--client-secret",
+            "s3cr3t",
+        ])
+        .await;
+    assert_ne!(
+        inline.code,
+        Some(0),
+        "no flag takes a secret itself: {inline}"
+    );
+    let without_id = dir
+        .run_with_env(
+            &["servers", "login", "p", "--client-secret-env", "SECRET"],
+            &[("SECRET", "s3cr3t")],
+        )
+        .await;
+    assert_ne!(
+        without_id.code,
+        Some(0),
+        "a secret needs its client id: {without_id}"
+    );
+    assert!(
+        !without_id.stderr.contains("s3cr3t"),
+        "no secret in the message: {without_id}"
+    );
+}

@@ -337,10 +337,12 @@ async fn servers_add_signs_in_to_an_oauth_server_and_keeps_the_sign_in_in_the_ke
 
 /// Living with expiry, the app's way (the console and its engine in one process), against
 /// fastmcp's own OAuth provider with 2 s tokens: the console refreshes each token before it
-/// expires, so a task is polled across several lifetimes without one refused poll; after the
-/// authorization server revokes the sign-in, the refresh is refused, polls fail `unauthorized`
-/// while the task keeps its state (nothing concluded), and once the person signs in again the
-/// engine polls with the new token and the task completes.
+/// expires, so a task is polled across several lifetimes without one refused poll (a poll in
+/// flight while fastmcp swaps tokens is sent again with the new one); after the authorization
+/// server revokes the sign-in, the refresh is refused and the server is "sign-in needed": one
+/// event on the server and one on the task, its health says so, polling pauses (no request
+/// more) while the task keeps its state; a sign-in in another process (the CLI's
+/// `servers login`) resumes it, and the task completes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs an unlocked Secret Service: run inside .ci/with-session.sh with --ignored"]
 async fn tokens_are_refreshed_while_a_task_runs_and_after_revocation_it_resumes_on_sign_in() {
@@ -392,9 +394,7 @@ async fn tokens_are_refreshed_while_a_task_runs_and_after_revocation_it_resumes_
         .unwrap_or_else(|e| panic!("call: {e}"));
     assert!(matches!(step, CallStep::Task(_)), "{step:?}");
 
-    // Two token lifetimes: the refreshed token keeps the polls going. (A poll already in flight
-    // when fastmcp refreshes may be refused once: it revokes the old token as it issues the new
-    // one; the next poll carries the new token, so no refusal lasts.)
+    // Two token lifetimes: the refreshed token keeps the polls going.
     tokio::time::sleep(Duration::from_secs(5)).await;
     let task_id = dir
         .ledger()
@@ -428,6 +428,11 @@ async fn tokens_are_refreshed_while_a_task_runs_and_after_revocation_it_resumes_
     );
     let task = dir.ledger().tasks().into_iter().next().expect("the task");
     assert_eq!(task.status, "working");
+    assert!(
+        unauthorized_after(0).is_none(),
+        "no poll is refused across refreshes (one in flight during a swap is sent again): {:?}",
+        unauthorized_after(0)
+    );
 
     // Revocation at the authorization server (the access token and its refresh token).
     let base = peer.url.trim_end_matches("/mcp");
@@ -450,13 +455,18 @@ async fn tokens_are_refreshed_while_a_task_runs_and_after_revocation_it_resumes_
     assert!(revoked.status().is_success(), "{}", revoked.status());
     let before_revocation = dir.ledger().events().last().map_or(0, |e| e.id);
 
-    let refused = wait_for(
-        "a poll refused after the revocation",
+    let needed = wait_for(
+        "the server to be marked sign-in needed after the revocation",
         Duration::from_secs(15),
-        || unauthorized_after(before_revocation),
+        || {
+            dir.ledger()
+                .events_of("sign_in_needed")
+                .into_iter()
+                .find(|e| e.id > before_revocation && e.task.is_none())
+        },
     )
     .await;
-    assert_eq!(refused.task, Some(task.id));
+    assert_eq!(needed.server_id, Some(server.id));
     let row = dir
         .ledger()
         .tasks()
@@ -464,12 +474,60 @@ async fn tokens_are_refreshed_while_a_task_runs_and_after_revocation_it_resumes_
         .find(|t| t.id == task.id)
         .expect("the task");
     assert_eq!(row.status, "working", "a refused token concludes nothing");
+    let view = app.server_view(server.id).await.expect("the server view");
+    assert_eq!(
+        view.health.state,
+        countersign_core::console::view::Reachability::SignInNeeded,
+        "the server view says a sign-in is needed: {:?}",
+        view.health
+    );
+    // Paused: no request goes to the server while nobody signs in, and nothing more is written.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let engine = app.engine().expect("the app runs the engine");
+    let polls_paused = engine.poll_stats().polls;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        engine.poll_stats().polls,
+        polls_paused,
+        "no poll is sent to a server that needs a sign-in"
+    );
+    let marks = dir.ledger().events_of("sign_in_needed");
+    assert_eq!(
+        marks.iter().filter(|e| e.task.is_none()).count(),
+        1,
+        "one sign_in_needed on the server, not one per poll: {marks:?}"
+    );
+    assert_eq!(
+        marks.iter().filter(|e| e.task == Some(task.id)).count(),
+        1,
+        "one sign_in_needed on the task's timeline: {marks:?}"
+    );
+    assert!(
+        secret_free(&needed.data.to_string(), &current),
+        "no token in the event"
+    );
 
-    app.sign_in(server.id, follow_without_browser, timeout)
-        .await
-        .unwrap_or_else(|e| panic!("sign-in again: {e}"));
+    // The person signs in from the CLI, another process, while the app's engine runs: the app
+    // picks the new token up from the keyring and resumes.
+    let browser = dir.path().join("test-browser.sh");
+    std::fs::write(
+        &browser,
+        "#!/bin/sh\nloc=$(curl -s -o /dev/null -w '%{redirect_url}' \"$1\") && curl -s -o /dev/null \"$loc\"\n",
+    )
+    .expect("write the test browser");
+    std::process::Command::new("chmod")
+        .arg("+x")
+        .arg(&browser)
+        .status()
+        .expect("chmod");
+    dir.run_with_env(
+        &["servers", "login", "p"],
+        &[("BROWSER", &browser.display().to_string())],
+    )
+    .await
+    .expect_code(0);
     wait_for(
-        "the task to complete after signing in again",
+        "the task to complete after signing in again in another process",
         Duration::from_secs(30),
         || {
             dir.ledger()
@@ -479,6 +537,12 @@ async fn tokens_are_refreshed_while_a_task_runs_and_after_revocation_it_resumes_
         },
     )
     .await;
+    let view = app.server_view(server.id).await.expect("the server view");
+    assert_ne!(
+        view.health.state,
+        countersign_core::console::view::Reachability::SignInNeeded
+    );
+    assert!(view.signed_in);
     // A process started later (an app restart) keeps the stored sign-in fresh too.
     app.close().await;
     let at_close = stored().tokens.access_token.expose().clone();
@@ -496,5 +560,104 @@ async fn tokens_are_refreshed_while_a_task_runs_and_after_revocation_it_resumes_
         Secrets::default().load(&entry).expect("keyring").is_none(),
         "removing the server deletes its sign-in"
     );
+    app.close().await;
+}
+
+/// Whether `text` holds none of a sign-in's secrets.
+fn secret_free(text: &str, credentials: &countersign_core::auth::Credentials) -> bool {
+    let mut secrets = vec![credentials.tokens.access_token.expose().clone()];
+    if let Some(refresh) = &credentials.tokens.refresh_token {
+        secrets.push(refresh.expose().clone());
+    }
+    secrets.iter().all(|s| !text.contains(s.as_str()))
+}
+
+/// The app's own Sign out while a task runs, then its own Sign in: the refused poll makes the
+/// server "sign-in needed" once (polling paused), and the sign-in in the same process resumes
+/// polling. Signing out forgets the client registration too, so the new sign-in is a new client
+/// to the server; fastmcp keeps tasks per client, so the resumed poll finds the task gone
+/// (`lost`) rather than leaving it waiting. (After a revocation the registration is kept and the
+/// task completes: the test above, and the E2E.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs an unlocked Secret Service: run inside .ci/with-session.sh with --ignored"]
+async fn signing_out_while_a_task_runs_pauses_its_polling_and_signing_in_again_in_the_app_resumes_it(
+) {
+    use countersign_core::auth::follow_without_browser;
+    use countersign_core::console::view::ServerAddRequest;
+    use countersign_core::console::{CallStep, Console, Setup, Start};
+    use countersign_core::mcp::ToolCall;
+    use countersign_tests::peer::FastmcpPeer;
+
+    let peer = FastmcpPeer::start_with_env(&[
+        ("PEER_OAUTH", "1"),
+        ("PEER_STEP_SECONDS", "0.2"),
+        ("PEER_POLL_INTERVAL_MS", "200"),
+    ])
+    .await;
+    let dir = DataDir::new("oauth-sign-out");
+    let mut setup = Setup::new(dir.path());
+    setup.start = Start::Now;
+    let app = Console::open(setup).await.expect("the console opens");
+    let server = app
+        .add_server_signing_in(
+            ServerAddRequest {
+                name: "p".into(),
+                url: peer.url.clone(),
+                token: None,
+                discover: true,
+            },
+            Default::default(),
+            follow_without_browser,
+            Duration::from_secs(20),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("add and sign in: {e}"));
+    let step = app
+        .call(
+            server.id,
+            ToolCall::new("long_job", json!({"steps": 40}).as_object().cloned()),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("call: {e}"));
+    let CallStep::Task(task) = step else {
+        panic!("a task: {step:?}")
+    };
+    app.sign_out(server.id).await.expect("signed out");
+    wait_for(
+        "sign-in needed on the task",
+        Duration::from_secs(10),
+        || {
+            dir.ledger()
+                .events_of("sign_in_needed")
+                .into_iter()
+                .find(|e| e.task == Some(task.id))
+        },
+    )
+    .await;
+    app.sign_in(server.id, follow_without_browser, Duration::from_secs(20))
+        .await
+        .unwrap_or_else(|e| panic!("sign in again: {e}"));
+    let marks = dir.ledger().events_of("sign_in_needed");
+    assert_eq!(
+        marks.len(),
+        2,
+        "once on the server, once on the task: {marks:?}"
+    );
+    let polled = wait_for(
+        "the task to be polled again after signing in again in the app",
+        Duration::from_secs(30),
+        || {
+            dir.ledger()
+                .tasks()
+                .into_iter()
+                .find(|t| t.id == task.id && t.status != "working")
+        },
+    )
+    .await;
+    assert!(
+        ["completed", "lost"].contains(&polled.status.as_str()),
+        "{polled:?}"
+    );
+    app.remove_server(server.id).await.expect("removed");
     app.close().await;
 }

@@ -468,6 +468,109 @@ await step("server strings are shown as text: nothing in them executes", async (
   assert.ok(hostile[0].body.includes("&lt;img src=x") && !hostile[0].body.includes("<img"), `escaped body: ${hostile[0].body}`);
 });
 
+let peerOAuthUrl;
+const signInLookup = (serverId) => {
+  try {
+    return execFileSync("secret-tool", ["lookup", "service", KEYRING_SERVICE, "username", `oauth:${serverId}@${dataDir}`]).toString();
+  } catch {
+    return "";
+  }
+};
+const serverCard = (name) =>
+  ui.js(
+    `const c = [...document.querySelectorAll("article.server")].find((a) => a.dataset.server === arguments[0]);
+     return c ? { health: c.querySelector('[data-testid="health"]').textContent, token: c.querySelector('[data-testid="token"]').textContent,
+                  signIn: !!c.querySelector('[data-testid="sign-in"]'), signOut: !!c.querySelector('[data-testid="sign-out"]') } : null;`,
+    name,
+  );
+
+await step("adds an OAuth-protected server: signs in through the browser, the sign-in only in the Secret Service, a task completes", async () => {
+  const oauthPeer = await startServer(python, [join(root, "tests/peers/fastmcp_server.py"), "--port", "0"], {
+    PEER_OAUTH: "1",
+    PEER_STEP_SECONDS: "0.2",
+    PEER_POLL_INTERVAL_MS: "200",
+  });
+  cleanups.push(() => oauthPeer.proc.kill());
+  peerOAuthUrl = oauthPeer.url;
+  const card = await addServer("oauth-peer", oauthPeer.url);
+  assert.equal(card.token, "signed in (OAuth; kept in the OS keyring)");
+  const blob = signInLookup(card.id);
+  assert.ok(blob, "secret-tool must find the sign-in in the Secret Service");
+  const { access_token: access, refresh_token: refresh } = JSON.parse(blob);
+  assert.ok(access, "the sign-in holds an access token");
+  for (const b of ledgerBytes()) {
+    assert.equal(b.indexOf(access), -1, "the access token must never be written to the SQLite files");
+    if (refresh) assert.equal(b.indexOf(refresh), -1, "nor the refresh token");
+  }
+  const id = await callTool("oauth-peer", "long_job", { steps: "3" });
+  await ui.go("#/tasks");
+  await ui.click(`.task-row[data-task-id="${id}"]`);
+  await until("the task on the OAuth server to complete", async () => (await ui.text('[data-testid="task-status"]')) === "Completed", 20000);
+});
+
+await step("a revoked sign-in while a task runs: sign-in needed on Servers, the inbox banner, the task's timeline and one notification; Sign in from the banner resumes the task", async () => {
+  const serverId = await addServerId("oauth-peer");
+  // Typed after the form's default 5: 50 steps of 0.2 s, running through the revocation.
+  const id = await callTool("oauth-peer", "long_job", { steps: "0" });
+  // The authorization server revokes the sign-in (the access token and its refresh token).
+  const signIn = JSON.parse(signInLookup(serverId));
+  const revoked = await fetch(new URL("/revoke", signIn.resource ?? peerOAuthUrl).href, {
+    method: "POST",
+    body: new URLSearchParams({ token: signIn.access_token, client_id: signIn.client_id, client_secret: signIn.client_secret ?? "" }),
+  });
+  assert.ok(revoked.ok, `revocation: HTTP ${revoked.status}`);
+  // The running task's next poll is refused and the refresh too: recorded once, told once.
+  await until("one sign-in notification", () => notifications.fresh("oauth-peer: sign in again").length === 1, 15000);
+  await ui.go("#/tasks");
+  await ui.click(`.task-row[data-task-id="${id}"]`);
+  await until("sign-in needed on the task's timeline", () =>
+    ui.js(`return [...document.querySelectorAll('[data-testid="event-list"] li')].some((li) => li.dataset.kind === "sign_in_needed");`),
+  );
+  assert.notEqual(await ui.text('[data-testid="task-status"]'), "Completed", "the task keeps its state, unpolled");
+  await assertAccessible("the task view (sign-in needed)");
+  await ui.go("#/servers");
+  const card = await until("sign-in needed on the server", async () => {
+    const c = await serverCard("oauth-peer");
+    return c?.health.startsWith("sign-in needed") ? c : null;
+  });
+  assert.ok(card.signIn, "a Sign in button");
+  await assertAccessible("#/servers (sign-in needed)");
+  await ui.go("#/inbox");
+  await until("the sign-in banner above the inbox", () => ui.exists('[data-testid="sign-in-needed"][data-server="oauth-peer"]'));
+  await assertAccessible("#/inbox (sign-in banner)");
+  closeNotifications();
+  await ui.shot(join(shots, "sign-in-needed.png"));
+  await ui.click('[data-testid="sign-in-needed"][data-server="oauth-peer"] [data-testid="sign-in-banner-button"]');
+  await until("the banner gone after signing in again", async () => !(await ui.exists('[data-testid="sign-in-needed"]')), 20000);
+  await ui.go("#/tasks");
+  await ui.click(`.task-row[data-task-id="${id}"]`);
+  await until("the task to resume and complete after signing in", async () => (await ui.text('[data-testid="task-status"]')) === "Completed", 30000);
+  assert.equal(notifications.fresh("oauth-peer: sign in again").length, 1, "told once, not once per poll");
+});
+
+await step("signing out shows sign-in needed and deletes the sign-in; Sign in on the Servers view signs in again", async () => {
+  await ui.go("#/servers");
+  await until("the Sign out button", async () => (await serverCard("oauth-peer"))?.signOut);
+  await ui.click('article.server[data-server="oauth-peer"] [data-testid="sign-out"]');
+  const card = await until("sign-in needed on the server", async () => {
+    const c = await serverCard("oauth-peer");
+    return c?.health.startsWith("sign-in needed") ? c : null;
+  });
+  assert.ok(card.signIn, "a Sign in button");
+  assert.equal(signInLookup(await addServerId("oauth-peer")), "", "signing out deletes the sign-in from the keyring");
+  await ui.click('article.server[data-server="oauth-peer"] [data-testid="sign-in"]');
+  await until("signed in again", async () => (await serverCard("oauth-peer"))?.signOut, 20000);
+  assert.ok(signInLookup(await addServerId("oauth-peer")), "the sign-in is back in the keyring");
+});
+
+/** The row id of a listed server. */
+async function addServerId(name) {
+  await ui.go("#/servers");
+  return until(`server ${name} listed`, () =>
+    ui.js(`const c = [...document.querySelectorAll("article.server")].find((a) => a.dataset.server === arguments[0]); return c ? Number(c.dataset.serverId) : null;`, name),
+  );
+}
+
 await step("screenshots of the main views", async () => {
   closeNotifications();
   await ui.go("#/tasks");

@@ -31,9 +31,22 @@ mkdir -p "$logs"
 
 driver="${CARGO_HOME:-$HOME/.cargo}/bin/tauri-driver"
 command -v tauri-driver >/dev/null 2>&1 && driver="$(command -v tauri-driver)"
+# The test browser of the OAuth sign-in: it follows the authorization URL (the peer's authorize
+# endpoint approves at once) and delivers the redirect to the app's loopback listener, as a
+# person's browser would after approving.
+browser="$E2E_WORK/test-browser.sh"
+cat >"$browser" <<'SH'
+#!/bin/sh
+loc=$(curl -s -o /dev/null -w '%{redirect_url}' "$1") && curl -s -o /dev/null "$loc"
+SH
+chmod +x "$browser"
 # The app inherits this environment: a scratch HOME keeps its Downloads (audit exports) out of
-# the real one; RUST_LOG=info puts its log (never a token) next to the screenshots.
-HOME="$E2E_WORK/home" RUST_LOG=info "$driver" --port 4444 >"$logs/app-and-driver.log" 2>&1 &
+# the real one; RUST_LOG=info puts its log (never a token) next to the screenshots; BROWSER is
+# where it opens a sign-in.
+# E2E_DRIVER_PORT: another port when a second run shares the machine (4444 and 4445 by default).
+port="${E2E_DRIVER_PORT:-4444}"
+export TAURI_DRIVER_URL="http://127.0.0.1:$port"
+HOME="$E2E_WORK/home" RUST_LOG=info BROWSER="$browser" "$driver" --port "$port" --native-port "$((port + 1))" >"$logs/app-and-driver.log" 2>&1 &
 driver_pid=$!
 cleanup() {
   kill "$driver_pid" 2>/dev/null || true

@@ -151,10 +151,19 @@ pub async fn server_list(shell: State<'_, Shell>) -> Result<Vec<ServerView>> {
     ipc(shell.console.servers().await)
 }
 
-/// Registers a server (its token goes to the OS keyring only).
+/// Registers a server (its token goes to the OS keyring only); an OAuth-protected one is signed
+/// in to in the browser.
 #[tauri::command]
 pub async fn server_add(shell: State<'_, Shell>, request: ServerAddRequest) -> Result<ServerView> {
-    let record = ipc(shell.console.add_server(request).await)?;
+    let record = ipc(shell
+        .console
+        .add_server_signing_in(
+            request,
+            Default::default(),
+            crate::sign_in::open,
+            crate::sign_in::SIGN_IN_TIMEOUT,
+        )
+        .await)?;
     ipc(shell.console.server_view(record.id).await)
 }
 

@@ -44,6 +44,9 @@ async fn publish<R: Runtime>(app: &AppHandle<R>, changes: Changes, inbox: &mut I
             emit(app, event::TASK_UPDATED, task);
         }
     }
+    for server in &changes.sign_in_needed {
+        crate::sign_in::notify_needed(app.state::<Shell>().notifier.dnd(), server);
+    }
     if changes.servers {
         if let Ok(servers) = console.servers().await {
             emit(app, event::SERVERS_CHANGED, servers);

@@ -114,6 +114,8 @@ contract! {
         server_update: ServerUpdateRequest => ServerView,
         server_remove: ServerRef => (),
         server_check: ServerRef => ServerView,
+        server_sign_in: ServerRef => ServerView,
+        server_sign_out: ServerRef => ServerView,
         server_check_cancel: () => (),
         demo_start: () => ServerView,
         tool_list: ServerRef => Vec<ToolView>,

@@ -8,6 +8,7 @@
 //! - [`ipc`]: the command/event contract, declared once (ts-rs generates `ui/src/bindings/`);
 //! - [`feed`]: follows the ledger's events and fans them out to the webview, notifications, tray;
 //! - [`notify`]: one desktop notification per question, with Approve/Decline when possible;
+//! - [`sign_in`]: signing in to and out of OAuth-protected servers, the "sign in again" notice;
 //! - [`tray`]: the tray icon, and the pending count in its tooltip and the window title;
 //! - [`window`]: background mode: the window is destroyed on close and rebuilt on demand;
 //! - [`demo`]: `--demo`, the built-in demo server in-process;
@@ -20,6 +21,7 @@ pub mod ipc;
 pub mod links;
 pub mod notify;
 pub mod options;
+pub mod sign_in;
 pub mod tray;
 pub mod window;
 
@@ -184,6 +186,8 @@ pub fn builder<R: Runtime>(builder: tauri::Builder<R>, shell: Shell) -> tauri::B
             commands::server_update,
             commands::server_remove,
             commands::server_check,
+            sign_in::server_sign_in,
+            sign_in::server_sign_out,
             commands::server_check_cancel,
             commands::demo_start,
             commands::tool_list,

@@ -144,10 +144,9 @@ pub(crate) async fn servers_add(
     url: &str,
     token: Option<Sensitive<String>>,
     discover: bool,
-    browser: bool,
+    with: SignInWith,
     json_out: bool,
 ) -> Result<u8, CliError> {
-    let static_token = token.is_some();
     // The token given is this server's: discovery carries it, the keyring keeps it.
     let request = |discover: bool, token: Option<Sensitive<String>>| ServerAddRequest {
         name: name.to_owned(),
@@ -155,18 +154,17 @@ pub(crate) async fn servers_add(
         token: token.map(SecretText),
         discover,
     };
-    let record = match desk.console.add_server(request(discover, token)).await {
-        // A server that answers 401 without a token we were given needs an OAuth sign-in:
-        // register it undiscovered, then sign in (which discovers it with the token).
-        Err(console::Error::Server(mcp::Error::Unauthorized { status: 401, .. }))
-            if !static_token =>
-        {
-            let added = desk.console.add_server(request(false, None)).await?;
-            tell!("{name} needs a sign-in");
-            sign_in(desk, added.id, browser).await?
-        }
-        other => other?,
-    };
+    // A server that answers 401 without a token we were given needs an OAuth sign-in: the
+    // console registers it undiscovered, then signs in (which discovers it with the token).
+    let record = desk
+        .console
+        .add_server_signing_in(
+            request(discover, token),
+            with.client,
+            opener(with.browser),
+            SIGN_IN_TIMEOUT,
+        )
+        .await?;
     if json_out {
         terminal::json(&serde_json::to_value(&record).unwrap_or(Value::Null));
     } else {
@@ -188,11 +186,19 @@ const SIGN_IN_TIMEOUT: Duration = Duration::from_secs(300);
 pub(crate) async fn servers_login(
     desk: &Desk,
     name: &str,
-    browser: bool,
+    with: SignInWith,
     json_out: bool,
 ) -> Result<u8, CliError> {
     let server = desk.server(name).await?;
-    let record = sign_in(desk, server.id, browser).await?;
+    let record = desk
+        .console
+        .sign_in_as(
+            server.id,
+            with.client,
+            opener(with.browser),
+            SIGN_IN_TIMEOUT,
+        )
+        .await?;
     if json_out {
         terminal::json(&json!({"signedIn": record.name}));
     } else {
@@ -217,8 +223,19 @@ pub(crate) async fn servers_logout(
     Ok(EXIT_COMPLETED)
 }
 
-async fn sign_in(desk: &Desk, id: i64, browser: bool) -> Result<ServerRecord, CliError> {
-    let open = move |url: String| async move {
+/// How to sign in: as which client, and whether to open a browser.
+pub(crate) struct SignInWith {
+    /// Pre-registered client, metadata document URL (default: dynamic registration).
+    pub(crate) client: countersign_core::console::SignInClient,
+    /// Open the browser (else only print the URL).
+    pub(crate) browser: bool,
+}
+
+/// Shows the authorization URL (its host first) and, unless `--no-browser`, opens the browser.
+fn opener(
+    browser: bool,
+) -> impl Fn(String) -> std::future::Ready<countersign_core::auth::Result<()>> {
+    move |url: String| {
         let host = countersign_core::notice::link_host(&url).unwrap_or_else(|| url.clone());
         tell!("sign in at {host} in your browser:\n  {url}");
         if browser {
@@ -226,9 +243,8 @@ async fn sign_in(desk: &Desk, id: i64, browser: bool) -> Result<ServerRecord, Cl
                 tell!("could not open a browser ({e}); open the URL above yourself");
             }
         }
-        Ok(())
-    };
-    Ok(desk.console.sign_in(id, open, SIGN_IN_TIMEOUT).await?)
+        std::future::ready(Ok(()))
+    }
 }
 
 pub(crate) async fn servers_list(desk: &Desk, json_out: bool) -> Result<u8, CliError> {

@@ -282,6 +282,47 @@ enum TaskCommand {
     },
 }
 
+/// Who Countersign is when it signs in (default: a dynamic registration where offered).
+#[derive(clap::Args, Debug, Clone, Default)]
+struct SignInClientArgs {
+    /// A client id you registered with the server's authorization server yourself.
+    #[arg(long, value_name = "ID")]
+    client_id: Option<String>,
+    /// The name of an environment variable holding that client's secret (a confidential
+    /// client). Never the secret itself: a command line is visible to every process. The
+    /// secret is kept in the OS keyring with the sign-in, nowhere else.
+    #[arg(long, value_name = "VAR", requires = "client_id")]
+    client_secret_env: Option<String>,
+    /// The URL of Countersign's client ID metadata document as you publish it (https, with a
+    /// path), used where the authorization server supports them.
+    #[arg(long, value_name = "URL")]
+    client_metadata_url: Option<String>,
+}
+
+impl SignInClientArgs {
+    /// The console's client, with the secret read from its variable.
+    fn client(&self) -> Result<countersign_core::console::SignInClient, CliError> {
+        let client_secret = match &self.client_secret_env {
+            None => None,
+            Some(var) => match std::env::var(var) {
+                Ok(secret) if !secret.is_empty() => {
+                    Some(countersign_core::sensitive::Sensitive::new(secret))
+                }
+                _ => {
+                    return Err(CliError::Usage(format!(
+                        "--client-secret-env {var}: the variable is not set (or empty)"
+                    )))
+                }
+            },
+        };
+        Ok(countersign_core::console::SignInClient {
+            client_id: self.client_id.clone(),
+            client_secret,
+            metadata_document_url: self.client_metadata_url.clone(),
+        })
+    }
+}
+
 #[derive(Subcommand, Debug)]
 enum ServersCommand {
     /// Register a server (its identity is discovered first).
@@ -296,6 +337,8 @@ enum ServersCommand {
         /// If the server needs a sign-in, only print the URL; open no browser.
         #[arg(long)]
         no_browser: bool,
+        #[command(flatten)]
+        client: SignInClientArgs,
     },
     /// Sign in to an OAuth-protected server (again): opens the browser (`$BROWSER`, else
     /// `xdg-open`) at the authorization server and prints the URL too.
@@ -305,6 +348,8 @@ enum ServersCommand {
         /// Only print the URL; open no browser.
         #[arg(long)]
         no_browser: bool,
+        #[command(flatten)]
+        client: SignInClientArgs,
     },
     /// Sign out: forget the server's OAuth tokens and registration (the keyring entry).
     Logout {
@@ -685,7 +730,9 @@ async fn run(cli: Cli) -> Result<u8, CliError> {
             url,
             no_discover,
             no_browser,
+            client,
         }) => {
+            let client = client.client()?;
             // `--token`/`COUNTERSIGN_TOKEN` here is this server's token: kept in the keyring.
             let token = global
                 .token
@@ -700,7 +747,10 @@ async fn run(cli: Cli) -> Result<u8, CliError> {
                         &url,
                         token,
                         !no_discover,
-                        !no_browser,
+                        ledger_mode::SignInWith {
+                            client,
+                            browser: !no_browser,
+                        },
                         json,
                     )
                     .await
@@ -708,11 +758,18 @@ async fn run(cli: Cli) -> Result<u8, CliError> {
             })
             .await
         }
-        Command::Servers(ServersCommand::Login { name, no_browser }) => {
+        Command::Servers(ServersCommand::Login {
+            name,
+            no_browser,
+            client,
+        }) => {
+            let client = client.client()?;
+            let with = ledger_mode::SignInWith {
+                client,
+                browser: !no_browser,
+            };
             with_desk(&global, |desk| {
-                Box::pin(
-                    async move { ledger_mode::servers_login(desk, &name, !no_browser, json).await },
-                )
+                Box::pin(async move { ledger_mode::servers_login(desk, &name, with, json).await })
             })
             .await
         }

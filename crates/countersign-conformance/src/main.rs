@@ -178,7 +178,7 @@ async fn run_auth(client: &Client, url: &str) -> Result<(), Failure> {
             (context["client_id"].as_str(), context["issuer"].as_str())
         {
             config.pre_registered = Some(PreRegistered {
-                issuer: issuer.into(),
+                issuer: Some(issuer.into()),
                 client_id: id.into(),
                 client_secret: context["client_secret"]
                     .as_str()

@@ -21,6 +21,7 @@ pub mod gateway;
 pub mod link;
 pub mod notifications;
 pub mod present;
+mod sign_ins;
 pub mod view;
 
 use std::collections::HashMap;
@@ -151,15 +152,58 @@ impl From<Error> for CommandError {
     }
 }
 
-/// How long to wait before refreshing a token that expires at `expires_at` (Unix seconds): half
-/// the time left, but no later than a minute before it expires.
-fn refresh_delay(expires_at: u64, now: std::time::SystemTime) -> Duration {
-    let now = now
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_secs_f64();
-    let left = (expires_at as f64 - now).max(0.0);
-    Duration::from_secs_f64((left - 60.0).max(left / 2.0))
+/// Who Countersign is when it signs in, when the person says (else: a dynamic registration
+/// where the authorization server offers one).
+#[derive(Debug, Clone, Default)]
+pub struct SignInClient {
+    /// A client id the person registered with the authorization server themselves.
+    pub client_id: Option<String>,
+    /// Its secret, for a confidential client (kept in the OS keyring with the sign-in only).
+    pub client_secret: Option<crate::sensitive::Sensitive<String>>,
+    /// The URL where our client ID metadata document is published, used where the
+    /// authorization server supports them.
+    pub metadata_document_url: Option<String>,
+}
+
+impl SignInClient {
+    /// The checked client configuration: a non-empty client id (a secret needs one), and a
+    /// metadata document URL that is `https` (or `http` on a loopback host, for testing) with
+    /// a path, as client ID metadata documents must be.
+    pub fn config(&self) -> Result<crate::auth::ClientConfig> {
+        let client_id = self.client_id.as_deref().map(str::trim);
+        if client_id == Some("") {
+            return Err(Error::Invalid("the client id is empty".into()));
+        }
+        if self.client_secret.is_some() && client_id.is_none() {
+            return Err(Error::Invalid(
+                "a client secret needs the client id it belongs to".into(),
+            ));
+        }
+        if let Some(url) = &self.metadata_document_url {
+            let parsed = url::Url::parse(url.trim()).map_err(|e| {
+                Error::Invalid(format!("the client metadata document URL {url:?}: {e}"))
+            })?;
+            let loopback = matches!(parsed.host_str(), Some("127.0.0.1" | "localhost" | "[::1]"));
+            let scheme_ok = parsed.scheme() == "https" || (parsed.scheme() == "http" && loopback);
+            if !scheme_ok || parsed.path() == "/" || parsed.path().is_empty() {
+                return Err(Error::Invalid(format!(
+                    "the client metadata document URL must be https with a path: {url}"
+                )));
+            }
+        }
+        Ok(crate::auth::ClientConfig {
+            metadata_document_url: self
+                .metadata_document_url
+                .as_ref()
+                .map(|u| u.trim().to_owned()),
+            pre_registered: client_id.map(|id| crate::auth::PreRegistered {
+                issuer: None,
+                client_id: id.to_owned(),
+                client_secret: self.client_secret.clone(),
+            }),
+            ..crate::auth::ClientConfig::default()
+        })
+    }
 }
 
 /// Result of a console action.
@@ -268,10 +312,14 @@ pub struct Console {
     warn: Option<Warn>,
     calls: Mutex<HashMap<u64, PendingCall>>,
     next_call: AtomicU64,
-    /// One token refresher per signed-in server (single-flight: a new sign-in replaces it).
-    refreshers: Mutex<HashMap<i64, tokio::task::JoinHandle<()>>>,
+    /// One token refresher per signed-in server (a new sign-in replaces it), shared with the
+    /// engine's sign-ins (a sign-in in another process starts one here too).
+    refreshers: sign_ins::Refreshers,
     /// Whether the refreshers of servers signed in before this process started are running.
     refreshers_resumed: std::sync::atomic::AtomicBool,
+    /// One refresh at a time per server, shared by the refreshers and the engine's refresh on
+    /// `401`.
+    flights: sign_ins::Flights,
     /// Bumped by [`Console::cancel_checks`]: every server check waiting at that moment stops.
     checks: tokio::sync::watch::Sender<u64>,
 }
@@ -289,6 +337,13 @@ impl Console {
         let data_dir = config.data_dir.clone();
         let tokens = Tokens::new(secrets, &data_dir);
         config.tokens = Some(tokens.provider());
+        let flights = sign_ins::Flights::default();
+        let refreshers = sign_ins::Refreshers::new(warn.clone());
+        config.sign_ins = Some(Arc::new(sign_ins::KeyringSignIns {
+            tokens: tokens.clone(),
+            flights: flights.clone(),
+            refreshers: refreshers.clone(),
+        }));
         let mut console = Self {
             ledger: Arc::new(Ledger::open(&data_dir)?),
             here: OnceCell::new(),
@@ -300,8 +355,9 @@ impl Console {
             warn,
             calls: Mutex::default(),
             next_call: AtomicU64::new(1),
-            refreshers: Mutex::default(),
+            refreshers,
             refreshers_resumed: Default::default(),
+            flights,
             checks: tokio::sync::watch::Sender::new(0),
         };
         if start == Start::Now {
@@ -340,9 +396,11 @@ impl Console {
                 }
             })
             .await?;
-        if matches!(here, Here::Running(_)) && !self.refreshers_resumed.swap(true, Ordering::SeqCst)
-        {
-            self.resume_refreshers().await;
+        if let Here::Running(engine) = here {
+            if !self.refreshers_resumed.swap(true, Ordering::SeqCst) {
+                self.refreshers.set_reloader(engine.link_reloader());
+                self.resume_refreshers().await;
+            }
         }
         Ok(state_of(here))
     }
@@ -409,11 +467,7 @@ impl Console {
 
     /// Stops our engine (if any) and closes the ledger.
     pub async fn close(self) {
-        if let Ok(mut refreshers) = self.refreshers.lock() {
-            for (_, refresher) in refreshers.drain() {
-                refresher.abort();
-            }
-        }
+        self.refreshers.stop_all();
         if let Some(Here::Running(engine)) = self.here.into_inner() {
             engine.shutdown().await;
         }
@@ -699,12 +753,24 @@ impl Console {
 
     /// Registered servers with their health.
     pub async fn servers(&self) -> Result<Vec<ServerView>> {
-        let (list, seen) = self
-            .read(|c| Ok((servers::list(c)?, events::reachability(c)?)))
+        let (list, seen, sign_ins) = self
+            .read(|c| {
+                Ok((
+                    servers::list(c)?,
+                    events::reachability(c)?,
+                    events::sign_in_states(c)?,
+                ))
+            })
             .await?;
         Ok(list
             .iter()
-            .map(|s| present::server(s, seen.iter().find(|r| r.server_id == s.id)))
+            .map(|s| {
+                present::server(
+                    s,
+                    seen.iter().find(|r| r.server_id == s.id),
+                    sign_ins.iter().find(|r| r.server_id == s.id),
+                )
+            })
             .collect())
     }
 
@@ -856,15 +922,33 @@ impl Console {
         F: Fn(String) -> Fut,
         Fut: std::future::Future<Output = crate::auth::Result<()>>,
     {
+        self.sign_in_as(id, SignInClient::default(), open, timeout)
+            .await
+    }
+
+    /// [`Console::sign_in`] as a client the person chose: a client they registered with the
+    /// authorization server themselves (its secret goes to the OS keyring with the sign-in and
+    /// nowhere else), and/or our client ID metadata document at their URL.
+    pub async fn sign_in_as<F, Fut>(
+        &self,
+        id: i64,
+        client: SignInClient,
+        open: F,
+        timeout: Duration,
+    ) -> Result<ServerRecord>
+    where
+        F: Fn(String) -> Fut,
+        Fut: std::future::Future<Output = crate::auth::Result<()>>,
+    {
+        let config = client.config()?;
         let server = self.server(id).await?;
         let client = Client::with_options(
             mcp::Endpoint::new(server.url.clone()),
             self.config.client.clone(),
             None,
         )?;
-        let authorizer =
-            crate::auth::Authorizer::new(&server.url, crate::auth::ClientConfig::default())
-                .map_err(crate::auth::SessionError::from)?;
+        let authorizer = crate::auth::Authorizer::new(&server.url, config)
+            .map_err(crate::auth::SessionError::from)?;
         // The last sign-in keeps its registration (a new one only for a new authorization
         // server); an unreadable one is simply replaced.
         let mut credentials = self.tokens.load_credentials(id).await.ok().flatten();
@@ -890,75 +974,84 @@ impl Console {
         self.tokens.store_credentials(id, &credentials).await?;
         actions::record_discovery(&self.ledger, id, &discovery).await?;
         let record = self.set_token_flag(id, true).await?;
-        if let Some(engine) = self.engine() {
-            // The ledger cannot see a new token: have the engine rebuild its clients.
-            engine.reload_links();
-        }
+        // Every engine (here or in another process) reloads the token and resumes the server's
+        // tasks if they waited for this sign-in.
+        self.record_sign_in(id, events::EventKind::SignedIn).await?;
+        self.nudge();
         self.keep_fresh(id, authorizer, credentials);
         Ok(record)
     }
 
-    /// Refreshes server `id`'s token before it expires, for as long as this process runs an
-    /// engine; when a refresh is refused, warns that a person must sign in again (the engine's
-    /// polls then fail `unauthorized`, the tasks keep their state) and stops.
+    /// Registers a server and, when it answers `401` without a token given (it is
+    /// OAuth-protected), signs in to it (see [`Console::sign_in`]). A sign-in that fails leaves
+    /// the server registered, waiting for a sign-in, and returns the sign-in's error.
+    pub async fn add_server_signing_in<F, Fut>(
+        &self,
+        request: ServerAddRequest,
+        client: SignInClient,
+        open: F,
+        timeout: Duration,
+    ) -> Result<ServerRecord>
+    where
+        F: Fn(String) -> Fut,
+        Fut: std::future::Future<Output = crate::auth::Result<()>>,
+    {
+        let static_token = request
+            .token
+            .as_ref()
+            .is_some_and(|t| !t.0.expose().trim().is_empty());
+        let undiscovered = ServerAddRequest {
+            discover: false,
+            token: None,
+            ..request.clone()
+        };
+        match self.add_server(request).await {
+            // Registered undiscovered; the sign-in discovers it with the token.
+            Err(Error::Server(mcp::Error::Unauthorized { status: 401, .. })) if !static_token => {
+                // Checked before anything is registered: a bad client URL adds nothing.
+                client.config()?;
+                let added = self.add_server(undiscovered).await?;
+                self.sign_in_as(added.id, client, open, timeout).await
+            }
+            other => other,
+        }
+    }
+
+    /// Keeps server `id`'s sign-in fresh for as long as this process runs an engine (see
+    /// [`sign_ins::Refreshers`]).
     fn keep_fresh(
         &self,
         id: i64,
         authorizer: crate::auth::Authorizer,
-        mut credentials: crate::auth::Credentials,
+        credentials: crate::auth::Credentials,
     ) {
-        let Some(reloader) = self.engine().map(Engine::link_reloader) else {
-            return;
-        };
-        let tokens = self.tokens.clone();
-        let warn = self.warn.clone();
-        let task = tokio::spawn(async move {
-            loop {
-                let (Some(expires_at), Some(_)) = (
-                    credentials.tokens.expires_at,
-                    &credentials.tokens.refresh_token,
-                ) else {
-                    return;
-                };
-                tokio::time::sleep(refresh_delay(expires_at, std::time::SystemTime::now())).await;
-                match authorizer.refresh(&credentials).await {
-                    Ok(fresh) => {
-                        reloader.set_token(id, fresh.tokens.access_token.clone());
-                        // Clients built later take the token from the cache, which storing
-                        // updates; if the keyring refuses, the in-place token still serves.
-                        match tokens.store_credentials(id, &fresh).await {
-                            Ok(()) => reloader.reload(),
-                            Err(e) => tracing::warn!("a refreshed token could not be kept: {e}"),
-                        }
-                        credentials = fresh;
-                    }
-                    // The authorization server is unreachable: try again shortly.
-                    Err(crate::auth::Error::TokenRequest { .. }) => {
-                        tokio::time::sleep(Duration::from_secs(30)).await;
-                    }
-                    Err(e) => {
-                        let message =
-                            format!("{} needs you to sign in again ({e})", authorizer.server());
-                        tracing::warn!("{message}");
-                        if let Some(warn) = &warn {
-                            warn(&message);
-                        }
-                        return;
-                    }
-                }
-            }
-        });
-        if let Ok(mut refreshers) = self.refreshers.lock() {
-            if let Some(old) = refreshers.insert(id, task) {
-                old.abort();
-            }
-        }
+        self.refreshers.keep_fresh(
+            id,
+            authorizer.server().to_owned(),
+            credentials,
+            self.tokens.clone(),
+            self.flights.clone(),
+        );
+    }
+
+    /// Appends a server's `signed_in`/`signed_out`, the event engines act on.
+    async fn record_sign_in(&self, id: i64, kind: events::EventKind) -> Result<()> {
+        self.ledger
+            .write(move |ctx| {
+                ctx.append(events::NewEvent {
+                    task: None,
+                    server_id: Some(id),
+                    via: events::Via::User,
+                    kind,
+                })?;
+                Ok(())
+            })
+            .await?;
+        Ok(())
     }
 
     fn stop_refreshing(&self, id: i64) {
-        if let Some(old) = self.refreshers.lock().ok().and_then(|mut r| r.remove(&id)) {
-            old.abort();
-        }
+        self.refreshers.stop(id);
     }
 
     /// Signs out of server `id`: its OAuth sign-in leaves the keyring (and the engine stops
@@ -972,9 +1065,9 @@ impl Console {
         } else {
             server
         };
-        if let Some(engine) = self.engine() {
-            engine.reload_links();
-        }
+        self.record_sign_in(id, events::EventKind::SignedOut)
+            .await?;
+        self.nudge();
         Ok(record)
     }
 
@@ -1212,4 +1305,72 @@ fn same_endpoint(a: &str, b: &str) -> bool {
             .unwrap_or_else(|_| u.trim_end_matches('/').to_owned())
     };
     norm(a) == norm(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sensitive::Sensitive;
+
+    fn client(id: Option<&str>, secret: bool, url: Option<&str>) -> SignInClient {
+        SignInClient {
+            client_id: id.map(str::to_owned),
+            client_secret: secret.then(|| Sensitive::new("s3cr3t".to_owned())),
+            metadata_document_url: url.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn a_pre_registered_client_is_used_for_the_issuer_the_server_names() {
+        let config = client(Some(" my-client "), true, None)
+            .config()
+            .expect("a client id with its secret");
+        let pre = config.pre_registered.expect("pre-registered");
+        assert_eq!(pre.client_id, "my-client");
+        assert_eq!(pre.issuer, None, "bound to this server's issuer at sign-in");
+        assert!(pre.client_secret.is_some());
+        assert!(SignInClient::default()
+            .config()
+            .expect("the default")
+            .pre_registered
+            .is_none());
+    }
+
+    #[test]
+    fn bad_sign_in_clients_are_refused_before_anything_is_sent() {
+        for (bad, why) in [
+            (client(Some("  "), false, None), "an empty client id"),
+            (client(None, true, None), "a secret without a client id"),
+            (
+                client(None, false, Some("http://example.com/client.json")),
+                "a metadata document over http on a public host",
+            ),
+            (
+                client(None, false, Some("https://example.com")),
+                "a metadata document URL without a path",
+            ),
+            (client(None, false, Some("not a url")), "not a URL"),
+        ] {
+            let error = bad.config().expect_err(why);
+            assert!(matches!(error, Error::Invalid(_)), "{why}: {error:?}");
+            assert!(
+                !error.to_string().contains("s3cr3t"),
+                "{why}: no secret in {error}"
+            );
+        }
+        let ok = client(
+            None,
+            false,
+            Some("https://example.com/countersign/client.json"),
+        )
+        .config()
+        .expect("an https metadata document URL with a path");
+        assert_eq!(
+            ok.metadata_document_url.as_deref(),
+            Some("https://example.com/countersign/client.json")
+        );
+        client(None, false, Some("http://127.0.0.1:8000/client.json"))
+            .config()
+            .expect("http on a loopback host, for testing");
+    }
 }

@@ -63,6 +63,38 @@ pub enum LedgerHealth {
 /// Supplies a server's bearer token (from the OS keyring in the app, the environment in the CLI).
 pub type TokenProvider = Arc<dyn Fn(&ServerRecord) -> Option<Sensitive<String>> + Send + Sync>;
 
+/// What refreshing a server's refused token gave (see [`SignIns::refresh`]).
+#[derive(Debug)]
+pub enum Reauth {
+    /// A new access token (already kept in the OS keyring): polling goes on with it.
+    Token(Sensitive<String>),
+    /// The token cannot be refreshed (refused, revoked, none to refresh with, signed out): a
+    /// person must sign in again. The message names why, never a token.
+    SignInNeeded(String),
+    /// The authorization server could not be asked now: the polls back off and ask again.
+    Later(String),
+    /// The server has no OAuth sign-in but a static token it refuses: the polls fail
+    /// `unauthorized` and back off, as for any refusal (a person replaces the token).
+    NotSignedIn,
+}
+
+/// The engine's way to the OAuth sign-ins kept in the OS keyring (the console implements it):
+/// it needs them when a server refuses a token and when another process signed in.
+pub trait SignIns: Send + Sync {
+    /// Refreshes server `server_id`'s token after the server refused `refused` (the token the
+    /// engine sent). Single-flight per server; a token already replaced since is returned as is.
+    fn refresh(
+        &self,
+        server_id: i64,
+        url: String,
+        refused: Option<Sensitive<String>>,
+    ) -> futures_util::future::BoxFuture<'static, Reauth>;
+    /// Reads server `server_id` (at `url`)'s token from the OS keyring again (a sign-in or
+    /// sign-out elsewhere changed it), so that clients built from now on carry it, and keeps a
+    /// new sign-in fresh.
+    fn reload(&self, server_id: i64, url: String) -> futures_util::future::BoxFuture<'static, ()>;
+}
+
 /// Engine settings.
 #[derive(Clone)]
 pub struct EngineConfig {
@@ -83,6 +115,9 @@ pub struct EngineConfig {
     pub push: bool,
     /// Push tuning (stream grouping, coalescing, timeouts).
     pub push_config: PushConfig,
+    /// OAuth sign-ins: refresh on `401`, "sign-in needed", reload after a sign-in elsewhere.
+    /// Without it a refused token is an `unauthorized` poll failure like any other.
+    pub sign_ins: Option<Arc<dyn SignIns>>,
 }
 
 impl EngineConfig {
@@ -97,6 +132,7 @@ impl EngineConfig {
             client: ClientOptions::default(),
             push: true,
             push_config: PushConfig::default(),
+            sign_ins: None,
         }
     }
 }
@@ -197,6 +233,7 @@ impl Engine {
         let reload_links = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let (health_tx, health) = watch::channel(LedgerHealth::Writable);
         let (written_tx, written_rx) = mpsc::unbounded_channel();
+        let (reauth_tx, reauth_rx) = mpsc::unbounded_channel();
         let mut state = State {
             ledger: ledger.clone(),
             links: links.clone(),
@@ -212,9 +249,15 @@ impl Engine {
             written: written_tx,
             unwritten: HashSet::new(),
             health: health_tx,
+            sign_in_needed: HashSet::new(),
+            reauthorizing: HashSet::new(),
+            plain_refusals: HashSet::new(),
+            reauthed: reauth_tx,
+            signed_in_cursor: 0,
         };
         let resumed = state.resume().await?;
-        let loop_handle = tokio::spawn(state.run(obs_rx, written_rx, nudge.clone(), stop.clone()));
+        let loop_handle =
+            tokio::spawn(state.run(obs_rx, written_rx, reauth_rx, nudge.clone(), stop.clone()));
         Ok(Self {
             ledger,
             nudge,
@@ -427,6 +470,18 @@ struct State {
     /// Tasks whose last write failed and waits to be retried.
     unwritten: HashSet<i64>,
     health: watch::Sender<LedgerHealth>,
+    /// Servers waiting for a person to sign in again: their tasks stay tracked but unwatched
+    /// (no request goes out with a token the server refuses) until a `signed_in` event.
+    sign_in_needed: HashSet<i64>,
+    /// Servers whose refused token is being refreshed (one refresh at a time per server).
+    reauthorizing: HashSet<i64>,
+    /// Servers whose refusals a refresh cannot help (a static token, or the authorization
+    /// server unreachable): recorded as `poll_failed` like any failure, until a poll succeeds.
+    plain_refusals: HashSet<i64>,
+    /// Where refreshes report back to the loop.
+    reauthed: mpsc::UnboundedSender<(i64, Reauth)>,
+    /// The last `signed_in` event acted on.
+    signed_in_cursor: i64,
 }
 
 fn expires_at(record: &TaskRecord) -> Option<i64> {
@@ -457,6 +512,26 @@ impl State {
                 .filter(|r| !r.reachable)
                 .map(|r| r.server_id),
         );
+        // A server that needed a sign-in when the last engine stopped still does, unless a
+        // `signed_in` came after: its tasks wait, unpolled.
+        let (sign_ins, last_event) = self
+            .ledger
+            .read_async(|c| {
+                Ok((
+                    crate::ledger::events::sign_in_states(c)?,
+                    crate::ledger::events::last_id(c)?,
+                ))
+            })
+            .await?;
+        self.signed_in_cursor = last_event;
+        if self.config.sign_ins.is_some() {
+            self.sign_in_needed.extend(
+                sign_ins
+                    .into_iter()
+                    .filter(|s| s.needed.is_some())
+                    .map(|s| s.server_id),
+            );
+        }
         // Page by page: a whole ledger of records (with their last states) held at once was
         // resume's memory peak, above the steady state's.
         let mut resumed = 0;
@@ -525,6 +600,9 @@ impl State {
                 write_failures: 0,
             },
         );
+        if self.sign_in_needed.contains(&record.server_id) {
+            return; // watched once a person signs in again
+        }
         for source in &self.sources {
             source.watch(watch.clone());
         }
@@ -633,6 +711,7 @@ impl State {
         mut self,
         mut observations: mpsc::UnboundedReceiver<Observation>,
         mut written: mpsc::UnboundedReceiver<Written>,
+        mut reauthed: mpsc::UnboundedReceiver<(i64, Reauth)>,
         nudge: Arc<Notify>,
         stop: Arc<Notify>,
     ) {
@@ -653,6 +732,7 @@ impl State {
                 Some(outcome) = written.recv() => self.written(outcome),
                 Some(observation) = observations.recv() => self.observe(observation),
                 Some(delivered) = delivered_rx.recv() => self.delivered(delivered),
+                Some((server_id, outcome)) = reauthed.recv() => self.reauthed(server_id, outcome),
                 _ = nudge.notified() => self.scan(&delivered_tx).await,
                 _ = orphan_check.tick() => {
                     if let Err(e) = self.conclude_orphaned_calls().await {
@@ -672,6 +752,7 @@ impl State {
 
     /// Picks up what other writers added: servers, tasks to watch, deliveries to make.
     async fn scan(&mut self, delivered: &mpsc::UnboundedSender<Delivered>) {
+        let signed_in = self.take_sign_ins().await;
         if let Err(e) = self.refresh_links().await {
             tracing::warn!(error = %e, "cannot read servers");
         }
@@ -687,6 +768,9 @@ impl State {
                 }
             }
             Err(e) => tracing::warn!(error = %e, "cannot read new tasks"),
+        }
+        for server_id in signed_in {
+            self.resume_server(server_id);
         }
         let after = self.outbox_cursor;
         match self
@@ -864,6 +948,7 @@ impl State {
                 }
                 let recovered = tracked.failures;
                 let server_recovered = self.unreachable.remove(&server_id);
+                self.plain_refusals.remove(&server_id);
                 if !tracked.known.differs(task) && recovered == 0 && !server_recovered {
                     return; // nothing new: no write
                 }
@@ -916,6 +1001,27 @@ impl State {
                 self.start_write(row, server_id, observation, applied, write);
             }
             Err(failure) => {
+                if failure.code == "unauthorized" {
+                    if let Some(sign_ins) = &self.config.sign_ins {
+                        if self.sign_in_needed.contains(&server_id) {
+                            return; // in flight when polling paused: recorded on the server
+                        }
+                        if !self.plain_refusals.contains(&server_id) {
+                            // What the refusal means is known once the refresh ends: a new token
+                            // (a refresh raced the poll: nothing to record), a sign-in needed
+                            // (recorded then), or a plain refusal (recorded from the next one).
+                            if self.reauthorizing.insert(server_id) {
+                                spawn_reauth(
+                                    sign_ins.clone(),
+                                    &self.links,
+                                    &self.reauthed,
+                                    server_id,
+                                );
+                            }
+                            return;
+                        }
+                    }
+                }
                 // One event per streak, also when the streak began before a restart.
                 let first_of_streak = tracked.failures == 0;
                 // `>=`: both sides are whole milliseconds (truncated), so a server that forgets the
@@ -985,6 +1091,155 @@ impl State {
                     Ok(())
                 });
                 self.start_write(row, server_id, observation, applied, write);
+            }
+        }
+    }
+
+    /// A refresh started on a refused token ended.
+    fn reauthed(&mut self, server_id: i64, outcome: Reauth) {
+        self.reauthorizing.remove(&server_id);
+        match outcome {
+            Reauth::Token(token) => {
+                self.plain_refusals.remove(&server_id);
+                // On the live client at once (its clones in flight share it); clients built
+                // later read it from the provider, which the refresh updated.
+                if let Some(link) = self.links.get(server_id) {
+                    link.client.set_bearer_token(Some(token));
+                }
+            }
+            Reauth::Later(why) => {
+                tracing::info!(server_id, %why, "cannot refresh a refused token now; polls back off");
+                self.plain_refusals.insert(server_id);
+            }
+            Reauth::NotSignedIn => {
+                self.plain_refusals.insert(server_id);
+            }
+            Reauth::SignInNeeded(message) => self.pause_server(server_id, message),
+        }
+    }
+
+    /// A person must sign in to `server_id` again: one `sign_in_needed` on the server and one on
+    /// each of its unfinished tasks, whose polling pauses (they keep their state). Once only:
+    /// until a `signed_in`, nothing more is sent to the server or written about it.
+    fn pause_server(&mut self, server_id: i64, message: String) {
+        if !self.sign_in_needed.insert(server_id) {
+            return;
+        }
+        let mut tasks: Vec<i64> = self
+            .tracked
+            .iter()
+            .filter(|(_, t)| t.server_id == server_id)
+            .map(|(row, _)| *row)
+            .collect();
+        tasks.sort_unstable();
+        for row in &tasks {
+            self.unwatch(*row);
+        }
+        tracing::warn!(server_id, paused = tasks.len(), %message, "a sign-in is needed; polling paused");
+        spawn_until_committed(self.ledger.clone(), "record a needed sign-in", move || {
+            let (tasks, message) = (tasks.clone(), message.clone());
+            move |ctx: &mut WriteCtx<'_>| {
+                ctx.append(NewEvent {
+                    task: None,
+                    server_id: Some(server_id),
+                    via: Via::Engine,
+                    kind: EventKind::SignInNeeded {
+                        message: message.clone(),
+                    },
+                })?;
+                for row in tasks {
+                    ctx.append(NewEvent {
+                        task: Some(row),
+                        server_id: Some(server_id),
+                        via: Via::Engine,
+                        kind: EventKind::SignInNeeded {
+                            message: message.clone(),
+                        },
+                    })?;
+                }
+                Ok(())
+            }
+        });
+    }
+
+    /// Servers signed in to since the last scan (here or in another process, seen as
+    /// `signed_in` events): their tokens are read from the keyring again (also after a
+    /// `signed_out`) and their clients rebuilt on this scan.
+    async fn take_sign_ins(&mut self) -> Vec<i64> {
+        let Some(sign_ins) = self.config.sign_ins.clone() else {
+            return Vec::new();
+        };
+        let cursor = self.signed_in_cursor;
+        let read = self
+            .ledger
+            .read_async(move |c| {
+                // Up to the newest event: the next scan starts there, whatever kinds came.
+                let last = crate::ledger::events::last_id(c)?;
+                Ok((
+                    last,
+                    crate::ledger::events::sign_ins_between(c, cursor, last)?,
+                ))
+            })
+            .await;
+        let (last, found) = match read {
+            Ok(read) => read,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read sign-ins");
+                return Vec::new();
+            }
+        };
+        self.signed_in_cursor = last.max(cursor);
+        // The last word per server counts (signed in, then out again: out).
+        let mut latest: Vec<(i64, bool)> = Vec::new();
+        for (server, signed_in) in found {
+            latest.retain(|(s, _)| *s != server);
+            latest.push((server, signed_in));
+        }
+        for &(server, _) in &latest {
+            let url = self
+                .links
+                .get(server)
+                .map(|link| link.client.url().to_owned())
+                .unwrap_or_default();
+            sign_ins.reload(server, url).await;
+        }
+        if !latest.is_empty() {
+            self.reload_links
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+        latest
+            .into_iter()
+            .filter(|(_, signed_in)| *signed_in)
+            .map(|(server, _)| server)
+            .collect()
+    }
+
+    /// A person signed in to `server_id`: its paused tasks are polled again (spread over one
+    /// interval).
+    fn resume_server(&mut self, server_id: i64) {
+        if !self.sign_in_needed.remove(&server_id) {
+            return;
+        }
+        let watches: Vec<Watch> = self
+            .tracked
+            .iter()
+            .filter(|(_, t)| t.server_id == server_id)
+            .map(|(row, t)| Watch {
+                task: *row,
+                server_id,
+                task_id: t.task_id.clone(),
+                poll_interval_ms: None,
+                first: FirstCheck::Spread,
+            })
+            .collect();
+        tracing::info!(
+            server_id,
+            resumed = watches.len(),
+            "signed in again; polling resumed"
+        );
+        for watch in watches {
+            for source in &self.sources {
+                source.watch(watch.clone());
             }
         }
     }
@@ -1127,6 +1382,27 @@ impl State {
             (None, LedgerHealth::Writable) => false,
         });
     }
+}
+
+/// Asks the sign-ins to refresh server `server_id`'s refused token, off the loop; the outcome
+/// comes back through `done`.
+fn spawn_reauth(
+    sign_ins: Arc<dyn SignIns>,
+    links: &Links,
+    done: &mpsc::UnboundedSender<(i64, Reauth)>,
+    server_id: i64,
+) {
+    let Some(link) = links.get(server_id) else {
+        let _ = done.send((server_id, Reauth::Later("the server has no client".into())));
+        return;
+    };
+    let refused = link.client.bearer_token();
+    let url = link.client.url().to_owned();
+    let done = done.clone();
+    tokio::spawn(async move {
+        let outcome = sign_ins.refresh(server_id, url, refused).await;
+        let _ = done.send((server_id, outcome));
+    });
 }
 
 /// Runs the write `make` builds until it commits, backing off between attempts: what it records

@@ -305,6 +305,33 @@ impl Tokens {
         .unwrap_or_default()
     }
 
+    /// Reads one server's token from the keyring into the cache again (another process signed
+    /// in or out): its static token, else its sign-in's access token, else none. A keyring that
+    /// cannot be read leaves the cache as it was.
+    pub async fn reload(&self, server: i64) {
+        let me = self.clone();
+        let read = tokio::task::spawn_blocking(move || {
+            if let Some(token) = me.secrets.load(&me.entry_name(server))? {
+                return Ok(Some(token));
+            }
+            Ok::<_, Error>(
+                me.secrets
+                    .load(&me.sign_in_entry_name(server))?
+                    .and_then(|blob| Credentials::from_keyring_blob(&blob).ok())
+                    .map(|c| c.tokens.access_token),
+            )
+        })
+        .await
+        .unwrap_or_else(|_| Err(panicked()));
+        match read {
+            Ok(token) => self.put(server, token),
+            Err(e) => tracing::warn!(
+                server,
+                "a token cannot be read again from the OS keyring: {e}"
+            ),
+        }
+    }
+
     /// Stores (or replaces) a server's token in the keyring, then in the cache.
     pub async fn store(&self, server: i64, token: Sensitive<String>) -> Result<()> {
         let me = self.clone();

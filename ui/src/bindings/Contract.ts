@@ -46,6 +46,8 @@ export interface Commands {
   server_update: { req: ServerUpdateRequest; res: ServerView };
   server_remove: { req: ServerRef; res: null };
   server_check: { req: ServerRef; res: ServerView };
+  server_sign_in: { req: ServerRef; res: ServerView };
+  server_sign_out: { req: ServerRef; res: ServerView };
   server_check_cancel: { req: null; res: null };
   demo_start: { req: null; res: ServerView };
   tool_list: { req: ServerRef; res: Array<ToolView> };

@@ -212,7 +212,11 @@ message: string, } | { "kind": "server_unreachable",
 /**
  * Why.
  */
-message: string, } | { "kind": "server_recovered" } | { "kind": "engine_started", 
+message: string, } | { "kind": "server_recovered" } | { "kind": "sign_in_needed", 
+/**
+ * Why (the refusal or the failed refresh; never a token).
+ */
+message: string, } | { "kind": "signed_in" } | { "kind": "signed_out" } | { "kind": "engine_started", 
 /**
  * How many unfinished tasks were resumed.
  */

@@ -3,4 +3,4 @@
 /**
  * Reachability of a server as last seen.
  */
-export type Reachability = "unknown" | "reachable" | "unreachable";
+export type Reachability = "unknown" | "reachable" | "unreachable" | "sign_in_needed";

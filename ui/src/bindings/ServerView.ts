@@ -52,4 +52,9 @@ supportsTasks: boolean,
 /**
  * Reachability.
  */
-health: ServerHealth, };
+health: ServerHealth, 
+/**
+ * Whether an OAuth sign-in is current (signed in, not signed out or refused since). Who
+ * signed in and the token's expiry stay in the keyring; nothing of a token is here.
+ */
+signedIn: boolean, };

@@ -33,8 +33,9 @@ const MAX_TOKEN_LIFETIME: Duration = Duration::from_secs(366 * 24 * 3600);
 /// A client the person registered with the authorization server themselves.
 #[derive(Debug, Clone)]
 pub struct PreRegistered {
-    /// The issuer it was registered with; another issuer cannot use it.
-    pub issuer: String,
+    /// The issuer it was registered with; another issuer cannot use it. `None`: the issuer the
+    /// server's metadata names (the person registered it for this one server).
+    pub issuer: Option<String>,
     /// The client id.
     pub client_id: String,
     /// The client secret, for confidential clients.
@@ -234,9 +235,9 @@ impl Authorizer {
     ) -> Result<Registration> {
         let issuer = &found.issuer;
         if let Some(pre) = &self.config.pre_registered {
-            if &pre.issuer != issuer {
+            if let Some(configured) = pre.issuer.as_ref().filter(|c| *c != issuer) {
                 return Err(Error::PreRegisteredElsewhere {
-                    configured: pre.issuer.clone(),
+                    configured: configured.clone(),
                     issuer: issuer.clone(),
                 });
             }

@@ -46,6 +46,9 @@ pub struct Changes {
     /// Questions answered in this batch: (task row, key) → the answer's action (`accept`,
     /// `decline`, `cancel`).
     pub answered: HashMap<(i64, String), String>,
+    /// Servers that need a person to sign in again, by name: each is recorded once per refusal
+    /// (`sign_in_needed` on the server), so a face tells each once.
+    pub sign_in_needed: Vec<String>,
 }
 
 impl Changes {
@@ -79,7 +82,18 @@ impl Changes {
                 | EventKind::ServerUpdated { .. }
                 | EventKind::ServerDiscovered { .. }
                 | EventKind::ServerUnreachable { .. }
-                | EventKind::ServerRecovered => changes.servers = true,
+                | EventKind::ServerRecovered
+                | EventKind::SignedIn
+                | EventKind::SignedOut => changes.servers = true,
+                EventKind::SignInNeeded { .. } => {
+                    changes.servers = true;
+                    // The server's own event, not its copies on each task's timeline.
+                    if e.task.is_none() {
+                        changes
+                            .sign_in_needed
+                            .push(e.server.clone().unwrap_or_else(|| "A server".into()));
+                    }
+                }
                 _ => {}
             }
         }

@@ -4,7 +4,7 @@
 
 use crate::decision::Decision;
 use crate::ledger::audit::AuditRecord;
-use crate::ledger::events::{ServerReachability, StoredEvent, Via};
+use crate::ledger::events::{ServerReachability, SignInState, StoredEvent, Via};
 use crate::ledger::inputs::{InboxItem, InputRecord, InputState as LedgerInputState};
 use crate::ledger::servers::ServerRecord;
 use crate::ledger::tasks::{LedgerStatus, TaskSummary};
@@ -169,7 +169,11 @@ pub fn event(e: &StoredEvent) -> EventView {
 }
 
 /// A registered server with what the engine last concluded about reaching it.
-pub fn server(s: &ServerRecord, seen: Option<&ServerReachability>) -> ServerView {
+pub fn server(
+    s: &ServerRecord,
+    seen: Option<&ServerReachability>,
+    sign_in: Option<&SignInState>,
+) -> ServerView {
     let discovered = s.discovered_at;
     // The newest verdict wins: a discovery after a failure means reachable again.
     let health = match seen {
@@ -194,6 +198,19 @@ pub fn server(s: &ServerRecord, seen: Option<&ServerReachability>) -> ServerView
                 message: None,
             },
         },
+    };
+    // Waiting for a sign-in outranks reachability: nothing is sent to the server meanwhile.
+    let health = match sign_in {
+        Some(SignInState {
+            needed: Some(message),
+            at,
+            ..
+        }) => ServerHealth {
+            state: Reachability::SignInNeeded,
+            at_ms: Some(*at),
+            message: Some(message.clone()),
+        },
+        _ => health,
     };
     let identity = s.server_info.as_ref().and_then(|info| {
         let name = info
@@ -223,6 +240,7 @@ pub fn server(s: &ServerRecord, seen: Option<&ServerReachability>) -> ServerView
             .is_some_and(|e| e.contains_key(mcp::TASKS_EXTENSION)),
         capabilities: s.capabilities.clone(),
         health,
+        signed_in: sign_in.is_some_and(|state| state.signed_in),
     }
 }
 

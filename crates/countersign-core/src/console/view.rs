@@ -366,6 +366,9 @@ pub enum Reachability {
     Reachable,
     /// The engine could not reach it (see `message`).
     Unreachable,
+    /// It refuses its token and the token cannot be refreshed (or the person signed out): a
+    /// person must sign in again; its tasks wait, unpolled, with their state (see `message`).
+    SignInNeeded,
 }
 
 /// A server's reachability, with when and why.
@@ -422,6 +425,9 @@ pub struct ServerView {
     pub supports_tasks: bool,
     /// Reachability.
     pub health: ServerHealth,
+    /// Whether an OAuth sign-in is current (signed in, not signed out or refused since). Who
+    /// signed in and the token's expiry stay in the keyring; nothing of a token is here.
+    pub signed_in: bool,
 }
 
 /// `server_add` request (deserialise-only: it may carry a token).

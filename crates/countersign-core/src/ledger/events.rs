@@ -325,6 +325,19 @@ pub enum EventKind {
     },
     /// A server answers again.
     ServerRecovered,
+    /// A server refuses its token and it cannot be refreshed: a person must sign in again.
+    /// Recorded once on the server (`task` empty) and once on each of its unfinished tasks,
+    /// whose polling pauses (they keep their state) until [`EventKind::SignedIn`].
+    SignInNeeded {
+        /// Why (the refusal or the failed refresh; never a token).
+        message: String,
+    },
+    /// A person signed in to a server (here or in another process): engines reload its token
+    /// from the OS keyring and resume polling its tasks.
+    SignedIn,
+    /// A person signed out of a server: its sign-in left the OS keyring; engines reload (drop)
+    /// its token, and its tasks wait for a sign-in once the server refuses them.
+    SignedOut,
     /// The engine started and resumed unfinished tasks.
     EngineStarted {
         /// How many unfinished tasks were resumed.
@@ -374,6 +387,9 @@ impl EventKind {
             Self::ServerDataIgnored { .. } => "server_data_ignored",
             Self::ServerUnreachable { .. } => "server_unreachable",
             Self::ServerRecovered => "server_recovered",
+            Self::SignInNeeded { .. } => "sign_in_needed",
+            Self::SignedIn => "signed_in",
+            Self::SignedOut => "signed_out",
             Self::EngineStarted { .. } => "engine_started",
             Self::GatedCallChanged { .. } => "gated_call_changed",
         }
@@ -584,6 +600,69 @@ pub fn reachability(conn: &Connection) -> Result<Vec<ServerReachability>> {
         });
     }
     Ok(out)
+}
+
+/// Where a server's OAuth sign-in stands, by its latest server-level `sign_in_needed`,
+/// `signed_in` or `signed_out` event.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SignInState {
+    /// The server row.
+    pub server_id: i64,
+    /// Signed in (`signed_in` last).
+    pub signed_in: bool,
+    /// Why a sign-in is needed (`sign_in_needed` or `signed_out` last); `None` after
+    /// `signed_in`.
+    pub needed: Option<String>,
+    /// When (Unix ms).
+    pub at: i64,
+}
+
+/// The latest server-level sign-in event of every server that has one.
+pub fn sign_in_states(conn: &Connection) -> Result<Vec<SignInState>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT e.server_id, e.at, e.data FROM events e
+         WHERE e.id IN (SELECT MAX(id) FROM events
+                        WHERE kind IN ('sign_in_needed', 'signed_in', 'signed_out')
+                          AND server_id IS NOT NULL AND task IS NULL
+                        GROUP BY server_id)",
+    )?;
+    let rows = stmt.query_map([], |row| {
+        Ok((
+            row.get::<_, i64>(0)?,
+            row.get::<_, i64>(1)?,
+            row.get::<_, String>(2)?,
+        ))
+    })?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (server_id, at, data) = row?;
+        let (signed_in, needed) = match serde_json::from_str::<EventKind>(&data) {
+            Ok(EventKind::SignInNeeded { message }) => (false, Some(message)),
+            Ok(EventKind::SignedIn) => (true, None),
+            // Signed out on purpose: the server still asks for a sign-in to poll its tasks.
+            _ => (false, Some("signed out".to_owned())),
+        };
+        out.push(SignInState {
+            server_id,
+            signed_in,
+            needed,
+            at,
+        });
+    }
+    Ok(out)
+}
+
+/// `signed_in`/`signed_out` events with `cursor < id <= upto`, as (server row, signed in),
+/// oldest first: what an engine reacts to by reloading that server's token.
+pub fn sign_ins_between(conn: &Connection, cursor: i64, upto: i64) -> Result<Vec<(i64, bool)>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT server_id, kind = 'signed_in' FROM events
+         WHERE id > ?1 AND id <= ?2 AND kind IN ('signed_in', 'signed_out')
+           AND server_id IS NOT NULL AND task IS NULL
+         ORDER BY id",
+    )?;
+    let rows = stmt.query_map([cursor, upto], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
 #[cfg(test)]

@@ -268,7 +268,8 @@ impl Client {
         *self.inner.token.write().unwrap_or_else(|e| e.into_inner()) = token;
     }
 
-    fn bearer_token(&self) -> Option<Sensitive<String>> {
+    /// The bearer token sent with requests now.
+    pub fn bearer_token(&self) -> Option<Sensitive<String>> {
         self.inner
             .token
             .read()
@@ -534,6 +535,11 @@ impl Client {
         }
     }
 
+    /// Sends one request; when it is refused (`401`/`403`) after the bearer token was replaced
+    /// while it was out, sends it once more with the new token. An authorization server may
+    /// revoke the old access token the moment a refresh issues the new one, so a request in
+    /// flight at that moment is refused through no fault of ours; a refusal ran nothing, so
+    /// sending again duplicates nothing.
     async fn send(
         &self,
         method: &str,
@@ -541,6 +547,33 @@ impl Client {
         name: Option<&str>,
         extra_headers: &[(String, String)],
         version: &str,
+    ) -> Result<Value> {
+        let token = self.bearer_token();
+        match self
+            .send_with(method, params, name, extra_headers, version, token.as_ref())
+            .await
+        {
+            Err(Error::Unauthorized { .. }) if self.bearer_token() != token => {
+                let token = self.bearer_token();
+                tracing::debug!(
+                    method,
+                    "refused after a token refresh; sending once more with the new token"
+                );
+                self.send_with(method, params, name, extra_headers, version, token.as_ref())
+                    .await
+            }
+            other => other,
+        }
+    }
+
+    async fn send_with(
+        &self,
+        method: &str,
+        params: &Map<String, Value>,
+        name: Option<&str>,
+        extra_headers: &[(String, String)],
+        version: &str,
+        token: Option<&Sensitive<String>>,
     ) -> Result<Value> {
         let inner = &self.inner;
         let id = inner.next_id.fetch_add(1, Ordering::Relaxed);
@@ -567,7 +600,7 @@ impl Client {
         for (header, value) in extra_headers {
             insert_header(&mut headers, header, value)?;
         }
-        if let Some(token) = self.bearer_token() {
+        if let Some(token) = token {
             let mut value =
                 HeaderValue::from_str(&format!("Bearer {}", token.expose())).map_err(|_| {
                     Error::InvalidRequest(
@@ -1258,6 +1291,74 @@ fn parse_tool(value: &Value) -> std::result::Result<Tool, ExcludedTool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A request refused because an OAuth refresh replaced the token while it was out (the
+    /// authorization server revoked the old one as it issued the new one) is sent once more
+    /// with the new token; a refusal of the token in use is not retried.
+    #[tokio::test]
+    async fn a_request_refused_after_its_token_was_swapped_is_sent_again_with_the_new_one() {
+        use std::io::{Read as _, Write as _};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let url = format!("http://{}/mcp", listener.local_addr().expect("addr"));
+        let client =
+            Client::new(Endpoint::new(url).with_token(Some(Sensitive::new("old".to_owned()))))
+                .expect("client");
+        let swapper = client.clone();
+        let seen = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+        let log = seen.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().take(3) {
+                let Ok(mut s) = stream else { continue };
+                let mut buf = vec![0u8; 16384];
+                let n = s.read(&mut buf).unwrap_or(0);
+                let request = String::from_utf8_lossy(&buf[..n]).to_lowercase();
+                let bearer = request
+                    .lines()
+                    .find_map(|l| l.strip_prefix("authorization: bearer "))
+                    .unwrap_or("")
+                    .trim()
+                    .to_owned();
+                let id = request
+                    .split("\"id\":")
+                    .nth(1)
+                    .and_then(|rest| rest.split([',', '}']).next())
+                    .unwrap_or("0")
+                    .to_owned();
+                log.lock().expect("log").push(bearer.clone());
+                let reply = if bearer == "new" {
+                    let body = format!(
+                        r#"{{"jsonrpc":"2.0","id":{id},"result":{{"resultType":"complete"}}}}"#
+                    );
+                    format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    )
+                } else {
+                    if bearer == "old" {
+                        // The refresh lands while this request is out.
+                        swapper.set_bearer_token(Some(Sensitive::new("new".to_owned())));
+                    }
+                    "HTTP/1.1 401 Unauthorized\r\nwww-authenticate: Bearer\r\ncontent-length: 0\r\nconnection: close\r\n\r\n".to_owned()
+                };
+                let _ = s.write_all(reply.as_bytes());
+            }
+        });
+        client
+            .cancel_task("t-1")
+            .await
+            .expect("sent again with the new token");
+        assert_eq!(*seen.lock().expect("log"), ["old", "new"]);
+
+        // The token in use refused: no second request (nothing was swapped).
+        client.set_bearer_token(Some(Sensitive::new("stale".to_owned())));
+        let refused = client.cancel_task("t-1").await.expect_err("refused");
+        assert!(matches!(refused, Error::Unauthorized { .. }), "{refused:?}");
+        assert_eq!(
+            seen.lock().expect("log").len(),
+            3,
+            "one request, not retried"
+        );
+    }
 
     /// The body the client sent before it encoded requests directly: the same keys in the same
     /// order, byte for byte.

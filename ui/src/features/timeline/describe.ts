@@ -107,6 +107,12 @@ export function describe(f: EventKind): Line {
       return { label: "server unreachable", text: f.message, tone: "bad" };
     case "server_recovered":
       return { label: "server reachable again", text: "", tone: "ok" };
+    case "sign_in_needed":
+      return { label: "sign-in needed", text: `${f.message}; polling paused until you sign in again`, tone: "bad" };
+    case "signed_in":
+      return { label: "signed in", text: "", tone: "user" };
+    case "signed_out":
+      return { label: "signed out", text: "", tone: "user" };
     case "engine_started":
       return { label: "engine started", text: `resumed ${f.resumed} task(s)`, tone: "info" };
     case "gated_call_changed":
