@@ -8,6 +8,7 @@
 use std::time::Duration;
 
 use countersign_core::auth;
+use countersign_core::ledger::servers::ServerRecord;
 use tauri::State;
 
 use crate::commands::Result;
@@ -34,23 +35,23 @@ pub async fn server_sign_in(shell: State<'_, Shell>, request: ServerRef) -> Resu
     let record = shell
         .console
         .sign_in(request.server_id, open, SIGN_IN_TIMEOUT)
-        .await
-        .map_err(CommandError::from)?;
-    shell
-        .console
-        .server_view(record.id)
-        .await
-        .map_err(CommandError::from)
+        .await;
+    view_of(&shell, record).await
 }
 
 /// Signs out of a server: its sign-in leaves the OS keyring; the server and its tasks stay.
 #[tauri::command]
 pub async fn server_sign_out(shell: State<'_, Shell>, request: ServerRef) -> Result<ServerView> {
-    let record = shell
-        .console
-        .sign_out(request.server_id)
-        .await
-        .map_err(CommandError::from)?;
+    let record = shell.console.sign_out(request.server_id).await;
+    view_of(&shell, record).await
+}
+
+/// The server as the window shows it after a sign-in action.
+async fn view_of(
+    shell: &Shell,
+    record: Result<ServerRecord, countersign_core::console::Error>,
+) -> Result<ServerView> {
+    let record = record.map_err(CommandError::from)?;
     shell
         .console
         .server_view(record.id)

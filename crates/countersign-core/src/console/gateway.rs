@@ -778,60 +778,45 @@ impl Console {
     /// Expires the calls nobody decided in time. Returns how many.
     pub async fn expire_gated(&self) -> Result<usize> {
         let now = now_ms();
-        Ok(self
-            .ledger
-            .write(move |ctx| {
-                let due: Vec<GatedRecord> = gated::in_state(ctx.conn, GatedState::Pending)?
-                    .into_iter()
-                    .filter(|g| g.expires_at <= now)
-                    .collect();
-                let mut expired = 0;
-                for call in due {
-                    if gated::transition(
-                        ctx.conn,
-                        call.id,
-                        GatedState::Pending,
-                        GatedState::Expired,
-                        None,
-                        None,
-                    )? {
-                        let call = gated::get(ctx.conn, call.id)?;
-                        changed(ctx, &call, Via::Engine)?;
-                        expired += 1;
-                    }
-                }
-                Ok(expired)
-            })
-            .await?)
+        self.sweep_gated(GatedState::Pending, GatedState::Expired, move |g| {
+            g.expires_at <= now
+        })
+        .await
     }
 
     /// After a crash: calls claimed for sending whose answer was never recorded may have run,
     /// so they become `outcome_unknown` (never sent again). Only the process that runs the
     /// engine (and so the gateway) calls this, at its start. Returns how many.
     pub async fn conclude_interrupted_gated(&self) -> Result<usize> {
+        self.sweep_gated(GatedState::Running, GatedState::OutcomeUnknown, |g| {
+            g.result.is_none() && g.upstream_task.is_none()
+        })
+        .await
+    }
+
+    /// Moves every call in state `from` that `due` picks to `to`, each with its event, in one
+    /// transaction (a call that changed meanwhile is left alone). Returns how many moved.
+    async fn sweep_gated(
+        &self,
+        from: GatedState,
+        to: GatedState,
+        due: impl Fn(&GatedRecord) -> bool + Send + 'static,
+    ) -> Result<usize> {
         Ok(self
             .ledger
-            .write(|ctx| {
-                let running = gated::in_state(ctx.conn, GatedState::Running)?;
-                let mut concluded = 0;
-                for call in running
+            .write(move |ctx| {
+                let mut moved = 0;
+                for call in gated::in_state(ctx.conn, from)?
                     .into_iter()
-                    .filter(|g| g.result.is_none() && g.upstream_task.is_none())
+                    .filter(|g| due(g))
                 {
-                    if gated::transition(
-                        ctx.conn,
-                        call.id,
-                        GatedState::Running,
-                        GatedState::OutcomeUnknown,
-                        None,
-                        None,
-                    )? {
+                    if gated::transition(ctx.conn, call.id, from, to, None, None)? {
                         let call = gated::get(ctx.conn, call.id)?;
                         changed(ctx, &call, Via::Engine)?;
-                        concluded += 1;
+                        moved += 1;
                     }
                 }
-                Ok(concluded)
+                Ok(moved)
             })
             .await?)
     }
