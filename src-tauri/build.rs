@@ -24,6 +24,8 @@ const COMMANDS: &[&str] = &[
     "server_sign_out",
     "server_check_cancel",
     "demo_start",
+    "gated_list",
+    "gated_decide",
     "tool_list",
     "tool_call",
     "tool_call_answer",

@@ -190,7 +190,8 @@ await step("calls approve_deploy: the question reaches the inbox and exactly one
 
 await step("restarted mid-question: still pending, not notified again, tokens read back from the keyring", async () => {
   await ui.quit();
-  ui = await App.launch(app, ["--data-dir", dataDir]);
+  // From here on the app also runs the local MCP gateway (issue 13), on any free port.
+  ui = await App.launch(app, ["--data-dir", dataDir, "--gateway", "0"]);
   await ui.go("#/inbox");
   await until("the question after the restart", async () => (await inboxCount()) === 1, 15000);
   assert.equal(await ui.text(".question"), "Approve deployment of 'web-frontend'?");
@@ -570,6 +571,38 @@ async function addServerId(name) {
     ui.js(`const c = [...document.querySelectorAll("article.server")].find((a) => a.dataset.server === arguments[0]); return c ? Number(c.dataset.serverId) : null;`, name),
   );
 }
+
+await step("an agent's call through the app's gateway waits in the inbox with a notification; Approve runs it (issue 13)", async () => {
+  closeNotifications();
+  const info = await ui.js(`return window.__TAURI_INTERNALS__.invoke("app_info");`);
+  assert.ok(info.gatewayUrl, `the app runs the gateway: ${JSON.stringify(info)}`);
+  const { token } = JSON.parse(execFileSync(cli, ["--data-dir", dataDir, "--json", "agents", "add", "e2e-agent"]).toString());
+  // The fastmcp 4.1.4 client (not ours) with the tasks extension: it gets Countersign's task and
+  // polls it until a person decides.
+  const agent = spawn(python, [join(root, "tests/peers/gateway_agent.py"), "fastmcp", `${info.gatewayUrl}secure-demo`, token, "get_time", JSON.stringify({ why: "e2e <b>audit</b>" }), "--timeout", "90"], {
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  cleanups.push(() => agent.kill());
+  let out = "";
+  agent.stdout.on("data", (d) => (out += d));
+  const exited = new Promise((r) => agent.on("exit", (code) => r(code)));
+  await ui.go("#/inbox");
+  await until("the agent's call in the inbox", () => ui.exists('[data-testid="gated-calls"] [data-testid="gated-approve"]'), 30000);
+  const card = await ui.text(".gated-call");
+  assert.match(card, /e2e-agent wants to run get_time on secure-demo/, card);
+  assert.match(card, /e2e <b>audit<\/b>/, "the exact arguments, shown as text");
+  assert.equal(await ui.js(`return document.querySelector(".gated-call b") === null;`), true, "agent text never becomes markup");
+  await until("its notification", () => notifications.fresh("e2e-agent wants to run secure-demo · get_time").length >= 1, 10000);
+  await assertAccessible("the inbox with an agent's call");
+  await ui.shot(join(shots, "inbox-agent-call.png"));
+  await ui.click('[data-testid="gated-approve"]');
+  const code = await Promise.race([exited, sleep(60000).then(() => "still running after 60 s")]);
+  assert.equal(code, 0, `the agent's call ends once approved: ${out}`);
+  const result = JSON.parse(out.trim().split("\n").pop());
+  assert.equal(result.isError, false, `the tool ran and answered: ${out}`);
+  await until("the card gone", async () => !(await ui.exists('[data-testid="gated-calls"]')));
+  assert.equal(notifications.fresh("e2e-agent wants to run secure-demo · get_time").length, 1, "one notification for the call");
+});
 
 await step("screenshots of the main views", async () => {
   closeNotifications();

@@ -11,10 +11,10 @@ use countersign_core::mcp::ToolCall;
 
 use crate::ipc::{
     AppInfo, AuditEntry, AuditExport, AuditExportRequest, CommandError, DndRequest, ErrorCode,
-    InputAnswerRequest, InputRequestView, ServerAddRequest, ServerRef, ServerUpdateRequest,
-    ServerView, ShellState, TaskAdoptRequest, TaskDetail, TaskListRequest, TaskRef, TaskView,
-    ToolCallAnswerRequest, ToolCallOutcome, ToolCallRequest, ToolView, UrlOpenRequest, ViewRequest,
-    ZoomRequest,
+    GatedCallView, GatedDecideRequest, InputAnswerRequest, InputRequestView, ServerAddRequest,
+    ServerRef, ServerUpdateRequest, ServerView, ShellState, TaskAdoptRequest, TaskDetail,
+    TaskListRequest, TaskRef, TaskView, ToolCallAnswerRequest, ToolCallOutcome, ToolCallRequest,
+    ToolView, UrlOpenRequest, ViewRequest, ZoomRequest,
 };
 use crate::Shell;
 use tauri::{AppHandle, Manager, Runtime, State};
@@ -39,6 +39,7 @@ pub async fn app_info(shell: State<'_, Shell>) -> Result<AppInfo> {
             .engine_state()
             .unwrap_or(crate::ipc::EngineState::Elsewhere { pid: None }),
         demo_url: shell.demo.lock().await.as_ref().map(crate::demo::Demo::url),
+        gateway_url: shell.gateway_url.lock().ok().and_then(|u| u.clone()),
         shell: shell.state().await,
     })
 }
@@ -220,6 +221,24 @@ pub async fn demo_start(shell: State<'_, Shell>) -> Result<ServerView> {
         CommandError::new(ErrorCode::Internal, "the demo server is not registered")
     })?;
     ipc(shell.console.server_view(server.id).await)
+}
+
+/// The agents' calls held by the gateway for a person, oldest first.
+#[tauri::command]
+pub async fn gated_list(shell: State<'_, Shell>) -> Result<Vec<GatedCallView>> {
+    ipc(shell.console.pending_gated_calls().await)
+}
+
+/// Approves (the call runs once) or declines (it never runs) an agent's held call.
+#[tauri::command]
+pub async fn gated_decide(
+    shell: State<'_, Shell>,
+    request: GatedDecideRequest,
+) -> Result<GatedCallView> {
+    ipc(shell
+        .console
+        .decide_gated(&request.task_id, request.decision)
+        .await)
 }
 
 #[tauri::command]

@@ -8,6 +8,8 @@ use std::sync::Arc;
 use countersign_core::console::feed::{Changes, InboxWatch};
 use countersign_core::console::notifications::{self, Post, QuickAnswer};
 use countersign_core::console::present;
+use countersign_core::console::view::{GatedCallView, GatedDecision};
+use countersign_core::notice;
 use tauri::{AppHandle, Emitter, Manager, Runtime};
 
 use crate::ipc::{event, InputFocusRequested, InputRequestView};
@@ -55,6 +57,68 @@ async fn publish<R: Runtime>(app: &AppHandle<R>, changes: Changes, inbox: &mut I
     if changes.inbox {
         refresh_inbox(app, inbox, &changes.answered).await;
     }
+    if changes.gated {
+        refresh_gated(app, &changes.gated_waiting, &changes.gated_left).await;
+    }
+}
+
+/// Agents' calls held by the gateway: closes the notifications of those decided (or withdrawn,
+/// expired), tells of the new ones (only the engine's process, as for questions), and updates
+/// the window, tray and title.
+async fn refresh_gated<R: Runtime>(
+    app: &AppHandle<R>,
+    waiting: &[String],
+    left: &[(String, String)],
+) {
+    let shell = app.state::<Shell>();
+    for (id, how) in left {
+        shell.notifier.input_closed(id, how);
+    }
+    let pending = match shell.console.pending_gated_calls().await {
+        Ok(pending) => pending,
+        Err(e) => {
+            tracing::warn!("cannot read the agents' held calls: {e}");
+            return;
+        }
+    };
+    if shell.console.runs_engine() {
+        for call in pending.iter().filter(|c| waiting.contains(&c.task_id)) {
+            notify_call(app, call);
+        }
+    }
+    emit(app, event::GATED_CHANGED, pending);
+    crate::refresh_shell_state(app, &shell).await;
+}
+
+/// One notification for an agent's call waiting for approval: Approve/Decline decide it.
+fn notify_call<R: Runtime>(app: &AppHandle<R>, call: &GatedCallView) {
+    let (on_answer, on_open) = (app.clone(), app.clone());
+    let id = call.task_id.clone();
+    let title = format!(
+        "{} wants to run {} · {}",
+        call.agent, call.server, call.tool
+    );
+    // Arguments are the agent's: plain text, truncated; the window shows them whole.
+    let body = notice::form_body(&format!("Arguments: {}", call.arguments));
+    app.state::<Shell>().notifier.call_waiting(
+        &call.task_id,
+        title,
+        body,
+        move |approve| {
+            let console = Arc::clone(&on_answer.state::<Shell>().console);
+            let decision = GatedDecision {
+                approve,
+                reason: None,
+                always_allow: false,
+            };
+            if let Err(e) = tauri::async_runtime::block_on(console.decide_gated(&id, decision)) {
+                // Decided in the window meanwhile, or withdrawn: the ledger says which.
+                tracing::info!("notification decision for {id} not applied: {e}");
+            }
+        },
+        move || crate::window::open(&on_open, Some(crate::window::Page::Inbox(None))),
+    );
+    tracing::info!("notified: agent call {}", call.task_id);
 }
 
 /// Re-reads the inbox ([`countersign_core::console::Console::look_at_inbox`]): closes the

@@ -118,6 +118,8 @@ contract! {
         server_sign_out: ServerRef => ServerView,
         server_check_cancel: () => (),
         demo_start: () => ServerView,
+        gated_list: () => Vec<GatedCallView>,
+        gated_decide: GatedDecideRequest => GatedCallView,
         tool_list: ServerRef => Vec<ToolView>,
         tool_call: ToolCallRequest => ToolCallOutcome,
         tool_call_answer: ToolCallAnswerRequest => ToolCallOutcome,
@@ -132,6 +134,7 @@ contract! {
         SERVERS_CHANGED = "servers_changed": Vec<ServerView>,
         SHELL_STATE_CHANGED = "shell_state_changed": ShellState,
         INPUT_FOCUS_REQUESTED = "input_focus_requested": InputFocusRequested,
+        GATED_CHANGED = "gated_changed": Vec<GatedCallView>,
     }
 }
 
@@ -151,6 +154,11 @@ pub struct AppInfo {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[ts(optional)]
     pub demo_url: Option<String>,
+    /// The local MCP gateway's base URL (`…/mcp/`; agents add a server's name), when this app
+    /// runs it (`--gateway PORT`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub gateway_url: Option<String>,
     /// Shell state at the time of the call.
     pub shell: ShellState,
 }
@@ -173,6 +181,16 @@ pub struct ShellState {
 pub struct DndRequest {
     /// New do-not-disturb state.
     pub enabled: bool,
+}
+
+/// `gated_decide` request: a person's decision on an agent's call held by the gateway.
+#[derive(Debug, Clone, Deserialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct GatedDecideRequest {
+    /// Countersign's task id of the call (`csg-…`).
+    pub task_id: String,
+    /// Approve or decline, why, and whether to always allow this tool for this agent.
+    pub decision: GatedDecision,
 }
 
 /// `view_zoom_set` request: the window's text size (page zoom).

@@ -66,17 +66,22 @@ pub struct Shell {
     /// The built-in demo server, once started (`--demo`, or "Try the demo server" in an empty
     /// view); it serves for as long as the app runs.
     pub demo: tokio::sync::Mutex<Option<demo::Demo>>,
+    /// The local MCP gateway's base URL, when this app runs it (`--gateway PORT`).
+    pub gateway_url: Mutex<Option<String>>,
 }
 
 impl Shell {
-    /// Pending count, DND and notification capabilities, as of now.
+    /// Pending count (questions and agents' held calls), DND and notification capabilities, as
+    /// of now.
     pub async fn state(&self) -> ShellState {
-        let pending = self
+        let questions = self.console.inbox().await.map(|l| l.len()).unwrap_or(0);
+        let calls = self
             .console
-            .inbox()
+            .pending_gated_calls()
             .await
-            .map(|l| l.len() as u32)
+            .map(|l| l.len())
             .unwrap_or(0);
+        let pending = u32::try_from(questions + calls).unwrap_or(u32::MAX);
         ShellState {
             pending,
             dnd: self.notifier.dnd(),
@@ -122,6 +127,7 @@ pub fn run(options: Options, launch: Launch) -> Result<(), Error> {
         launch,
         painted_ms: Mutex::default(),
         demo: tokio::sync::Mutex::new(demo),
+        gateway_url: Mutex::default(),
     };
     // One app per ledger: a second launch on the same data directory hands its arguments to the
     // running one (which opens its window) and exits. First among the plugins, so the second
@@ -148,10 +154,16 @@ pub fn run(options: Options, launch: Launch) -> Result<(), Error> {
         .plugin(tauri_plugin_deep_link::init())
         .plugin(links::plugin(options.link.clone()))
         .build(tauri::generate_context!())?;
+    // After the single-instance check: only the app that runs the engine serves agents.
+    let gateway = match options.gateway {
+        Some(port) => start_gateway(&app, &console, port),
+        None => None,
+    };
     if first_calls {
         tauri::async_runtime::spawn(async move { demo::first_calls(&console).await });
     }
     app.run(move |app, event| {
+        let _serving = &gateway;
         match event {
             // The last window closed (no exit code: not the tray's "Quit"): background mode.
             tauri::RunEvent::ExitRequested {
@@ -162,6 +174,36 @@ pub fn run(options: Options, launch: Launch) -> Result<(), Error> {
         }
     });
     Ok(())
+}
+
+/// Starts the local MCP gateway on 127.0.0.1:`port` for this app's console. A gateway that
+/// cannot start (the port is taken, another process runs the engine) is logged and the app runs
+/// without it: the window still shows and decides every held call the ledger has.
+fn start_gateway<R: Runtime>(
+    app: &tauri::App<R>,
+    console: &Arc<Console>,
+    port: u16,
+) -> Option<countersign_core::gateway::endpoint::Gateway> {
+    use countersign_core::gateway::endpoint::{Gateway, GatewayConfig};
+    let config = GatewayConfig {
+        addr: std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+        ..GatewayConfig::default()
+    };
+    match tauri::async_runtime::block_on(Gateway::start(Arc::clone(console), config)) {
+        Ok(gateway) => {
+            let url = gateway.base_url();
+            // One line for people and for the tests, as `countersign gateway` prints it.
+            eprintln!("countersign: gateway on {url}");
+            if let Ok(mut slot) = app.state::<Shell>().gateway_url.lock() {
+                *slot = Some(url);
+            }
+            Some(gateway)
+        }
+        Err(e) => {
+            tracing::error!("the gateway did not start: {e}");
+            None
+        }
+    }
 }
 
 /// Wires state, commands and the feed onto a builder (also used by the IPC tests).
@@ -190,6 +232,8 @@ pub fn builder<R: Runtime>(builder: tauri::Builder<R>, shell: Shell) -> tauri::B
             sign_in::server_sign_out,
             commands::server_check_cancel,
             commands::demo_start,
+            commands::gated_list,
+            commands::gated_decide,
             commands::tool_list,
             commands::tool_call,
             commands::tool_call_answer,

@@ -156,6 +156,84 @@ impl Notifier {
         }
     }
 
+    /// Posts the notification for an agent's call waiting for approval (`id`: Countersign's task
+    /// id), on its own thread, with Approve/Decline when the daemon offers actions. At most
+    /// [`MAX_LIVE`](countersign_core::console::notifications::MAX_LIVE) wait for a click at once;
+    /// beyond that the call is only in the inbox. `on_answer(true)` approves, `(false)` declines.
+    pub fn call_waiting(
+        self: &Arc<Self>,
+        id: &str,
+        title: String,
+        body: String,
+        on_answer: impl FnOnce(bool) + Send + 'static,
+        on_open: impl FnOnce() + Send + 'static,
+    ) {
+        if self.dnd() || !self.claim(id) {
+            return;
+        }
+        if self.live.load(Ordering::Relaxed) >= countersign_core::console::notifications::MAX_LIVE {
+            return;
+        }
+        self.live.fetch_add(1, Ordering::Relaxed);
+        let guard = LiveGuard(Arc::clone(self));
+        let (me, id) = (Arc::clone(self), id.to_owned());
+        let spawned = std::thread::Builder::new()
+            .name("notify-call".into())
+            .spawn(move || {
+                let _guard = guard;
+                me.post_call(&id, title, body, on_answer, on_open);
+            });
+        if let Err(e) = spawned {
+            tracing::warn!("cannot spawn notification thread: {e}");
+        }
+    }
+
+    #[cfg(target_os = "linux")]
+    fn post_call(
+        &self,
+        id: &str,
+        title: String,
+        body: String,
+        on_answer: impl FnOnce(bool),
+        on_open: impl FnOnce(),
+    ) {
+        let body = if self.renders_markup() {
+            escape(&body)
+        } else {
+            body
+        };
+        let mut n = question_notification(&title, &body);
+        let actions = self.actions_supported();
+        if actions {
+            n.action("approve", "Approve").action("decline", "Decline");
+        }
+        let handle = match n.show() {
+            Ok(h) => h,
+            Err(e) => {
+                tracing::warn!("notification for {id} not shown: {e}");
+                return;
+            }
+        };
+        self.remember(id, handle.id(), title);
+        handle.wait_for_action(|action| match action {
+            "approve" if actions => on_answer(true),
+            "decline" if actions => on_answer(false),
+            "default" => on_open(),
+            _ => {}
+        });
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn post_call(
+        &self,
+        _id: &str,
+        _title: String,
+        _body: String,
+        _on_answer: impl FnOnce(bool),
+        _on_open: impl FnOnce(),
+    ) {
+    }
+
     /// Tells of `count` more questions from `servers` in the one summary notification: replaced
     /// in place while it is on screen (its waiting thread still serves the click), posted anew
     /// otherwise. `on_open` is called when it is clicked.

@@ -14,6 +14,9 @@ pub struct Options {
     pub demo: Option<f64>,
     /// A `countersign://` link to open (the desktop entry passes it as the argument).
     pub link: Option<String>,
+    /// `--gateway PORT` / `COUNTERSIGN_GATEWAY_PORT`: run the local MCP gateway on
+    /// 127.0.0.1:PORT (0: any free port), so agents' calls wait for approval in this app.
+    pub gateway: Option<u16>,
 }
 
 impl Options {
@@ -23,6 +26,13 @@ impl Options {
         let mut data_dir = env("COUNTERSIGN_DATA_DIR").map(PathBuf::from);
         let mut demo = env("COUNTERSIGN_DEMO").is_some_and(|v| v != "0");
         let mut link = None;
+        let port = |v: &str| {
+            v.parse::<u16>()
+                .map_err(|_| Error::Usage(format!("--gateway needs a port number, not {v:?}")))
+        };
+        let mut gateway = env("COUNTERSIGN_GATEWAY_PORT")
+            .map(|v| port(&v))
+            .transpose()?;
         let mut args = args.into_iter();
         while let Some(arg) = args.next() {
             match arg.as_str() {
@@ -34,11 +44,20 @@ impl Options {
                             .ok_or_else(|| Error::Usage("--data-dir needs a directory".into()))?,
                     )
                 }
+                "--gateway" => {
+                    let value = args
+                        .next()
+                        .ok_or_else(|| Error::Usage("--gateway needs a port (0: any)".into()))?;
+                    gateway = Some(port(&value)?);
+                }
+                other if other.starts_with("--gateway=") => {
+                    gateway = Some(port(&other["--gateway=".len()..])?)
+                }
                 other if other.starts_with("--data-dir=") => {
                     data_dir = Some(PathBuf::from(&other["--data-dir=".len()..]))
                 }
                 "-h" | "--help" => return Err(Error::Usage(
-                    "usage: countersign-desktop [--data-dir DIR] [--demo] [countersign://task/…]"
+                    "usage: countersign-desktop [--data-dir DIR] [--demo] [--gateway PORT] [countersign://task/…]"
                         .into(),
                 )),
                 other if crate::links::is_link(other) => link = Some(other.to_owned()),
@@ -53,6 +72,7 @@ impl Options {
             data_dir: data_dir.unwrap_or_else(countersign_core::ledger::default_data_dir),
             demo: demo.then_some(speed),
             link,
+            gateway,
         })
     }
 }

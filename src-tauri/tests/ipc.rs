@@ -60,6 +60,7 @@ fn app_on(dir: PathBuf, demo: Option<DemoServer>) -> Fixture {
         launch: Launch::now(),
         painted_ms: Mutex::default(),
         demo: Default::default(),
+        gateway_url: Default::default(),
     };
     let app = countersign_desktop::builder(mock_builder(), shell)
         .build(tauri::generate_context!("tauri.conf.json", test = true))
@@ -402,5 +403,80 @@ fn the_demo_server_starts_with_one_click_once_and_its_example_tasks_begin() {
     assert!(
         tools.contains(&"deploy_service") && tools.contains(&"run_ci_pipeline"),
         "{tasks}"
+    );
+}
+
+#[test]
+fn an_agents_held_call_is_listed_and_approved_from_the_window_with_always_allow() {
+    use countersign_core::console::gateway::{AgentCall, Gate, PolicyInput};
+    use countersign_core::console::view::{RuleAction, ServerAddRequest};
+    use countersign_core::ledger::gated::GatedMode;
+    use tauri::Manager as _;
+
+    let fx = app("gated");
+    let console = Arc::clone(&fx._app.state::<Shell>().console);
+    let (_agent, token) = block_on(console.add_agent("ci-bot")).expect("an agent");
+    let agent = block_on(console.authenticate_agent(token.expose()))
+        .expect("the ledger answers")
+        .expect("its token authenticates it");
+    let server = block_on(console.add_server(ServerAddRequest {
+        name: "deploys".into(),
+        url: "http://127.0.0.1:9/mcp".into(),
+        token: None,
+        discover: false,
+    }))
+    .expect("a server");
+    let arguments = json!({"service": "billing", "environment": "production"});
+    let arguments = arguments.as_object().expect("an object").clone();
+    // What the gateway does with an agent's tools/call when no rule allows it: hold it.
+    let held = block_on(console.gate(
+        AgentCall {
+            agent: &agent,
+            server: &server,
+            tool: "deploy_service",
+            arguments: &arguments,
+            mode: GatedMode::Task,
+            read_only_hint: false,
+        },
+        &PolicyInput {
+            rules: Vec::new(),
+            allow_read_only: false,
+        },
+    ))
+    .expect("the call is recorded");
+    let Gate::Held(record) = held else {
+        panic!("with no rule the call waits for a person, got {held:?}")
+    };
+
+    let listed = invoke(&fx.window, "gated_list", json!({})).expect("gated_list");
+    assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed}");
+    assert_eq!(listed[0]["task_id"], record.task_id);
+    assert_eq!(listed[0]["agent"], "ci-bot");
+    assert_eq!(
+        listed[0]["arguments"]["environment"], "production",
+        "the exact arguments reach the window"
+    );
+    let decided = invoke(
+        &fx.window,
+        "gated_decide",
+        json!({"request": {"taskId": record.task_id, "decision": {"approve": true, "reason": null, "always_allow": true}}}),
+    )
+    .expect("gated_decide");
+    assert_eq!(decided["state"], "approved", "{decided}");
+    let again = invoke(
+        &fx.window,
+        "gated_decide",
+        json!({"request": {"taskId": record.task_id, "decision": {"approve": false, "reason": null, "always_allow": false}}}),
+    )
+    .expect_err("a call is decided once");
+    assert_eq!(again["code"], "already_answered", "{again}");
+    let listed = invoke(&fx.window, "gated_list", json!({})).expect("gated_list");
+    assert_eq!(listed, json!([]), "nothing waits any more");
+    let rules = block_on(console.rules()).expect("rules");
+    assert!(
+        rules.iter().any(|r| r.agent.as_deref() == Some("ci-bot")
+            && r.tool == "deploy_service"
+            && r.action == RuleAction::Allow),
+        "Always allow created a visible rule: {rules:?}"
     );
 }

@@ -1,6 +1,8 @@
 // The UI's view of the ledger: lists fetched once, then kept current by the shell's events.
 import type { AppInfo } from "../bindings/AppInfo";
 import type { EventView } from "../bindings/EventView";
+import type { GatedCallView } from "../bindings/GatedCallView";
+import type { GatedDecision } from "../bindings/GatedDecision";
 import type { InputFocusRequested } from "../bindings/InputFocusRequested";
 import type { InputRequestView } from "../bindings/InputRequestView";
 import type { InputResponse } from "../bindings/InputResponse";
@@ -22,6 +24,8 @@ export class ConsoleStore {
   /** Newest first. Replaced wholesale on reload; rows are replaced in place on updates. */
   tasks: TaskView[] = $state([]);
   servers: ServerView[] = $state([]);
+  /** Agents' calls the gateway holds for a decision, oldest first. */
+  gated: GatedCallView[] = $state([]);
   /** Set when the shell cannot be reached (e.g. running outside the app). */
   offline: CommandError | undefined = $state();
   /** The question the user asked to see from a notification. */
@@ -38,6 +42,7 @@ export class ConsoleStore {
       listen("servers_changed", (list) => (this.servers = list)),
       listen("shell_state_changed", (s) => (this.shell = s)),
       listen("input_focus_requested", (f) => (this.focus = f)),
+      listen("gated_changed", (list) => (this.gated = list)),
       listen("event_recorded", (e) => {
         for (const cb of this.eventListeners) cb(e);
         if (e.fact.kind === "server_removed") void this.reloadTasks();
@@ -78,12 +83,14 @@ export class ConsoleStore {
 
   async reload(): Promise<void> {
     try {
-      const [info, inputs, tasks, servers] = await Promise.all([
+      const [info, inputs, tasks, servers, gated] = await Promise.all([
         call("app_info"),
         call("input_list"),
         call("task_list", {}),
         call("server_list"),
+        call("gated_list"),
       ]);
+      this.gated = gated;
       this.info = info;
       this.shell = info.shell;
       this.inputs = inputs;
@@ -100,6 +107,12 @@ export class ConsoleStore {
     await call("input_answer", { taskRow: input.taskRow, key: input.key, response });
     // The inbox event removes it too; doing it now keeps the inbox snappy.
     this.inputs = this.inputs.filter((x) => inputId(x) !== inputId(input));
+  }
+
+  /** Approves or declines an agent's held call; it leaves the list at once. */
+  async decide(call_: GatedCallView, decision: GatedDecision): Promise<void> {
+    await call("gated_decide", { taskId: call_.task_id, decision });
+    this.gated = this.gated.filter((c) => c.task_id !== call_.task_id);
   }
 
   async cancel(row: number): Promise<void> {

@@ -27,6 +27,11 @@ engine: EngineState,
  */
 demoUrl?: string, 
 /**
+ * The local MCP gateway's base URL (`…/mcp/`; agents add a server's name), when this app
+ * runs it (`--gateway PORT`).
+ */
+gatewayUrl?: string, 
+/**
  * Shell state at the time of the call.
  */
 shell: ShellState, };

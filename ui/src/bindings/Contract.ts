@@ -6,6 +6,8 @@ import type { AuditExport } from "./AuditExport";
 import type { AuditExportRequest } from "./AuditExportRequest";
 import type { DndRequest } from "./DndRequest";
 import type { EventView } from "./EventView";
+import type { GatedCallView } from "./GatedCallView";
+import type { GatedDecideRequest } from "./GatedDecideRequest";
 import type { InputAnswerRequest } from "./InputAnswerRequest";
 import type { InputFocusRequested } from "./InputFocusRequested";
 import type { InputRequestView } from "./InputRequestView";
@@ -50,6 +52,8 @@ export interface Commands {
   server_sign_out: { req: ServerRef; res: ServerView };
   server_check_cancel: { req: null; res: null };
   demo_start: { req: null; res: ServerView };
+  gated_list: { req: null; res: Array<GatedCallView> };
+  gated_decide: { req: GatedDecideRequest; res: GatedCallView };
   tool_list: { req: ServerRef; res: Array<ToolView> };
   tool_call: { req: ToolCallRequest; res: ToolCallOutcome };
   tool_call_answer: { req: ToolCallAnswerRequest; res: ToolCallOutcome };
@@ -66,4 +70,5 @@ export interface Events {
   servers_changed: Array<ServerView>;
   shell_state_changed: ShellState;
   input_focus_requested: InputFocusRequested;
+  gated_changed: Array<GatedCallView>;
 }

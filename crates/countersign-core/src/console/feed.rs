@@ -49,6 +49,14 @@ pub struct Changes {
     /// Servers that need a person to sign in again, by name: each is recorded once per refusal
     /// (`sign_in_needed` on the server), so a face tells each once.
     pub sign_in_needed: Vec<String>,
+    /// Whether an agent's call held by the gateway changed (held, decided, ran, withdrawn).
+    pub gated: bool,
+    /// Agents' calls that began waiting for a person in this batch (Countersign's task ids), so
+    /// a face tells each once.
+    pub gated_waiting: Vec<String>,
+    /// Agents' calls that stopped waiting in this batch: the task id and how (`accept` when
+    /// approved, `decline` when declined, else the state's name), so their notifications close.
+    pub gated_left: Vec<(String, String)>,
 }
 
 impl Changes {
@@ -74,6 +82,26 @@ impl Changes {
                 | EventKind::TaskFinished { .. }
                 | EventKind::TaskExpired { .. }
                 | EventKind::TaskLost { .. } => changes.inbox = true,
+                EventKind::GatedCallChanged { task_id, state, .. } => {
+                    use crate::ledger::gated::GatedState;
+                    changes.gated = true;
+                    match state {
+                        GatedState::Pending => {
+                            if !changes.gated_waiting.contains(task_id) {
+                                changes.gated_waiting.push(task_id.clone());
+                            }
+                        }
+                        GatedState::Approved => {
+                            changes.gated_left.push((task_id.clone(), "accept".into()))
+                        }
+                        GatedState::Declined => {
+                            changes.gated_left.push((task_id.clone(), "decline".into()))
+                        }
+                        other => changes
+                            .gated_left
+                            .push((task_id.clone(), other.as_str().to_owned())),
+                    }
+                }
                 EventKind::ServerRemoved { .. } => {
                     changes.servers = true;
                     changes.inbox = true;
