@@ -7,7 +7,7 @@
 // Env: COUNTERSIGN_APP, COUNTERSIGN_CLI, PEER_PYTHON (absolute paths), E2E_WORK (scratch dir),
 // SCREENSHOTS (where the views are saved).
 import assert from "node:assert/strict";
-import { execFileSync, spawn } from "node:child_process";
+import { execFileSync, spawn, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
@@ -136,7 +136,7 @@ async function assertAccessible(where) {
   const r = await ui.axe();
   assert.equal(r.critical + r.serious, 0, `accessibility checker in ${where}: ${r.critical} critical, ${r.serious} serious:\n  ${r.rules.join("\n  ")}`);
 }
-const VIEWS = ["#/inbox", "#/tasks", "#/servers", "#/call", "#/audit"];
+const VIEWS = ["#/inbox", "#/tasks", "#/servers", "#/call", "#/audit", "#/agents"];
 
 await step("the accessibility checker finds nothing critical or serious in the empty views", async () => {
   for (const v of VIEWS) {
@@ -595,6 +595,7 @@ await step("an agent's call through the app's gateway waits in the inbox with a 
   await until("its notification", () => notifications.fresh("e2e-agent wants to run secure-demo · get_time").length >= 1, 10000);
   await assertAccessible("the inbox with an agent's call");
   await ui.shot(join(shots, "inbox-agent-call.png"));
+  await ui.click('.gated-call input[type="checkbox"]'); // "Always allow get_time for e2e-agent"
   await ui.click('[data-testid="gated-approve"]');
   const code = await Promise.race([exited, sleep(60000).then(() => "still running after 60 s")]);
   assert.equal(code, 0, `the agent's call ends once approved: ${out}`);
@@ -602,6 +603,24 @@ await step("an agent's call through the app's gateway waits in the inbox with a 
   assert.equal(result.isError, false, `the tool ran and answered: ${out}`);
   await until("the card gone", async () => !(await ui.exists('[data-testid="gated-calls"]')));
   assert.equal(notifications.fresh("e2e-agent wants to run secure-demo · get_time").length, 1, "one notification for the call");
+  // The Agents view: the agent, the rule "Always allow" created (visible, removable), the call
+  // with its decision; revoking the agent.
+  await ui.go("#/agents");
+  await until("the Agents view", () => ui.exists('[data-testid="agents"] tr[data-agent="e2e-agent"]'));
+  assert.equal(await ui.text('[data-testid="gateway-url"]'), `${info.gatewayUrl}<server>`);
+  const rule = await until("the always-allow rule", () =>
+    ui.js(`const r = [...document.querySelectorAll('[data-testid="rules"] tbody tr')].find((r) => r.innerText.includes("get_time")); return r ? r.innerText : null;`),
+  );
+  assert.match(rule, /e2e-agent[\s\S]*secure-demo[\s\S]*get_time[\s\S]*allow/, rule);
+  assert.match(await ui.text('[data-testid="agent-calls"]'), /e2e-agent[\s\S]*get_time[\s\S]*(approved|running|done) by/);
+  await assertAccessible("the Agents view");
+  await ui.shot(join(shots, "agents.png"));
+  await ui.click('[data-testid="rule-remove"]');
+  await until("the rule removed", async () => !(await ui.exists('[data-testid="rules"]')));
+  await ui.click('tr[data-agent="e2e-agent"] button');
+  await until("the agent revoked", async () => /revoked/.test(await ui.text('tr[data-agent="e2e-agent"]')));
+  const refused = spawnSync(python, [join(root, "tests/peers/gateway_agent.py"), "fastmcp", `${info.gatewayUrl}secure-demo`, token, "get_time", "{}", "--timeout", "20"]);
+  assert.notEqual(refused.status, 0, `a revoked agent is refused: ${refused.stdout}`);
 });
 
 await step("screenshots of the main views", async () => {

@@ -10,11 +10,12 @@ use countersign_core::console::{Console, Error as ConsoleError};
 use countersign_core::mcp::ToolCall;
 
 use crate::ipc::{
-    AppInfo, AuditEntry, AuditExport, AuditExportRequest, CommandError, DndRequest, ErrorCode,
-    GatedCallView, GatedDecideRequest, InputAnswerRequest, InputRequestView, ServerAddRequest,
-    ServerRef, ServerUpdateRequest, ServerView, ShellState, TaskAdoptRequest, TaskDetail,
-    TaskListRequest, TaskRef, TaskView, ToolCallAnswerRequest, ToolCallOutcome, ToolCallRequest,
-    ToolView, UrlOpenRequest, ViewRequest, ZoomRequest,
+    AgentRef, AgentView, AgentsPage, AppInfo, AuditEntry, AuditExport, AuditExportRequest,
+    CommandError, DndRequest, ErrorCode, GatedCallView, GatedDecideRequest, InputAnswerRequest,
+    InputRequestView, RuleRef, ServerAddRequest, ServerRef, ServerUpdateRequest, ServerView,
+    ShellState, TaskAdoptRequest, TaskDetail, TaskListRequest, TaskRef, TaskView,
+    ToolCallAnswerRequest, ToolCallOutcome, ToolCallRequest, ToolView, UrlOpenRequest, ViewRequest,
+    ZoomRequest,
 };
 use crate::Shell;
 use tauri::{AppHandle, Manager, Runtime, State};
@@ -239,6 +240,32 @@ pub async fn gated_decide(
         .console
         .decide_gated(&request.task_id, request.decision)
         .await)
+}
+
+/// How many of the latest agents' calls the Agents view lists.
+const RECENT_CALLS: usize = 50;
+
+/// The Agents view.
+#[tauri::command]
+pub async fn agents_get(shell: State<'_, Shell>) -> Result<AgentsPage> {
+    Ok(AgentsPage {
+        agents: ipc(shell.console.agents().await)?,
+        rules: ipc(shell.console.rules().await)?,
+        calls: ipc(shell.console.gated_calls(RECENT_CALLS).await)?,
+        gateway_url: shell.gateway_url.lock().ok().and_then(|u| u.clone()),
+    })
+}
+
+/// Revokes an agent's token: its next request gets 401.
+#[tauri::command]
+pub async fn agent_remove(shell: State<'_, Shell>, request: AgentRef) -> Result<AgentView> {
+    ipc(shell.console.remove_agent(&request.name).await)
+}
+
+/// Removes a gateway rule.
+#[tauri::command]
+pub async fn rule_remove(shell: State<'_, Shell>, request: RuleRef) -> Result<()> {
+    ipc(shell.console.remove_rule(request.id).await)
 }
 
 #[tauri::command]

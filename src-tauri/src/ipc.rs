@@ -120,6 +120,9 @@ contract! {
         demo_start: () => ServerView,
         gated_list: () => Vec<GatedCallView>,
         gated_decide: GatedDecideRequest => GatedCallView,
+        agents_get: () => AgentsPage,
+        agent_remove: AgentRef => AgentView,
+        rule_remove: RuleRef => (),
         tool_list: ServerRef => Vec<ToolView>,
         tool_call: ToolCallRequest => ToolCallOutcome,
         tool_call_answer: ToolCallAnswerRequest => ToolCallOutcome,
@@ -181,6 +184,38 @@ pub struct ShellState {
 pub struct DndRequest {
     /// New do-not-disturb state.
     pub enabled: bool,
+}
+
+/// The Agents view: who may connect, the rules, and the latest calls with their decisions.
+#[derive(Debug, Clone, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentsPage {
+    /// Every agent, revoked ones too (never a token: it is shown once, by the CLI).
+    pub agents: Vec<AgentView>,
+    /// Every rule.
+    pub rules: Vec<RuleView>,
+    /// The newest calls the gateway held or denied, newest first.
+    pub calls: Vec<GatedCallView>,
+    /// The gateway's base URL when this app runs it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub gateway_url: Option<String>,
+}
+
+/// `agent_remove` request: revoke an agent's token.
+#[derive(Debug, Clone, Deserialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentRef {
+    /// The agent's name.
+    pub name: String,
+}
+
+/// `rule_remove` request.
+#[derive(Debug, Clone, Copy, Deserialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct RuleRef {
+    /// The rule's row id.
+    pub id: i64,
 }
 
 /// `gated_decide` request: a person's decision on an agent's call held by the gateway.

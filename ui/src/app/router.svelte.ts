@@ -8,7 +8,8 @@ export type Route =
   | { page: "adopt"; serverId?: number; serverUrl?: string; taskId?: string }
   | { page: "servers" }
   | { page: "call" }
-  | { page: "audit" };
+  | { page: "audit" }
+  | { page: "agents" };
 
 export function parseRoute(hash: string): Route {
   const parts = hash
@@ -32,6 +33,7 @@ export function parseRoute(hash: string): Route {
     case "servers":
     case "call":
     case "audit":
+    case "agents":
       return { page: parts[0] };
     default:
       return parts[0] === "inbox" && Number.isInteger(row) && parts[2] !== undefined

@@ -1,5 +1,8 @@
 // Generated from src-tauri/src/ipc.rs (contract!). Do not edit: run
 // `COUNTERSIGN_BLESS=1 cargo test -p countersign-desktop bindings`.
+import type { AgentRef } from "./AgentRef";
+import type { AgentView } from "./AgentView";
+import type { AgentsPage } from "./AgentsPage";
 import type { AppInfo } from "./AppInfo";
 import type { AuditEntry } from "./AuditEntry";
 import type { AuditExport } from "./AuditExport";
@@ -11,6 +14,7 @@ import type { GatedDecideRequest } from "./GatedDecideRequest";
 import type { InputAnswerRequest } from "./InputAnswerRequest";
 import type { InputFocusRequested } from "./InputFocusRequested";
 import type { InputRequestView } from "./InputRequestView";
+import type { RuleRef } from "./RuleRef";
 import type { ServerAddRequest } from "./ServerAddRequest";
 import type { ServerRef } from "./ServerRef";
 import type { ServerUpdateRequest } from "./ServerUpdateRequest";
@@ -54,6 +58,9 @@ export interface Commands {
   demo_start: { req: null; res: ServerView };
   gated_list: { req: null; res: Array<GatedCallView> };
   gated_decide: { req: GatedDecideRequest; res: GatedCallView };
+  agents_get: { req: null; res: AgentsPage };
+  agent_remove: { req: AgentRef; res: AgentView };
+  rule_remove: { req: RuleRef; res: null };
   tool_list: { req: ServerRef; res: Array<ToolView> };
   tool_call: { req: ToolCallRequest; res: ToolCallOutcome };
   tool_call_answer: { req: ToolCallAnswerRequest; res: ToolCallOutcome };
