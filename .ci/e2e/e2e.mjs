@@ -612,7 +612,7 @@ await step("an agent's call through the app's gateway waits in the inbox with a 
     ui.js(`const r = [...document.querySelectorAll('[data-testid="rules"] tbody tr')].find((r) => r.innerText.includes("get_time")); return r ? r.innerText : null;`),
   );
   assert.match(rule, /e2e-agent[\s\S]*secure-demo[\s\S]*get_time[\s\S]*allow/, rule);
-  assert.match(await ui.text('[data-testid="agent-calls"]'), /e2e-agent[\s\S]*get_time[\s\S]*(approved|running|done) by/);
+  assert.match(await ui.text('[data-testid="agent-calls"]'), /e2e-agent[\s\S]*get_time[\s\S]*(approved|running|done) · decided by/);
   await assertAccessible("the Agents view");
   await ui.shot(join(shots, "agents.png"));
   await ui.click('[data-testid="rule-remove"]');

@@ -407,7 +407,7 @@ fn the_demo_server_starts_with_one_click_once_and_its_example_tasks_begin() {
 }
 
 #[test]
-fn an_agents_held_call_is_listed_and_approved_from_the_window_with_always_allow() {
+fn an_agents_held_call_is_approved_from_the_window_and_the_agents_view_shows_removes_and_revokes() {
     use countersign_core::console::gateway::{AgentCall, Gate, PolicyInput};
     use countersign_core::console::view::{RuleAction, ServerAddRequest};
     use countersign_core::ledger::gated::GatedMode;
@@ -478,5 +478,34 @@ fn an_agents_held_call_is_listed_and_approved_from_the_window_with_always_allow(
             && r.tool == "deploy_service"
             && r.action == RuleAction::Allow),
         "Always allow created a visible rule: {rules:?}"
+    );
+
+    // The Agents view: the agent, that rule and the call with its decision; then remove the rule
+    // and revoke the agent from the window.
+    let page = invoke(&fx.window, "agents_get", json!({})).expect("agents_get");
+    assert_eq!(page["agents"][0]["name"], "ci-bot", "{page}");
+    assert_eq!(page["agents"][0]["revoked_at"], Value::Null);
+    assert_eq!(page["rules"][0]["tool"], "deploy_service");
+    assert_eq!(page["calls"][0]["state"], "approved");
+    assert!(
+        !page.to_string().contains(token.expose().as_str()),
+        "no token crosses IPC"
+    );
+    let rule = page["rules"][0]["id"].clone();
+    invoke(&fx.window, "rule_remove", json!({"request": {"id": rule}})).expect("rule_remove");
+    let revoked = invoke(
+        &fx.window,
+        "agent_remove",
+        json!({"request": {"name": "ci-bot"}}),
+    )
+    .expect("agent_remove");
+    assert!(revoked["revoked_at"].is_number(), "{revoked}");
+    let page = invoke(&fx.window, "agents_get", json!({})).expect("agents_get");
+    assert_eq!(page["rules"], json!([]), "the rule is gone");
+    assert!(
+        block_on(console.authenticate_agent(token.expose()))
+            .expect("the ledger answers")
+            .is_none(),
+        "a revoked token no longer authenticates"
     );
 }
