@@ -572,12 +572,37 @@ pub struct ServerReachability {
 
 /// The latest `server_unreachable`/`server_recovered` event of every server that has one.
 pub fn reachability(conn: &Connection) -> Result<Vec<ServerReachability>> {
-    let mut stmt = conn.prepare_cached(
+    let latest = latest_per_server(conn, "'server_unreachable', 'server_recovered'")?;
+    Ok(latest
+        .into_iter()
+        .map(|(server_id, at, kind)| {
+            let (reachable, message) = match kind {
+                Some(EventKind::ServerUnreachable { message }) => (false, Some(message)),
+                _ => (true, None),
+            };
+            ServerReachability {
+                server_id,
+                reachable,
+                message,
+                at,
+            }
+        })
+        .collect())
+}
+
+/// For every server that has one, its latest server-level event (no task) among `kinds` (a
+/// fixed SQL list of kind names): (server row, when, the event; `None` when it cannot be read).
+fn latest_per_server(
+    conn: &Connection,
+    kinds: &'static str,
+) -> Result<Vec<(i64, i64, Option<EventKind>)>> {
+    let mut stmt = conn.prepare_cached(&format!(
         "SELECT e.server_id, e.at, e.data FROM events e
          WHERE e.id IN (SELECT MAX(id) FROM events
-                        WHERE kind IN ('server_unreachable', 'server_recovered') AND server_id IS NOT NULL
-                        GROUP BY server_id)",
-    )?;
+                        WHERE kind IN ({kinds})
+                          AND server_id IS NOT NULL AND task IS NULL
+                        GROUP BY server_id)"
+    ))?;
     let rows = stmt.query_map([], |row| {
         Ok((
             row.get::<_, i64>(0)?,
@@ -588,16 +613,7 @@ pub fn reachability(conn: &Connection) -> Result<Vec<ServerReachability>> {
     let mut out = Vec::new();
     for row in rows {
         let (server_id, at, data) = row?;
-        let (reachable, message) = match serde_json::from_str::<EventKind>(&data) {
-            Ok(EventKind::ServerUnreachable { message }) => (false, Some(message)),
-            _ => (true, None),
-        };
-        out.push(ServerReachability {
-            server_id,
-            reachable,
-            message,
-            at,
-        });
+        out.push((server_id, at, serde_json::from_str::<EventKind>(&data).ok()));
     }
     Ok(out)
 }
@@ -619,37 +635,24 @@ pub struct SignInState {
 
 /// The latest server-level sign-in event of every server that has one.
 pub fn sign_in_states(conn: &Connection) -> Result<Vec<SignInState>> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT e.server_id, e.at, e.data FROM events e
-         WHERE e.id IN (SELECT MAX(id) FROM events
-                        WHERE kind IN ('sign_in_needed', 'signed_in', 'signed_out')
-                          AND server_id IS NOT NULL AND task IS NULL
-                        GROUP BY server_id)",
-    )?;
-    let rows = stmt.query_map([], |row| {
-        Ok((
-            row.get::<_, i64>(0)?,
-            row.get::<_, i64>(1)?,
-            row.get::<_, String>(2)?,
-        ))
-    })?;
-    let mut out = Vec::new();
-    for row in rows {
-        let (server_id, at, data) = row?;
-        let (signed_in, needed) = match serde_json::from_str::<EventKind>(&data) {
-            Ok(EventKind::SignInNeeded { message }) => (false, Some(message)),
-            Ok(EventKind::SignedIn) => (true, None),
-            // Signed out on purpose: the server still asks for a sign-in to poll its tasks.
-            _ => (false, Some("signed out".to_owned())),
-        };
-        out.push(SignInState {
-            server_id,
-            signed_in,
-            needed,
-            at,
-        });
-    }
-    Ok(out)
+    let latest = latest_per_server(conn, "'sign_in_needed', 'signed_in', 'signed_out'")?;
+    Ok(latest
+        .into_iter()
+        .map(|(server_id, at, kind)| {
+            let (signed_in, needed) = match kind {
+                Some(EventKind::SignInNeeded { message }) => (false, Some(message)),
+                Some(EventKind::SignedIn) => (true, None),
+                // Signed out on purpose: the server still asks for a sign-in to poll its tasks.
+                _ => (false, Some("signed out".to_owned())),
+            };
+            SignInState {
+                server_id,
+                signed_in,
+                needed,
+                at,
+            }
+        })
+        .collect())
 }
 
 /// `signed_in`/`signed_out` events with `cursor < id <= upto`, as (server row, signed in),
