@@ -21,6 +21,7 @@ pub mod gateway;
 pub mod link;
 pub mod notifications;
 pub mod present;
+mod settings;
 mod sign_ins;
 pub mod view;
 
@@ -92,6 +93,9 @@ pub enum Error {
     /// A `countersign://` link that cannot be opened.
     #[error(transparent)]
     Link(#[from] link::LinkError),
+    /// A setting that cannot be used as given (the error names the setting).
+    #[error(transparent)]
+    Settings(#[from] crate::settings::SettingsError),
     /// The person stopped the check before the server answered ([`Console::cancel_checks`]).
     #[error("stopped before the server answered")]
     Cancelled,
@@ -121,9 +125,10 @@ impl Error {
     /// The code a window branches on.
     pub fn code(&self) -> ErrorCode {
         match self {
-            Self::Invalid(_) | Self::Link(_) | Self::Ledger(ledger::Error::Conflict(_)) => {
-                ErrorCode::InvalidInput
-            }
+            Self::Invalid(_)
+            | Self::Link(_)
+            | Self::Settings(_)
+            | Self::Ledger(ledger::Error::Conflict(_)) => ErrorCode::InvalidInput,
             Self::Server(mcp::Error::InvalidUrl { .. } | mcp::Error::InvalidRequest(_)) => {
                 ErrorCode::InvalidInput
             }
@@ -145,8 +150,13 @@ impl From<Error> for CommandError {
             Error::Server(server) => Some(crate::diagnosis::diagnose(server.url(), server)),
             _ => None,
         };
+        let field = match &e {
+            Error::Settings(mistake) => Some(mistake.key().to_owned()),
+            _ => None,
+        };
         CommandError {
             diagnosis,
+            field,
             ..CommandError::new(e.code(), e.to_string())
         }
     }

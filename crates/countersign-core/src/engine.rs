@@ -623,12 +623,23 @@ impl State {
         }
     }
 
-    /// Re-reads the servers table and (re)builds links whose URL, floor or token changed.
+    /// Re-reads the servers table and the person's poll floor (settings) and (re)builds links
+    /// whose URL, floor or token changed: a new floor holds from each task's next interval.
     async fn refresh_links(&mut self) -> Result<(), Error> {
-        let servers = self.ledger.read_async(servers::list).await?;
+        let (servers, stored) = self
+            .ledger
+            .read_async(|c| Ok((servers::list(c)?, crate::ledger::settings::all(c)?)))
+            .await?;
+        // A bad stored value reads as its default here; the console logs it where it is read.
+        let global = crate::settings::Settings::from_rows(&stored).0.poll_floor();
+        let base = self.config.poll_floor.max(global);
+        let floor = move |server_ms: u64| base.max(Duration::from_millis(server_ms));
         let seen: Vec<(i64, String, u64, bool)> = servers
             .iter()
-            .map(|s| (s.id, s.url.clone(), s.poll_floor_ms, s.has_token))
+            .map(|s| {
+                let ms = floor(s.poll_floor_ms).as_millis() as u64;
+                (s.id, s.url.clone(), ms, s.has_token)
+            })
             .collect();
         let forced = self
             .reload_links
@@ -656,10 +667,7 @@ impl State {
                     server.id,
                     ServerLink {
                         client,
-                        floor: self
-                            .config
-                            .poll_floor
-                            .max(Duration::from_millis(server.poll_floor_ms)),
+                        floor: floor(server.poll_floor_ms),
                         permits: Arc::new(Semaphore::new(
                             self.config.per_server_concurrency.max(1),
                         )),

@@ -11,7 +11,7 @@
 //!
 //! Tables, one module each: [`servers`], [`intents`] (call intents), [`tasks`], [`events`] (the
 //! append-only timeline), [`inputs`] (questions by key), [`outbox`] (answers and cancels not yet
-//! acknowledged) and [`audit`] (every human decision).
+//! acknowledged), [`audit`] (every human decision) and [`settings`] (the person's settings).
 
 pub mod agents;
 pub mod audit;
@@ -22,6 +22,7 @@ pub mod intents;
 pub mod outbox;
 pub mod rules;
 pub mod servers;
+pub mod settings;
 pub mod tasks;
 
 use std::path::{Path, PathBuf};
@@ -39,6 +40,7 @@ pub use events::{
 const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0001_init.sql"),
     include_str!("../migrations/0002_gateway.sql"),
+    include_str!("../migrations/0003_settings.sql"),
 ];
 
 /// Errors of the ledger.

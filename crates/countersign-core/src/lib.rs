@@ -15,6 +15,8 @@
 //!   validated actions, the MRTR registry) and the views they share ([`console::view`]);
 //! - [`notice`]: what a person is told outside the window (notification text, a link's host);
 //! - [`sensitive`]: [`sensitive::Sensitive`], the wrapper that keeps tokens out of logs and storage;
+//! - [`settings`]: the person's settings (do-not-disturb, sound, start at login, poll floor,
+//!   gateway): keys, defaults and checks;
 //! - [`auth`]: signing in to OAuth-protected servers (discovery, registration, PKCE, the
 //!   loopback browser step, refresh);
 //! - [`gateway`]: the local MCP gateway agents connect through: policy per agent, server and tool,
@@ -42,5 +44,6 @@ pub mod notice;
 pub mod scheduler;
 pub mod secrets;
 pub mod sensitive;
+pub mod settings;
 pub mod status;
 pub mod tracking;

@@ -57,6 +57,8 @@ pub struct Changes {
     /// Agents' calls that stopped waiting in this batch: the task id and how (`accept` when
     /// approved, `decline` when declined, else the state's name), so their notifications close.
     pub gated_left: Vec<(String, String)>,
+    /// Whether the person's settings changed (in this process or another).
+    pub settings: bool,
 }
 
 impl Changes {
@@ -113,6 +115,7 @@ impl Changes {
                 | EventKind::ServerRecovered
                 | EventKind::SignedIn
                 | EventKind::SignedOut => changes.servers = true,
+                EventKind::SettingsChanged { .. } => changes.settings = true,
                 EventKind::SignInNeeded { .. } => {
                     changes.servers = true;
                     // The server's own event, not its copies on each task's timeline.

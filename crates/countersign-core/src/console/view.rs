@@ -50,6 +50,11 @@ pub struct CommandError {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "ts", ts(optional))]
     pub diagnosis: Option<Diagnosis>,
+    /// For a setting that cannot be used: its key (`dnd.from`, `poll_floor_ms`, …), so a form
+    /// shows the message at that field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub field: Option<String>,
 }
 
 impl CommandError {
@@ -59,6 +64,7 @@ impl CommandError {
             code,
             message: message.into(),
             diagnosis: None,
+            field: None,
         }
     }
 }

@@ -355,6 +355,12 @@ pub enum EventKind {
         /// Its state now.
         state: super::gated::GatedState,
     },
+    /// The person changed settings (in the app or with `countersign settings set`): the app
+    /// applies them (do-not-disturb, sound, start at login, gateway), the engine its poll floor.
+    SettingsChanged {
+        /// The keys written.
+        keys: Vec<String>,
+    },
 }
 
 impl EventKind {
@@ -392,6 +398,7 @@ impl EventKind {
             Self::SignedOut => "signed_out",
             Self::EngineStarted { .. } => "engine_started",
             Self::GatedCallChanged { .. } => "gated_call_changed",
+            Self::SettingsChanged { .. } => "settings_changed",
         }
     }
 }
