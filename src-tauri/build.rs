@@ -35,6 +35,8 @@ const COMMANDS: &[&str] = &[
     "audit_list",
     "audit_export",
     "url_open",
+    "settings_get",
+    "settings_set",
 ];
 
 fn main() {

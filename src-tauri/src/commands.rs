@@ -61,6 +61,8 @@ pub async fn notify_dnd_set<R: Runtime>(
     request: DndRequest,
 ) -> Result<ShellState> {
     shell.notifier.set_dnd(request.enabled);
+    // Turned off: what arrived meanwhile is told in one summary.
+    crate::settings::check_dnd(&app).await;
     Ok(crate::refresh_shell_state(&app, &shell).await)
 }
 

@@ -47,7 +47,7 @@ async fn publish<R: Runtime>(app: &AppHandle<R>, changes: Changes, inbox: &mut I
         }
     }
     for server in &changes.sign_in_needed {
-        crate::sign_in::notify_needed(app.state::<Shell>().notifier.dnd(), server);
+        crate::sign_in::notify_needed(app.state::<Shell>().notifier.holding(), server);
     }
     if changes.servers {
         if let Ok(servers) = console.servers().await {
@@ -59,6 +59,9 @@ async fn publish<R: Runtime>(app: &AppHandle<R>, changes: Changes, inbox: &mut I
     }
     if changes.gated {
         refresh_gated(app, &changes.gated_waiting, &changes.gated_left).await;
+    }
+    if changes.settings {
+        crate::settings::reload(app).await;
     }
 }
 
@@ -92,6 +95,11 @@ async fn refresh_gated<R: Runtime>(
 
 /// One notification for an agent's call waiting for approval: Approve/Decline decide it.
 fn notify_call<R: Runtime>(app: &AppHandle<R>, call: &GatedCallView) {
+    let notifier = &app.state::<Shell>().notifier;
+    if notifier.holding() {
+        notifier.hold([(call.task_id.clone(), call.server.clone())]);
+        return;
+    }
     let (on_answer, on_open) = (app.clone(), app.clone());
     let id = call.task_id.clone();
     let title = format!(
@@ -140,13 +148,18 @@ async fn refresh_inbox<R: Runtime>(
     for (id, how) in &update.left {
         shell.notifier.input_closed(id, how);
     }
-    // Do-not-disturb and "already on screen" count as told: no burst when DND ends.
-    let dnd = shell.notifier.dnd();
-    let fresh = update
+    // "Already on screen" counts as told. Under do-not-disturb they are held: told in one
+    // summary when it ends (crate::settings), never one by one afterwards.
+    let holding = shell.notifier.holding();
+    let (held, fresh): (Vec<_>, Vec<_>) = update
         .untold
         .into_iter()
-        .filter(|input| !dnd && !on_screen(app, input))
-        .collect();
+        .filter(|input| !on_screen(app, input))
+        .partition(|_| holding);
+    shell.notifier.hold(
+        held.iter()
+            .map(|i| (notifications::id_of(i), i.server_name.clone())),
+    );
     // However many arrived at once: a few notifications, or one summary (notify.rs).
     for post in shell.notifier.plan(fresh) {
         match post {

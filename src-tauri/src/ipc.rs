@@ -129,6 +129,8 @@ contract! {
         audit_list: () => Vec<AuditEntry>,
         audit_export: AuditExportRequest => AuditExport,
         url_open: UrlOpenRequest => (),
+        settings_get: () => SettingsPage,
+        settings_set: Settings => SettingsPage,
     }
     events {
         EVENT_RECORDED = "event_recorded": EventView,
@@ -176,6 +178,40 @@ pub struct ShellState {
     pub dnd: bool,
     /// Whether the notification daemon supports action buttons.
     pub notification_actions: bool,
+    /// The do-not-disturb schedule (Settings) holds notifications now.
+    pub dnd_scheduled: bool,
+}
+
+pub use countersign_core::settings::{Day, DndSchedule, GatewaySetting, Settings};
+
+/// The Settings page: the settings, and how this app applies them now.
+#[derive(Debug, Clone, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct SettingsPage {
+    /// The settings as stored.
+    pub settings: Settings,
+    /// The ledger's directory (shown read-only, with "Copy path").
+    pub data_dir: String,
+    /// Notifications are held now (the schedule or the toggle).
+    pub dnd_active: bool,
+    /// The desktop's autostart entry exists.
+    pub start_at_login_active: bool,
+    /// Why the autostart entry could not be changed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub autostart_error: Option<String>,
+    /// The gateway's base URL while this app runs it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub gateway_url: Option<String>,
+    /// `--gateway PORT` given at launch: it overrides the setting for this run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub gateway_flag: Option<u16>,
+    /// Why the gateway asked for could not start (a port in use).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub gateway_error: Option<String>,
 }
 
 /// `notify_dnd_set` request.

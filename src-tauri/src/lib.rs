@@ -12,7 +12,9 @@
 //! - [`tray`]: the tray icon, and the pending count in its tooltip and the window title;
 //! - [`window`]: background mode: the window is destroyed on close and rebuilt on demand;
 //! - [`demo`]: `--demo`, the built-in demo server in-process;
-//! - [`options`]: the command line (`--data-dir`, `--demo`) and the launch time.
+//! - [`options`]: the command line (`--data-dir`, `--demo`) and the launch time;
+//! - [`settings`]: the Settings page's commands, and applying the settings (do-not-disturb
+//!   schedule, sound, start at login, gateway) to this app.
 
 pub mod commands;
 pub mod demo;
@@ -21,6 +23,7 @@ pub mod ipc;
 pub mod links;
 pub mod notify;
 pub mod options;
+pub mod settings;
 pub mod sign_in;
 pub mod tray;
 pub mod window;
@@ -85,6 +88,7 @@ impl Shell {
         ShellState {
             pending,
             dnd: self.notifier.dnd(),
+            dnd_scheduled: self.notifier.scheduled(),
             notification_actions: self.notifier.actions_supported(),
         }
     }
@@ -150,20 +154,28 @@ pub fn run(options: Options, launch: Launch) -> Result<(), Error> {
             }
         })
         .build();
+    let mut context = tauri::generate_context!();
+    if options.background {
+        // Started at login: the tray, the engine and notifications, no window until asked for
+        // (`window::open` builds it from the same config).
+        for window in &mut context.config_mut().app.windows {
+            window.create = false;
+        }
+    }
     let app = builder(tauri::Builder::default().plugin(single), shell)
         .plugin(tauri_plugin_deep_link::init())
+        .plugin(settings::autostart_plugin(&options.data_dir))
         .plugin(links::plugin(options.link.clone()))
-        .build(tauri::generate_context!())?;
-    // After the single-instance check: only the app that runs the engine serves agents.
-    let gateway = match options.gateway {
-        Some(port) => start_gateway(&app, &console, port),
-        None => None,
-    };
+        .build(context)?;
+    // `--gateway PORT` overrides the gateway setting; the gateway starts (after the
+    // single-instance check) when the settings are applied, in `settings::follow`.
+    if let Some(port) = options.gateway {
+        app.state::<settings::Applied>().set_gateway_flag(port);
+    }
     if first_calls {
         tauri::async_runtime::spawn(async move { demo::first_calls(&console).await });
     }
     app.run(move |app, event| {
-        let _serving = &gateway;
         match event {
             // The last window closed (no exit code: not the tray's "Quit"): background mode.
             tauri::RunEvent::ExitRequested {
@@ -176,40 +188,11 @@ pub fn run(options: Options, launch: Launch) -> Result<(), Error> {
     Ok(())
 }
 
-/// Starts the local MCP gateway on 127.0.0.1:`port` for this app's console. A gateway that
-/// cannot start (the port is taken, another process runs the engine) is logged and the app runs
-/// without it: the window still shows and decides every held call the ledger has.
-fn start_gateway<R: Runtime>(
-    app: &tauri::App<R>,
-    console: &Arc<Console>,
-    port: u16,
-) -> Option<countersign_core::gateway::endpoint::Gateway> {
-    use countersign_core::gateway::endpoint::{Gateway, GatewayConfig};
-    let config = GatewayConfig {
-        addr: std::net::SocketAddr::from(([127, 0, 0, 1], port)),
-        ..GatewayConfig::default()
-    };
-    match tauri::async_runtime::block_on(Gateway::start(Arc::clone(console), config)) {
-        Ok(gateway) => {
-            let url = gateway.base_url();
-            // One line for people and for the tests, as `countersign gateway` prints it.
-            eprintln!("countersign: gateway on {url}");
-            if let Ok(mut slot) = app.state::<Shell>().gateway_url.lock() {
-                *slot = Some(url);
-            }
-            Some(gateway)
-        }
-        Err(e) => {
-            tracing::error!("the gateway did not start: {e}");
-            None
-        }
-    }
-}
-
 /// Wires state, commands and the feed onto a builder (also used by the IPC tests).
 pub fn builder<R: Runtime>(builder: tauri::Builder<R>, shell: Shell) -> tauri::Builder<R> {
     builder
         .manage(shell)
+        .manage(settings::Applied::default())
         .invoke_handler(tauri::generate_handler![
             commands::app_info,
             commands::ui_painted,
@@ -243,6 +226,8 @@ pub fn builder<R: Runtime>(builder: tauri::Builder<R>, shell: Shell) -> tauri::B
             commands::audit_list,
             commands::audit_export,
             commands::url_open,
+            settings::settings_get,
+            settings::settings_set,
         ])
         .on_window_event(|window, event| {
             if let tauri::WindowEvent::Destroyed = event {
@@ -260,6 +245,7 @@ pub fn builder<R: Runtime>(builder: tauri::Builder<R>, shell: Shell) -> tauri::B
             // Ask the notification daemon for its capabilities off the main thread, once.
             let notifier = Arc::clone(&handle.state::<Shell>().notifier);
             std::thread::spawn(move || notifier.actions_supported());
+            tauri::async_runtime::spawn(settings::follow(handle.clone()));
             tauri::async_runtime::spawn(feed::follow(handle));
             Ok(())
         })

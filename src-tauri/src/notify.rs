@@ -5,8 +5,11 @@
 //! in-process. Title: server · tool; body: the question (text from [`countersign_core::notice`]:
 //! truncated, a link's host first), markup-escaped (it is server text). When the daemon
 //! advertises `actions` and the form is a single boolean confirmation, the notification carries
-//! Approve/Decline; a click on the body opens the app on that question. Do-not-disturb
-//! suppresses new notifications only; the inbox and tray still count.
+//! Approve/Decline; a click on the body opens the app on that question. Do-not-disturb (the
+//! toggle, or the schedule in Settings while it is on) holds new notifications: the inbox and
+//! tray still count, and when it ends one summary tells of what arrived and still waits
+//! ([`Notifier::take_held`], posted by `crate::settings`). The sound setting asks the daemon
+//! for the desktop's message sound, or for silence.
 //!
 //! Bounded, whatever a server sends: a notification with buttons needs a thread that waits for
 //! the click, so at most [`MAX_LIVE`] question notifications wait at once, and a burst of more
@@ -26,6 +29,12 @@ use std::sync::{Arc, Mutex, OnceLock};
 #[derive(Default)]
 pub struct Notifier {
     dnd: AtomicBool,
+    /// The do-not-disturb schedule holds notifications now (as of its last check).
+    scheduled: AtomicBool,
+    /// The sound setting is off.
+    quiet: AtomicBool,
+    /// Questions and agents' calls that arrived while notifications were held: (id, server).
+    held: Mutex<Vec<(String, String)>>,
     /// "task row/key" → (daemon id, 0 while being posted or told in a summary; summary), for
     /// questions still in the inbox.
     shown: Mutex<HashMap<String, (u32, String)>>,
@@ -71,6 +80,55 @@ impl Notifier {
         self.dnd.load(Ordering::Relaxed)
     }
 
+    /// Records whether the do-not-disturb schedule holds notifications now.
+    pub fn set_scheduled(&self, on: bool) {
+        self.scheduled.store(on, Ordering::Relaxed);
+    }
+
+    /// Whether the do-not-disturb schedule holds notifications now.
+    pub fn scheduled(&self) -> bool {
+        self.scheduled.load(Ordering::Relaxed)
+    }
+
+    /// Whether new notifications are held (do-not-disturb, by hand or by the schedule).
+    pub fn holding(&self) -> bool {
+        self.dnd() || self.scheduled()
+    }
+
+    /// The sound setting.
+    pub fn set_sound(&self, on: bool) {
+        self.quiet.store(!on, Ordering::Relaxed);
+    }
+
+    /// Whether notifications play the desktop's message sound.
+    pub fn sound(&self) -> bool {
+        !self.quiet.load(Ordering::Relaxed)
+    }
+
+    /// Keeps `(id, server)` of what arrived while notifications are held, for the summary when
+    /// they are no longer held. Bounded: past [`MAX_HELD`] only the count matters, and the
+    /// summary re-reads what still waits.
+    pub fn hold(&self, items: impl IntoIterator<Item = (String, String)>) {
+        if let Ok(mut held) = self.held.lock() {
+            for item in items {
+                if held.len() >= MAX_HELD {
+                    break;
+                }
+                if !held.iter().any(|(id, _)| *id == item.0) {
+                    held.push(item);
+                }
+            }
+        }
+    }
+
+    /// What was held (emptied).
+    pub fn take_held(&self) -> Vec<(String, String)> {
+        self.held
+            .lock()
+            .map(|mut h| std::mem::take(&mut *h))
+            .unwrap_or_default()
+    }
+
     /// The daemon's capabilities, asked once (blocking D-Bus call; empty when no daemon).
     pub fn capabilities(&self) -> &[String] {
         self.caps.get_or_init(|| {
@@ -100,9 +158,9 @@ impl Notifier {
         self.capabilities().iter().any(|c| c == "actions")
     }
 
-    /// Claims `key` for a notification; false if it already had one (or DND is on).
+    /// Claims `key` for a notification; false if it already had one (or notifications are held).
     fn claim(&self, key: &str) -> bool {
-        if self.dnd() {
+        if self.holding() {
             return false;
         }
         match self.shown.lock() {
@@ -168,7 +226,8 @@ impl Notifier {
         on_answer: impl FnOnce(bool) + Send + 'static,
         on_open: impl FnOnce() + Send + 'static,
     ) {
-        if self.dnd() || !self.claim(id) {
+        // Held calls are kept by the feed (it knows the server) for the summary.
+        if self.holding() || !self.claim(id) {
             return;
         }
         if self.live.load(Ordering::Relaxed) >= countersign_core::console::notifications::MAX_LIVE {
@@ -202,7 +261,7 @@ impl Notifier {
         } else {
             body
         };
-        let mut n = question_notification(&title, &body);
+        let mut n = question_notification(&title, &body, self.sound());
         let actions = self.actions_supported();
         if actions {
             n.action("approve", "Approve").action("decline", "Decline");
@@ -281,7 +340,7 @@ impl Notifier {
             return;
         };
         let body = if markup { escape(&body) } else { body };
-        let mut n = question_notification(&title, &body);
+        let mut n = question_notification(&title, &body, self.sound());
         if replace != 0 {
             n.id(replace);
         }
@@ -340,7 +399,7 @@ impl Notifier {
         let body = body_text(&input.request, markup);
         // The summary is plain text by the notification spec (dunst shows entities literally).
         let title = summary(input);
-        let mut n = question_notification(&title, &body);
+        let mut n = question_notification(&title, &body, self.sound());
         if quick.is_some() {
             n.action("approve", "Approve").action("decline", "Decline");
         }
@@ -431,9 +490,11 @@ impl Notifier {
     }
 }
 
-/// A notification about questions: stays until acted on, and its body opens the app.
+/// A notification about questions: stays until acted on, and its body opens the app. With
+/// `sound`, the freedesktop sound theme's message sound; without, the daemon is asked for
+/// silence (`suppress-sound`), so a daemon that plays a sound of its own stays quiet too.
 #[cfg(target_os = "linux")]
-fn question_notification(title: &str, body: &str) -> notify_rust::Notification {
+fn question_notification(title: &str, body: &str, sound: bool) -> notify_rust::Notification {
     let mut n = notify_rust::Notification::new();
     n.appname("Countersign")
         .summary(title)
@@ -441,8 +502,16 @@ fn question_notification(title: &str, body: &str) -> notify_rust::Notification {
         .hint(notify_rust::Hint::Category("im.received".into()))
         .timeout(notify_rust::Timeout::Never)
         .action("default", "Open in Countersign");
+    if sound {
+        n.hint(notify_rust::Hint::SoundName("message-new-instant".into()));
+    } else {
+        n.hint(notify_rust::Hint::SuppressSound(true));
+    }
     n
 }
+
+/// Most questions remembered while notifications are held (the summary re-reads the inbox).
+pub const MAX_HELD: usize = 256;
 
 #[cfg(test)]
 mod tests {
@@ -474,6 +543,28 @@ mod tests {
         (0..n)
             .map(|i| question(["a", "b", "c", "d", "e"][i % 5], &format!("k{i}")))
             .collect()
+    }
+
+    #[test]
+    fn while_held_nothing_is_claimed_and_what_arrived_is_kept_once_for_the_summary() {
+        let notifier = Notifier::default();
+        notifier.set_scheduled(true);
+        assert!(notifier.holding(), "the schedule holds like the toggle");
+        assert!(
+            notifier.plan(questions(3)).is_empty(),
+            "no notification while held"
+        );
+        notifier.hold([("1/k0".to_owned(), "a".to_owned())]);
+        notifier.hold([("1/k0".to_owned(), "a".to_owned())]);
+        assert_eq!(notifier.take_held().len(), 1, "each question once");
+        assert!(notifier.take_held().is_empty(), "taken once");
+        notifier.set_scheduled(false);
+        assert_eq!(
+            notifier.plan(questions(2)).len(),
+            2,
+            "questions not claimed while held are told afterwards"
+        );
+        assert!(notifier.sound(), "sound is on by default");
     }
 
     #[test]

@@ -17,6 +17,8 @@ pub struct Options {
     /// `--gateway PORT` / `COUNTERSIGN_GATEWAY_PORT`: run the local MCP gateway on
     /// 127.0.0.1:PORT (0: any free port), so agents' calls wait for approval in this app.
     pub gateway: Option<u16>,
+    /// `--background`: start in the tray without a window (how start at login launches it).
+    pub background: bool,
 }
 
 impl Options {
@@ -26,6 +28,7 @@ impl Options {
         let mut data_dir = env("COUNTERSIGN_DATA_DIR").map(PathBuf::from);
         let mut demo = env("COUNTERSIGN_DEMO").is_some_and(|v| v != "0");
         let mut link = None;
+        let mut background = false;
         let port = |v: &str| {
             v.parse::<u16>()
                 .map_err(|_| Error::Usage(format!("--gateway needs a port number, not {v:?}")))
@@ -37,6 +40,7 @@ impl Options {
         while let Some(arg) = args.next() {
             match arg.as_str() {
                 "--demo" => demo = true,
+                "--background" => background = true,
                 "--data-dir" => {
                     data_dir = Some(
                         args.next()
@@ -57,7 +61,7 @@ impl Options {
                     data_dir = Some(PathBuf::from(&other["--data-dir=".len()..]))
                 }
                 "-h" | "--help" => return Err(Error::Usage(
-                    "usage: countersign-desktop [--data-dir DIR] [--demo] [--gateway PORT] [countersign://task/…]"
+                    "usage: countersign-desktop [--data-dir DIR] [--demo] [--gateway PORT] [--background] [countersign://task/…]"
                         .into(),
                 )),
                 other if crate::links::is_link(other) => link = Some(other.to_owned()),
@@ -73,6 +77,7 @@ impl Options {
             demo: demo.then_some(speed),
             link,
             gateway,
+            background,
         })
     }
 }

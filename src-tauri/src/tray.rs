@@ -37,6 +37,7 @@ pub fn install<R: Runtime>(app: &AppHandle<R>) -> tauri::Result<()> {
                 tauri::async_runtime::spawn(async move {
                     let shell = app.state::<Shell>();
                     shell.notifier.set_dnd(!shell.notifier.dnd());
+                    crate::settings::check_dnd(&app).await;
                     crate::refresh_shell_state(&app, &shell).await;
                 });
             }
@@ -93,6 +94,7 @@ mod tests {
             pending,
             dnd: false,
             notification_actions: false,
+            dnd_scheduled: false,
         };
         assert_eq!(title(&s(0)), "Countersign");
         assert_eq!(title(&s(1)), "Countersign — 1 waiting");

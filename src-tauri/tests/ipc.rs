@@ -509,3 +509,81 @@ fn an_agents_held_call_is_approved_from_the_window_and_the_agents_view_shows_rem
         "a revoked token no longer authenticates"
     );
 }
+
+/// `HH:MM`, `minutes` from now in local time (wrapping past midnight).
+fn local_hhmm(minutes: i64) -> String {
+    (chrono::Local::now() + chrono::Duration::minutes(minutes))
+        .format("%H:%M")
+        .to_string()
+}
+
+#[test]
+fn the_settings_page_saves_applies_and_refuses_a_bad_value_at_its_field() {
+    let fx = app("settings");
+    let w = &fx.window;
+    let page = invoke(w, "settings_get", Value::Null).expect("settings_get");
+    assert_eq!(page["settings"]["pollFloorMs"], json!(250), "{page}");
+    assert_eq!(
+        page["settings"]["startAtLogin"],
+        json!(false),
+        "off by default"
+    );
+    assert_eq!(page["dataDir"], json!(fx.dir.display().to_string()));
+    assert_eq!(page["dndActive"], json!(false));
+    assert!(page.get("gatewayUrl").is_none(), "no gateway by default");
+
+    // A mistake: typed, at its field, and nothing is saved.
+    let mut bad = page["settings"].clone();
+    bad["pollFloorMs"] = json!(100);
+    let refused = invoke(w, "settings_set", json!({ "request": bad })).expect_err("refused");
+    assert_eq!(refused["code"], json!("invalid_input"), "{refused}");
+    assert_eq!(refused["field"], json!("poll_floor_ms"), "{refused}");
+
+    // A schedule around now holds notifications; the gateway starts on a free port.
+    let mut wanted = page["settings"].clone();
+    wanted["dnd"] = json!({
+        "enabled": true, "from": local_hhmm(-60), "to": local_hhmm(60),
+        "days": ["mon", "tue", "wed", "thu", "fri", "sat", "sun"],
+    });
+    wanted["pollFloorMs"] = json!(1000);
+    wanted["gateway"] = json!({ "enabled": true, "port": 0 });
+    let page = invoke(w, "settings_set", json!({ "request": wanted })).expect("settings_set");
+    assert_eq!(
+        page["dndActive"],
+        json!(true),
+        "the schedule holds now: {page}"
+    );
+    assert_eq!(page["settings"]["pollFloorMs"], json!(1000));
+    let url = page["gatewayUrl"]
+        .as_str()
+        .unwrap_or_else(|| panic!("the gateway runs once enabled: {page}"))
+        .to_owned();
+    let addr = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp/")
+        .to_owned();
+    assert!(
+        std::net::TcpStream::connect(&addr).is_ok(),
+        "the gateway listens on {addr}"
+    );
+    let info = invoke(w, "app_info", Value::Null).expect("app_info");
+    assert_eq!(info["shell"]["dndScheduled"], json!(true), "{info}");
+
+    // Turned off again, live.
+    let mut off = page["settings"].clone();
+    off["gateway"] = json!({ "enabled": false, "port": 0 });
+    off["dnd"]["enabled"] = json!(false);
+    let page = invoke(w, "settings_set", json!({ "request": off })).expect("settings_set");
+    assert!(page.get("gatewayUrl").is_none(), "{page}");
+    assert_eq!(page["dndActive"], json!(false));
+    assert!(
+        std::net::TcpStream::connect(&addr).is_err(),
+        "the gateway stopped listening on {addr}"
+    );
+    let again = invoke(w, "settings_get", Value::Null).expect("settings_get");
+    assert_eq!(
+        again["settings"]["pollFloorMs"],
+        json!(1000),
+        "saved in the ledger"
+    );
+}

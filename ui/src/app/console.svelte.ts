@@ -19,7 +19,7 @@ export function inputId(i: { taskRow: number; key: string }): string {
 
 export class ConsoleStore {
   info: AppInfo | undefined = $state();
-  shell: ShellState = $state({ pending: 0, dnd: false, notificationActions: false });
+  shell: ShellState = $state({ pending: 0, dnd: false, notificationActions: false, dndScheduled: false });
   inputs: InputRequestView[] = $state([]);
   /** Newest first. Replaced wholesale on reload; rows are replaced in place on updates. */
   tasks: TaskView[] = $state([]);

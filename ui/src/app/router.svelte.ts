@@ -1,5 +1,5 @@
 // Hash routes: #/inbox[/row/key], #/tasks, #/tasks/ROW, #/adopt[/SERVER/TASK | /url/URL/TASK],
-// #/servers, #/call, #/audit. The adopt forms come from countersign:// links (the shell builds them).
+// #/servers, #/call, #/audit, #/agents, #/settings. The adopt forms come from countersign:// links (the shell builds them).
 
 export type Route =
   | { page: "inbox"; row?: number; key?: string }
@@ -9,7 +9,8 @@ export type Route =
   | { page: "servers" }
   | { page: "call" }
   | { page: "audit" }
-  | { page: "agents" };
+  | { page: "agents" }
+  | { page: "settings" };
 
 export function parseRoute(hash: string): Route {
   const parts = hash
@@ -34,6 +35,7 @@ export function parseRoute(hash: string): Route {
     case "call":
     case "audit":
     case "agents":
+    case "settings":
       return { page: parts[0] };
     default:
       return parts[0] === "inbox" && Number.isInteger(row) && parts[2] !== undefined

@@ -14,6 +14,8 @@ describe("routes", () => {
       { page: "servers" },
       { page: "call" },
       { page: "audit" },
+      { page: "agents" },
+      { page: "settings" },
     ] as const) {
       expect(parseRoute(href(r))).toEqual(r);
     }

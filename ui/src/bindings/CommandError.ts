@@ -17,4 +17,9 @@ message: string,
 /**
  * For failures talking to a server: what is wrong and what to do, in plain words.
  */
-diagnosis?: Diagnosis, };
+diagnosis?: Diagnosis, 
+/**
+ * For a setting that cannot be used: its key (`dnd.from`, `poll_floor_ms`, …), so a form
+ * shows the message at that field.
+ */
+field?: string, };

@@ -19,6 +19,8 @@ import type { ServerAddRequest } from "./ServerAddRequest";
 import type { ServerRef } from "./ServerRef";
 import type { ServerUpdateRequest } from "./ServerUpdateRequest";
 import type { ServerView } from "./ServerView";
+import type { Settings } from "./Settings";
+import type { SettingsPage } from "./SettingsPage";
 import type { ShellState } from "./ShellState";
 import type { TaskAdoptRequest } from "./TaskAdoptRequest";
 import type { TaskDetail } from "./TaskDetail";
@@ -67,6 +69,8 @@ export interface Commands {
   audit_list: { req: null; res: Array<AuditEntry> };
   audit_export: { req: AuditExportRequest; res: AuditExport };
   url_open: { req: UrlOpenRequest; res: null };
+  settings_get: { req: null; res: SettingsPage };
+  settings_set: { req: Settings; res: SettingsPage };
 }
 
 /** Every event and its payload. */

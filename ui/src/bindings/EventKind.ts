@@ -236,4 +236,8 @@ tool: string,
 /**
  * Its state now.
  */
-state: GatedState, };
+state: GatedState, } | { "kind": "settings_changed", 
+/**
+ * The keys written.
+ */
+keys: Array<string>, };

@@ -15,4 +15,8 @@ dnd: boolean,
 /**
  * Whether the notification daemon supports action buttons.
  */
-notificationActions: boolean, };
+notificationActions: boolean, 
+/**
+ * The do-not-disturb schedule (Settings) holds notifications now.
+ */
+dndScheduled: boolean, };

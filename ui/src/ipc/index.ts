@@ -39,10 +39,11 @@ function isDiagnosis(d: unknown): d is Diagnosis {
 
 export function toCommandError(e: unknown): CommandError {
   if (typeof e === "object" && e !== null && "code" in e && "message" in e) {
-    const { code, message, diagnosis } = e as { code: unknown; message: unknown; diagnosis?: unknown };
+    const { code, message, diagnosis, field } = e as { code: unknown; message: unknown; diagnosis?: unknown; field?: unknown };
     if (typeof code === "string" && (ERROR_CODES as readonly string[]).includes(code)) {
       const out: CommandError = { code: code as ErrorCode, message: String(message) };
       if (isDiagnosis(diagnosis)) out.diagnosis = diagnosis;
+      if (typeof field === "string") out.field = field;
       return out;
     }
   }

@@ -115,6 +115,8 @@ export function describe(f: EventKind): Line {
       return { label: "signed out", text: "", tone: "user" };
     case "engine_started":
       return { label: "engine started", text: `resumed ${f.resumed} task(s)`, tone: "info" };
+    case "settings_changed":
+      return { label: "settings changed", text: f.keys.join(", "), tone: "user" };
     case "gated_call_changed":
       return {
         label: `agent call ${f.state.replace("_", " ")}`,
