@@ -161,3 +161,52 @@ async fn the_engine_holds_every_server_to_a_new_poll_floor_set_from_another_proc
     other.close().await;
     rig.shutdown().await;
 }
+
+#[tokio::test]
+async fn the_cli_reads_and_sets_settings_through_the_same_checks() {
+    use countersign_tests::cli::run;
+    let dir = TempDir::new("settings-cli");
+    let data = dir.0.display().to_string();
+    let got = run(&[
+        "--data-dir",
+        &data,
+        "settings",
+        "set",
+        "poll_floor_ms",
+        "100",
+    ])
+    .await;
+    got.assert_code(64);
+    assert!(
+        got.stderr.contains("at least 250 ms"),
+        "the console's typed error, in words: {got}"
+    );
+    run(&[
+        "--data-dir",
+        &data,
+        "settings",
+        "set",
+        "dnd.days",
+        "sat,sun",
+    ])
+    .await
+    .assert_code(0);
+    let got = run(&["--data-dir", &data, "settings", "get", "dnd.days"]).await;
+    got.assert_code(0);
+    assert_eq!(got.stdout.trim(), "sat,sun");
+    let all = run(&["--data-dir", &data, "--json", "settings"]).await;
+    all.assert_code(0);
+    assert_eq!(all.json()["dnd"]["days"], json!(["sat", "sun"]));
+    assert_eq!(
+        all.json()["pollFloorMs"],
+        json!(250),
+        "the refused floor was not saved"
+    );
+    // What the CLI saved, the app's console reads.
+    let console = open(&dir.0).await;
+    assert_eq!(
+        console.settings().await.expect("readable").dnd.days,
+        vec![Day::Sat, Day::Sun]
+    );
+    console.close().await;
+}

@@ -13,6 +13,7 @@ mod direct;
 mod gateway_mode;
 mod ledger_mode;
 mod prompt;
+mod settings_mode;
 mod terminal;
 
 use std::process::ExitCode;
@@ -187,6 +188,12 @@ enum Command {
     /// Which agent tool calls pass, ask a person, or are refused.
     #[command(subcommand)]
     Policy(PolicyCommand),
+    /// Show or change the settings (the app's Settings page): `settings`, `settings get KEY`,
+    /// `settings set KEY VALUE` (e.g. `settings set dnd.from 22:00`).
+    Settings {
+        #[command(subcommand)]
+        command: Option<SettingsCommand>,
+    },
     /// Every human decision, oldest first.
     Audit {
         /// CSV instead of text.
@@ -366,6 +373,23 @@ enum ServersCommand {
 }
 
 #[derive(Subcommand, Debug)]
+enum SettingsCommand {
+    /// Every setting as `key = value`, or one value.
+    Get {
+        /// One of: dnd.enabled, dnd.from, dnd.to, dnd.days, sound, start_at_login,
+        /// poll_floor_ms, gateway.enabled, gateway.port.
+        key: Option<String>,
+    },
+    /// Change one setting (checked first; a running app applies it at once).
+    Set {
+        /// The setting.
+        key: String,
+        /// Its new value (on/off, HH:MM, mon,tue,…, a number).
+        value: String,
+    },
+}
+
+#[derive(Subcommand, Debug)]
 enum AgentsCommand {
     /// Add an agent; prints its bearer token once (`--json`: {"name", "token"}).
     Add {
@@ -482,6 +506,7 @@ impl From<countersign_core::console::Error> for CliError {
         match e {
             C::Invalid(why) => Self::Usage(why),
             C::Link(e) => Self::Usage(e.to_string()),
+            C::Settings(e) => Self::Usage(e.to_string()),
             C::NotFound(what) => Self::Ledger(L::NotFound(what)),
             C::AlreadyAnswered(why) => Self::Ledger(L::Conflict(why)),
             C::TooManyRounds { tool, rounds } => Self::MrtrRounds { tool, rounds },
@@ -911,6 +936,22 @@ async fn run(cli: Cli) -> Result<u8, CliError> {
                         PolicyCommand::Remove { id } => gateway_mode::policy_remove(desk, id).await,
                         PolicyCommand::ReadOnly { server, state } => {
                             gateway_mode::policy_read_only(desk, &server, &state).await
+                        }
+                    }
+                })
+            })
+            .await
+        }
+        Command::Settings { command } => {
+            with_desk(&global, |desk| {
+                Box::pin(async move {
+                    match command {
+                        None => settings_mode::get(desk, None, json).await,
+                        Some(SettingsCommand::Get { key }) => {
+                            settings_mode::get(desk, key.as_deref(), json).await
+                        }
+                        Some(SettingsCommand::Set { key, value }) => {
+                            settings_mode::set(desk, &key, &value, json).await
                         }
                     }
                 })
