@@ -12,7 +12,7 @@ use std::time::Duration;
 use countersign_core::console::view::{CommandError, ErrorCode};
 use countersign_core::console::{self, Console, Setup, Start};
 use countersign_core::ledger::{audit, events, EventKind};
-use countersign_core::settings::{Day, Settings, SettingsError};
+use countersign_core::settings::{Day, SettingKey, Settings, SettingsError};
 use countersign_tests::hostile::{self, Hostile, Reply};
 use rig::{Rig, TempDir};
 use serde_json::json;
@@ -67,8 +67,8 @@ async fn settings_survive_a_restart_and_a_refused_value_writes_nothing() {
     let shown = CommandError::from(refused);
     assert_eq!(shown.code, ErrorCode::InvalidInput);
     assert_eq!(
-        shown.field.as_deref(),
-        Some("poll_floor_ms"),
+        shown.field,
+        Some(SettingKey::PollFloorMs),
         "the window shows the message at the field"
     );
     console.close().await;

@@ -136,7 +136,7 @@ async function assertAccessible(where) {
   const r = await ui.axe();
   assert.equal(r.critical + r.serious, 0, `accessibility checker in ${where}: ${r.critical} critical, ${r.serious} serious:\n  ${r.rules.join("\n  ")}`);
 }
-const VIEWS = ["#/inbox", "#/tasks", "#/servers", "#/call", "#/audit", "#/agents"];
+const VIEWS = ["#/inbox", "#/tasks", "#/servers", "#/call", "#/audit", "#/agents", "#/settings"];
 
 await step("the accessibility checker finds nothing critical or serious in the empty views", async () => {
   for (const v of VIEWS) {

@@ -62,10 +62,14 @@ echo "e2e: the CLI's tokens through the session's Secret Service (each server it
 
 status=0
 node "$here/e2e.mjs" || status=$?
+echo "e2e: the Settings page (autostart entry, do-not-disturb in the real daemon, poll floor, gateway)"
+E2E_HOME="$E2E_WORK/home" node "$here/settings.mjs" || status=$?
 echo "e2e: background mode (window closed: WebKit's processes end, the engine goes on; reopening)"
 E2E_LOGS="$logs" node "$here/background.mjs" || status=$?
+echo "e2e: the tray menu over D-Bus (Open rebuilds the window, Quit ends every process)"
+E2E_LOGS="$logs" node "$here/tray.mjs" || status=$?
 # A token must never reach a log either.
-if grep -qs "e2e-fastmcp-\|e2e-demo-" "$logs/app-and-driver.log" "$logs/background-app.log"; then
+if grep -qs "e2e-fastmcp-\|e2e-demo-" "$logs/app-and-driver.log" "$logs/background-app.log" "$logs/tray-app.log"; then
   echo "FAIL a bearer token appears in the app's log ($logs/app-and-driver.log)" >&2
   status=1
 fi

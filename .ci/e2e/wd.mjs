@@ -260,7 +260,8 @@ function parseNotify(lines) {
     }
   }
   const str = (a) => (a ? a.raw.replace(/^"/, "").replace(/"$/, "") : "");
-  return { app: str(args[0]), replacesId: Number(args[1]?.raw ?? -1), summary: str(args[3]), body: str(args[4]) };
+  // `raw`: the whole call as dbus-monitor printed it (actions and hints, e.g. "sound-name").
+  return { app: str(args[0]), replacesId: Number(args[1]?.raw ?? -1), summary: str(args[3]), body: str(args[4]), raw: lines.join("\n") };
 }
 
 /** Starts a process that prints its URL on the first stdout line; resolves { url, proc }. */

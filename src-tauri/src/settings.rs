@@ -11,6 +11,7 @@
 //!   `~/.config/autostart/Countersign.desktop`, launching `--background` on this data directory);
 //! - the local MCP gateway: started, moved to another port or stopped live. `--gateway PORT`
 //!   overrides the setting for the run.
+//!
 //! The poll floor needs nothing here: the engine reads it from the ledger.
 
 use std::sync::{Arc, Mutex};

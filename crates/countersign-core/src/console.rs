@@ -151,7 +151,7 @@ impl From<Error> for CommandError {
             _ => None,
         };
         let field = match &e {
-            Error::Settings(mistake) => Some(mistake.key().to_owned()),
+            Error::Settings(mistake) => mistake.key(),
             _ => None,
         };
         CommandError {

@@ -243,18 +243,77 @@ pub enum SettingsError {
 }
 
 impl SettingsError {
-    /// The setting the mistake is in (where a form shows the message).
-    pub fn key(&self) -> &str {
+    /// The setting the mistake is in (where a form shows the message); none for a name that
+    /// is no setting.
+    pub fn key(&self) -> Option<SettingKey> {
         match self {
-            Self::UnknownKey { key } => key,
+            Self::UnknownKey { .. } => None,
             Self::NotOnOff { key, .. }
             | Self::BadTime { key, .. }
-            | Self::NotANumber { key, .. } => key,
-            Self::EmptyWindow { .. } => "dnd.to",
-            Self::NoDays | Self::BadDay { .. } => "dnd.days",
-            Self::FloorTooLow { .. } | Self::FloorTooHigh { .. } => "poll_floor_ms",
-            Self::BadPort { .. } => "gateway.port",
+            | Self::NotANumber { key, .. } => SettingKey::parse(key),
+            Self::EmptyWindow { .. } => Some(SettingKey::DndTo),
+            Self::NoDays | Self::BadDay { .. } => Some(SettingKey::DndDays),
+            Self::FloorTooLow { .. } | Self::FloorTooHigh { .. } => Some(SettingKey::PollFloorMs),
+            Self::BadPort { .. } => Some(SettingKey::GatewayPort),
         }
+    }
+}
+
+/// A setting's key, as the CLI and a refused value's `field` name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+pub enum SettingKey {
+    /// `dnd.enabled`.
+    #[serde(rename = "dnd.enabled")]
+    DndEnabled,
+    /// `dnd.from`.
+    #[serde(rename = "dnd.from")]
+    DndFrom,
+    /// `dnd.to`.
+    #[serde(rename = "dnd.to")]
+    DndTo,
+    /// `dnd.days`.
+    #[serde(rename = "dnd.days")]
+    DndDays,
+    /// `sound`.
+    #[serde(rename = "sound")]
+    Sound,
+    /// `start_at_login`.
+    #[serde(rename = "start_at_login")]
+    StartAtLogin,
+    /// `poll_floor_ms`.
+    #[serde(rename = "poll_floor_ms")]
+    PollFloorMs,
+    /// `gateway.enabled`.
+    #[serde(rename = "gateway.enabled")]
+    GatewayEnabled,
+    /// `gateway.port`.
+    #[serde(rename = "gateway.port")]
+    GatewayPort,
+}
+
+impl SettingKey {
+    /// Every key, in [`KEYS`] order.
+    pub const ALL: [SettingKey; 9] = [
+        SettingKey::DndEnabled,
+        SettingKey::DndFrom,
+        SettingKey::DndTo,
+        SettingKey::DndDays,
+        SettingKey::Sound,
+        SettingKey::StartAtLogin,
+        SettingKey::PollFloorMs,
+        SettingKey::GatewayEnabled,
+        SettingKey::GatewayPort,
+    ];
+
+    /// Its spelling (`dnd.from`).
+    pub fn as_str(self) -> &'static str {
+        KEYS[self as usize]
+    }
+
+    /// The key spelled `text`, if any.
+    pub fn parse(text: &str) -> Option<SettingKey> {
+        SettingKey::ALL.into_iter().find(|k| k.as_str() == text)
     }
 }
 
@@ -587,7 +646,18 @@ mod tests {
         };
         let e = err(empty.validate());
         assert_eq!(e, SettingsError::EmptyWindow { at: "09:00".into() });
-        assert_eq!(e.key(), "dnd.to", "the form shows it at the end time");
+        assert_eq!(
+            e.key(),
+            Some(SettingKey::DndTo),
+            "the form shows it at the end time"
+        );
+        for key in SettingKey::ALL {
+            assert_eq!(
+                serde_json::to_value(key).ok(),
+                Some(json!(key.as_str())),
+                "the wire spelling is the CLI's"
+            );
+        }
         let no_days = Settings {
             dnd: DndSchedule {
                 days: vec![],

@@ -6,6 +6,7 @@ import type { CommandError } from "../bindings/CommandError";
 import type { Diagnosis } from "../bindings/Diagnosis";
 import type { Commands, Events } from "../bindings/Contract";
 import type { ErrorCode } from "../bindings/ErrorCode";
+import type { SettingKey } from "../bindings/SettingKey";
 
 export type { CommandError, ErrorCode };
 export type CommandName = keyof Commands;
@@ -30,6 +31,18 @@ const ERROR_CODES: readonly ErrorCode[] = [
   "internal",
 ];
 
+const SETTING_KEYS: readonly SettingKey[] = [
+  "dnd.enabled",
+  "dnd.from",
+  "dnd.to",
+  "dnd.days",
+  "sound",
+  "start_at_login",
+  "poll_floor_ms",
+  "gateway.enabled",
+  "gateway.port",
+];
+
 /** Normalises whatever a rejected invoke carries into `{ code, message }`. */
 function isDiagnosis(d: unknown): d is Diagnosis {
   if (typeof d !== "object" || d === null) return false;
@@ -43,7 +56,7 @@ export function toCommandError(e: unknown): CommandError {
     if (typeof code === "string" && (ERROR_CODES as readonly string[]).includes(code)) {
       const out: CommandError = { code: code as ErrorCode, message: String(message) };
       if (isDiagnosis(diagnosis)) out.diagnosis = diagnosis;
-      if (typeof field === "string") out.field = field;
+      if (typeof field === "string" && (SETTING_KEYS as readonly string[]).includes(field)) out.field = field as SettingKey;
       return out;
     }
   }

@@ -54,7 +54,7 @@ pub struct CommandError {
     /// shows the message at that field.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "ts", ts(optional))]
-    pub field: Option<String>,
+    pub field: Option<crate::settings::SettingKey>,
 }
 
 impl CommandError {

@@ -8,6 +8,10 @@ describe("settings page helpers", () => {
     expect(fieldOf(refused)).toBe("poll_floor_ms");
   });
 
+  it("ignores a field that names no setting", () => {
+    expect(fieldOf(toCommandError({ code: "invalid_input", message: "bad", field: "volume" }))).toBeUndefined();
+  });
+
   it("keeps other failures for the page banner", () => {
     expect(fieldOf(toCommandError({ code: "internal", message: "disk full", field: "poll_floor_ms" }))).toBeUndefined();
     expect(fieldOf(toCommandError({ code: "invalid_input", message: "bad" }))).toBeUndefined();

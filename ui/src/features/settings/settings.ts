@@ -1,5 +1,6 @@
 // Pure helpers of the Settings page (tested in settings.test.ts).
 import type { Day } from "../../bindings/Day";
+import type { SettingKey } from "../../bindings/SettingKey";
 import type { CommandError } from "../../ipc";
 
 /** Monday first, as the core's `Day::ALL`. */
@@ -12,6 +13,6 @@ export function dayLabel(d: Day): string {
 }
 
 /** The setting a refused save names (`dnd.from`, `poll_floor_ms`, …), if any. */
-export function fieldOf(e: CommandError): string | undefined {
-  return e.code === "invalid_input" && typeof e.field === "string" && e.field !== "" ? e.field : undefined;
+export function fieldOf(e: CommandError): SettingKey | undefined {
+  return e.code === "invalid_input" ? e.field : undefined;
 }
