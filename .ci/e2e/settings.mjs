@@ -59,11 +59,14 @@ async function check(css, on) {
   const now = await ui.js(`return document.querySelector(arguments[0]).checked;`, css);
   if (now !== on) await ui.js(`document.querySelector(arguments[0]).click(); return true;`, css);
 }
+/** Successful saves so far (the page counts them on its status line). */
+const saves = async () => Number(await ui.js(`return document.querySelector('[data-testid="settings-status"]').dataset.saves;`));
+let before = 0;
 async function save() {
-  await ui.js(`document.querySelector('[data-testid="settings-status"]').textContent = ""; return true;`);
+  before = await saves();
   await ui.click('[data-testid="settings-save"]');
 }
-const saved = () => until("the settings saved", async () => /saved/.test(await ui.text('[data-testid="settings-status"]')), 10000);
+const saved = () => until("the settings saved", async () => (await saves()) > before, 10000);
 const hhmm = (minutes) => {
   const d = new Date(Date.now() + minutes * 60000);
   return `${String(d.getHours()).padStart(2, "0")}:${String(d.getMinutes()).padStart(2, "0")}`;

@@ -120,7 +120,11 @@ await step("the app's tray menu is on the session bus with Open, Do not disturb 
 });
 
 await step("Open in the tray menu rebuilds the closed window", async () => {
-  const [id] = await until("the window", () => windows(proc.pid).length === 1 && windows(proc.pid), 10000);
+  const [id] = await until("the window", () => windows(proc.pid).length === 1 && windows(proc.pid), 10000).catch((e) => {
+    const all = spawnSync("xdotool", ["search", "--pid", String(proc.pid)]).stdout.toString().trim().split("\n");
+    const named = all.map((w) => `${w}: ${spawnSync("xdotool", ["getwindowname", w]).stdout.toString().trim()}`);
+    throw new Error(`${e.message}; the app's X windows: ${named.join(" | ")}`);
+  });
   execFileSync("python3", [join(import.meta.dirname, "wm_close.py"), id]);
   await until("the window gone", () => windows(proc.pid).length === 0, 10000);
   await until("WebKit's processes gone", () => !descendants(proc.pid).some((p) => p.comm.startsWith("WebKit")), 15000);
