@@ -63,6 +63,45 @@ function footprint(pid) {
     processes: ps.map(comm),
   };
 }
+/**
+ * What holds the memory of one process: /proc/PID/smaps summed by mapping (a library by its
+ * file name, the executable, [heap], anonymous memory), largest PSS first, in MiB.
+ */
+function byMapping(pid) {
+  const totals = new Map();
+  let current = "?";
+  for (const line of readFileSync(`/proc/${pid}/smaps`, "utf8").split("\n")) {
+    const head = /^[0-9a-f]+-[0-9a-f]+ \S+ \S+ \S+ \S+\s*(.*)$/.exec(line);
+    if (head) {
+      const name = head[1].trim();
+      current = name === "" ? "[anon]" : name.startsWith("/") ? name.split("/").pop().replace(/\.so[.\d]*$/, ".so") : name;
+      if (!totals.has(current)) totals.set(current, { rss: 0, pss: 0 });
+      continue;
+    }
+    const m = /^(Rss|Pss):\s+(\d+) kB/.exec(line);
+    if (m) totals.get(current)[m[1].toLowerCase()] += Number(m[2]) / 1024;
+  }
+  return [...totals].map(([name, v]) => ({ name, ...v })).sort((a, b) => b.pss - a.pss);
+}
+/** Sums mappings by what they belong to (GTK/GDK/WebKit/GLib stacks vs. our own). */
+function byStack(rows) {
+  const stacks = [
+    ["WebKitGTK + JavaScriptCore", /webkit|javascriptcore|libsoup|gstreamer|libgst|libicu|libxslt|libxml|libwoff|libwebp|libavif|libjxl|libhyphen|libmanette|libenchant|libsecret|libseccomp|libwpe|libepoxy|libEGL|libGL|libgbm|libdrm|libharfbuzz-icu/i],
+    ["GTK/GDK/cairo/pango + X11 + fonts", /libgtk|libgdk|libcairo|libpango|libharfbuzz|libfreetype|libfontconfig|libpixman|libX|libxcb|libxkb|libatk|libat-spi|librsvg|libpng|libjpeg|libtiff|libepoxy|libayatana|libdbusmenu|libappindicator|\.ttf|\.otf|fonts|\.cache|icon-theme|gschemas|mime\.cache|locale-archive/i],
+    ["Mesa software GL (llvmpipe) and flite speech, loaded for WebKit", /libLLVM|_dri\.so|libgallium|libglapi|libflite|libasound|SYSV/i],
+    ["GLib/GIO/gobject", /libglib|libgio|libgobject|libgmodule|libffi|libpcre/i],
+    ["the app's executable", /countersign/],
+    ["heap and anonymous memory", /^\[(heap|anon)\]$/],
+  ];
+  const out = new Map(stacks.map(([n]) => [n, 0]));
+  out.set("everything else (libc, ssl, sqlite, stacks…)", 0);
+  for (const r of rows) {
+    const hit = stacks.find(([, re]) => re.test(r.name));
+    const key = hit ? hit[0] : "everything else (libc, ssl, sqlite, stacks…)";
+    out.set(key, out.get(key) + r.pss);
+  }
+  return out;
+}
 const windows = (pid) => {
   const r = spawnSync("xdotool", ["search", "--onlyvisible", "--pid", String(pid), "--name", "^Countersign"]);
   return r.status === 0 ? r.stdout.toString().trim().split("\n").filter(Boolean) : [];
@@ -116,6 +155,12 @@ try {
     open.processes.join(", "),
   );
 
+  const rows = byMapping(proc.pid);
+  console.log("what holds the background app's memory (PSS by mapping, MiB; top 12):");
+  for (const r of rows.slice(0, 12)) console.log(`  ${r.pss.toFixed(1).padStart(7)}  (RSS ${r.rss.toFixed(1)})  ${r.name}`);
+  console.log("the same, by stack:");
+  for (const [name, pss] of byStack(rows)) console.log(`  ${pss.toFixed(1).padStart(7)}  ${name}`);
+
   const reopens = [];
   for (let i = 0; i < 3; i++) {
     log.length = 0;
@@ -134,6 +179,40 @@ try {
     reopens.map((r) => r.inApp).join(", "),
     median(reopens.map((r) => r.fromSecondLaunch)),
     reopens.map((r) => r.fromSecondLaunch).join(", "),
+  );
+
+  // Started at login (`--background`): the app never builds a window.
+  proc.kill("SIGTERM");
+  await new Promise((r) => (proc.exitCode !== null ? r() : proc.once("exit", r)));
+  proc = spawn(app, ["--background", "--data-dir", dir], { stdio: ["ignore", "ignore", "pipe"], env: { ...process.env, RUST_LOG: "info" } });
+  await sleep(25000);
+  const bg = [];
+  for (let i = 0; i < 5; i++) {
+    bg.push(footprint(proc.pid));
+    await sleep(2000);
+  }
+  console.log(
+    "started with --background (as at login; no window ever built): RSS %s MiB, PSS %s MiB (%s)",
+    median(bg.map((s) => s.rss)).toFixed(1),
+    median(bg.map((s) => s.pss)).toFixed(1),
+    bg[0].processes.join(", "),
+  );
+  proc.kill("SIGTERM");
+  await new Promise((r) => (proc.exitCode !== null ? r() : proc.once("exit", r)));
+
+  // The engine without GTK or WebKit: `countersign watch` runs the same core engine on the same
+  // 1,000 tasks (what the engine process of a split design would cost, before a tray helper).
+  proc = spawn(cli, ["--data-dir", dir, "watch"], { stdio: ["ignore", "ignore", "ignore"] });
+  await sleep(25000);
+  const engine = [];
+  for (let i = 0; i < 5; i++) {
+    engine.push(footprint(proc.pid));
+    await sleep(2000);
+  }
+  console.log(
+    "the engine alone (countersign watch, no GTK/WebKit), same 1,000 tasks: RSS %s MiB, PSS %s MiB",
+    median(engine.map((s) => s.rss)).toFixed(1),
+    median(engine.map((s) => s.pss)).toFixed(1),
   );
 } finally {
   proc?.kill("SIGKILL");
