@@ -73,7 +73,8 @@ const windows = (pid) => {
   return r.status === 0 ? r.stdout.toString().trim().split("\n").filter(Boolean) : [];
 };
 
-const proc = spawn(app, ["--demo", "--data-dir", join(work, "tray-ledger")], {
+const dataDir = join(work, "tray-ledger");
+const proc = spawn(app, ["--demo", "--data-dir", dataDir], {
   env: { ...process.env, RUST_LOG: "info" },
   stdio: ["ignore", "ignore", "pipe"],
 });
@@ -119,7 +120,7 @@ await step("the app's tray menu is on the session bus with Open, Do not disturb 
   for (const label of ["Open Countersign", "Do not disturb", "Quit"]) assert.ok(label in items, `"${label}" in ${JSON.stringify(items)}`);
 });
 
-await step("Open in the tray menu rebuilds the closed window", async () => {
+await step("a start at login (--background) while the app runs hands over and opens no window", async () => {
   const [id] = await until("the window", () => windows(proc.pid).length === 1 && windows(proc.pid), 10000).catch((e) => {
     const all = spawnSync("xdotool", ["search", "--pid", String(proc.pid)]).stdout.toString().trim().split("\n");
     const named = all.map((w) => `${w}: ${spawnSync("xdotool", ["getwindowname", w]).stdout.toString().trim()}`);
@@ -128,6 +129,13 @@ await step("Open in the tray menu rebuilds the closed window", async () => {
   execFileSync("python3", [join(import.meta.dirname, "wm_close.py"), id]);
   await until("the window gone", () => windows(proc.pid).length === 0, 10000);
   await until("WebKit's processes gone", () => !descendants(proc.pid).some((p) => p.comm.startsWith("WebKit")), 15000);
+  const second = spawnSync(app, ["--background", "--data-dir", dataDir], { timeout: 30000 });
+  assert.equal(second.status, 0, `the second instance exits: ${second.stderr}`);
+  await sleep(2000);
+  assert.equal(windows(proc.pid).length, 0, "no window for a start at login");
+});
+
+await step("Open in the tray menu rebuilds the closed window", async () => {
   log.length = 0;
   pick("Open Countersign");
   await until("the window back", () => windows(proc.pid).length === 1, 15000);

@@ -140,13 +140,15 @@ pub fn run(options: Options, launch: Launch) -> Result<(), Error> {
         .dbus_id(instance_id(&options.data_dir))
         .callback(|app, args, _cwd| {
             // Links among its arguments (the desktop entry's `%u`; any position, unlike the
-            // deep-link plugin's single-argument rule), else just the window.
+            // deep-link plugin's single-argument rule), else just the window; nothing for a
+            // start at login (`--background`) while the app already runs.
+            let background = args.iter().any(|a| a == "--background");
             let links: Vec<String> = args
                 .into_iter()
                 .skip(1)
                 .filter(|a| links::is_link(a))
                 .collect();
-            if links.is_empty() {
+            if links.is_empty() && !background {
                 window::open(app, None);
             }
             for link in links {
