@@ -3,7 +3,10 @@
 // release build). Run by footprint.sh inside a private session (Xvfb + D-Bus + dunst), the app
 // started directly: 1,000 working tasks on a demo server (polled every 5 s), the window closed
 // (WM_DELETE_WINDOW), then RSS and PSS of the app and every descendant; then three reopens
-// (second launch → "window reopened, first paint N ms"), each closed again.
+// (second launch → "window reopened, first paint N ms"), each closed again. Then what holds the
+// background process's memory (smaps by mapping and by stack), the app started with
+// `--background` (as at login: no window ever built), and the engine alone (`countersign
+// watch`) on the same tasks: the background cost of a split design.
 //
 // Env: COUNTERSIGN_APP, COUNTERSIGN_CLI (absolute paths), MEASURE_WORK (scratch dir).
 import assert from "node:assert/strict";
