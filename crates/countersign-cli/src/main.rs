@@ -351,10 +351,14 @@ enum ServersCommand {
         #[command(flatten)]
         client: SignInClientArgs,
     },
-    /// Sign out: forget the server's OAuth tokens and registration (the keyring entry).
+    /// Sign out: forget the server's OAuth tokens. The client registration stays in the
+    /// keyring, so `login` is the same client again and the server's tasks resume.
     Logout {
         /// Its name.
         name: String,
+        /// Forget the client registration too (the next `login` registers a new client).
+        #[arg(long)]
+        forget_client: bool,
     },
     /// List servers.
     List,
@@ -773,9 +777,14 @@ async fn run(cli: Cli) -> Result<u8, CliError> {
             })
             .await
         }
-        Command::Servers(ServersCommand::Logout { name }) => {
+        Command::Servers(ServersCommand::Logout {
+            name,
+            forget_client,
+        }) => {
             with_desk(&global, |desk| {
-                Box::pin(async move { ledger_mode::servers_logout(desk, &name, json).await })
+                Box::pin(async move {
+                    ledger_mode::servers_logout(desk, &name, forget_client, json).await
+                })
             })
             .await
         }

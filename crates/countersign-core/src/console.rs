@@ -22,6 +22,7 @@ pub mod link;
 pub mod notifications;
 pub mod present;
 mod sign_ins;
+mod signing_in;
 pub mod view;
 
 use std::collections::HashMap;
@@ -769,6 +770,7 @@ impl Console {
                     s,
                     seen.iter().find(|r| r.server_id == s.id),
                     sign_ins.iter().find(|r| r.server_id == s.id),
+                    self.tokens.sign_in_info(s.id),
                 )
             })
             .collect())
@@ -947,11 +949,16 @@ impl Console {
             self.config.client.clone(),
             None,
         )?;
-        let authorizer = crate::auth::Authorizer::new(&server.url, config)
-            .map_err(crate::auth::SessionError::from)?;
         // The last sign-in keeps its registration (a new one only for a new authorization
-        // server); an unreadable one is simply replaced.
+        // server), also after a sign-out; an unreadable one is simply replaced.
         let mut credentials = self.tokens.load_credentials(id).await.ok().flatten();
+        let kept = match credentials {
+            Some(_) => None,
+            None => self.tokens.load_registration(id).await.ok().flatten(),
+        };
+        let authorizer = crate::auth::Authorizer::new(&server.url, config)
+            .map_err(crate::auth::SessionError::from)?
+            .remembering(kept);
         let before = credentials.as_ref().map(|c| c.tokens.access_token.clone());
         let discovery = crate::auth::with_sign_in(
             &client,
@@ -1054,12 +1061,28 @@ impl Console {
         self.refreshers.stop(id);
     }
 
-    /// Signs out of server `id`: its OAuth sign-in leaves the keyring (and the engine stops
-    /// sending its token); the server and its tasks stay.
+    /// Signs out of server `id`: its OAuth tokens leave the keyring (and the engine stops
+    /// sending them); the client registration stays in the keyring, so the next sign-in is the
+    /// same client and the server's tasks for that client resume. The server and its tasks
+    /// stay. [`Console::forget_sign_in`] forgets the registration too.
     pub async fn sign_out(&self, id: i64) -> Result<ServerRecord> {
+        self.signing_out(id, false).await
+    }
+
+    /// Signs out of server `id` and forgets its client registration: the next sign-in registers
+    /// anew (a new client to the server, which may not know the old client's tasks).
+    pub async fn forget_sign_in(&self, id: i64) -> Result<ServerRecord> {
+        self.signing_out(id, true).await
+    }
+
+    async fn signing_out(&self, id: i64, forget_client: bool) -> Result<ServerRecord> {
         let server = self.server(id).await?;
         self.stop_refreshing(id);
-        self.tokens.delete_credentials(id).await?;
+        if forget_client {
+            self.tokens.delete_credentials(id).await?;
+        } else {
+            self.tokens.delete_tokens(id).await?;
+        }
         let record = if server.has_token && self.tokens.get(id).is_none() {
             self.set_token_flag(id, false).await?
         } else {
