@@ -114,7 +114,8 @@ contract! {
         server_update: ServerUpdateRequest => ServerView,
         server_remove: ServerRef => (),
         server_check: ServerRef => ServerView,
-        server_sign_in: ServerRef => ServerView,
+        server_sign_in_plan: ServerRef => SignInPlan,
+        server_sign_in: SignInRequest => ServerView,
         server_sign_out: ServerRef => ServerView,
         server_check_cancel: () => (),
         demo_start: () => ServerView,
@@ -307,6 +308,17 @@ pub struct TaskAdoptRequest {
 pub struct ServerRef {
     /// Row id.
     pub server_id: i64,
+}
+
+/// `server_sign_in` request: the server, and the host the person was shown
+/// (`server_sign_in_plan`) and confirmed; the browser opens nothing else.
+#[derive(Debug, Clone, Deserialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct SignInRequest {
+    /// Row id.
+    pub server_id: i64,
+    /// [`SignInPlan::host`] as shown.
+    pub host: String,
 }
 
 /// `tool_call` request.

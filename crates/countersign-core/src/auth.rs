@@ -217,6 +217,14 @@ pub enum Error {
         /// The limit.
         seconds: u64,
     },
+    /// The fixed redirect port cannot be listened on (another program holds it).
+    #[error("cannot listen on 127.0.0.1:{port} for the sign-in's answer ({message}): close the program that uses it, or register another redirect port")]
+    RedirectPortTaken {
+        /// The port.
+        port: u16,
+        /// What the system said.
+        message: String,
+    },
     /// The loopback listener failed.
     #[error("the local sign-in listener failed: {message}")]
     Loopback {

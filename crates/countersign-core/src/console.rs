@@ -164,6 +164,9 @@ pub struct SignInClient {
     /// The URL where our client ID metadata document is published, used where the
     /// authorization server supports them.
     pub metadata_document_url: Option<String>,
+    /// A fixed loopback port for the redirect URI, for a client registered with an exact
+    /// redirect URI (`http://127.0.0.1:{port}/callback`).
+    pub redirect_port: Option<u16>,
 }
 
 impl SignInClient {
@@ -192,7 +195,13 @@ impl SignInClient {
                 )));
             }
         }
+        if self.redirect_port == Some(0) {
+            return Err(Error::Invalid(
+                "the redirect port must be a port number from 1 to 65535".into(),
+            ));
+        }
         Ok(crate::auth::ClientConfig {
+            redirect_port: self.redirect_port,
             metadata_document_url: self
                 .metadata_document_url
                 .as_ref()
@@ -1340,6 +1349,7 @@ mod tests {
             client_id: id.map(str::to_owned),
             client_secret: secret.then(|| Sensitive::new("s3cr3t".to_owned())),
             metadata_document_url: url.map(str::to_owned),
+            redirect_port: None,
         }
     }
 

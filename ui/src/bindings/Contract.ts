@@ -20,6 +20,8 @@ import type { ServerRef } from "./ServerRef";
 import type { ServerUpdateRequest } from "./ServerUpdateRequest";
 import type { ServerView } from "./ServerView";
 import type { ShellState } from "./ShellState";
+import type { SignInPlan } from "./SignInPlan";
+import type { SignInRequest } from "./SignInRequest";
 import type { TaskAdoptRequest } from "./TaskAdoptRequest";
 import type { TaskDetail } from "./TaskDetail";
 import type { TaskListRequest } from "./TaskListRequest";
@@ -52,7 +54,8 @@ export interface Commands {
   server_update: { req: ServerUpdateRequest; res: ServerView };
   server_remove: { req: ServerRef; res: null };
   server_check: { req: ServerRef; res: ServerView };
-  server_sign_in: { req: ServerRef; res: ServerView };
+  server_sign_in_plan: { req: ServerRef; res: SignInPlan };
+  server_sign_in: { req: SignInRequest; res: ServerView };
   server_sign_out: { req: ServerRef; res: ServerView };
   server_check_cancel: { req: null; res: null };
   demo_start: { req: null; res: ServerView };

@@ -55,6 +55,10 @@ pub struct ClientConfig {
     pub metadata_document_url: Option<String>,
     /// A client the person registered themselves, used first.
     pub pre_registered: Option<PreRegistered>,
+    /// A fixed loopback port for the redirect URI (`http://127.0.0.1:{port}/callback`), for
+    /// authorization servers that match a registered redirect URI exactly, port included
+    /// (RFC 8252 §7.3 says they should accept any port; many do not). `None`: any free port.
+    pub redirect_port: Option<u16>,
 }
 
 impl Default for ClientConfig {
@@ -63,6 +67,7 @@ impl Default for ClientConfig {
             client_name: "Countersign".into(),
             metadata_document_url: None,
             pre_registered: None,
+            redirect_port: None,
         }
     }
 }
@@ -346,7 +351,9 @@ impl Authorizer {
                 client_secret: pre.client_secret.clone(),
                 token_auth,
                 kind: RegistrationKind::PreRegistered,
-                redirect_uri: None,
+                // A fixed port is part of the client's registration: later sign-ins (signing
+                // in again from a banner, without the person's options) bind it again.
+                redirect_uri: self.config.redirect_port.map(|_| redirect_uri.to_owned()),
             });
         }
         if let Some(previous) = previous {
@@ -657,12 +664,25 @@ impl Authorizer {
             .map(|c| &c.registration)
             .or(self.remembered.as_ref())
             .filter(|r| r.issuer == found.issuer);
-        // Same port as the dynamic registration, where free: its redirect URI stays valid.
-        let port = previous_registration
-            .and_then(|r| r.redirect_uri.as_deref())
-            .and_then(|uri| url::Url::parse(uri).ok())
-            .and_then(|u| u.port());
-        let loopback = Loopback::bind(port).await?;
+        let port_of = |r: &Registration| {
+            r.redirect_uri
+                .as_deref()
+                .and_then(|uri| url::Url::parse(uri).ok())
+                .and_then(|u| u.port())
+        };
+        // A fixed port (the person's, or the one a pre-registered client was registered with)
+        // is bound exactly or not at all: any other port would be refused by the server.
+        // Otherwise the dynamic registration's port, where free: its redirect URI stays valid.
+        let fixed = self.config.redirect_port.or_else(|| {
+            previous_registration
+                .filter(|r| r.kind == RegistrationKind::PreRegistered)
+                .filter(|_| self.config.pre_registered.is_none())
+                .and_then(port_of)
+        });
+        let loopback = match fixed {
+            Some(port) => Loopback::bind_exactly(port).await?,
+            None => Loopback::bind(previous_registration.and_then(port_of)).await?,
+        };
         let redirect_uri = loopback.redirect_uri();
         let registration = self
             .register(&found, &redirect_uri, previous_registration)
