@@ -505,7 +505,7 @@ await step("adds an OAuth-protected server: its authorization server's host show
   cleanups.push(() => oauthPeer.proc.kill());
   peerOAuthUrl = oauthPeer.url;
   const added = await addServer("oauth-peer", oauthPeer.url);
-  assert.ok(added.health.startsWith("sign-in needed"), `added, waiting for a sign-in: ${added.health}`);
+  await until("the new server waiting for a sign-in", async () => (await serverCard("oauth-peer"))?.health.startsWith("sign-in needed"));
   assert.equal(signInLookup(added.id), "", "nothing signed in before the person continues");
   await ui.shot(join(shots, "sign-in-plan.png"));
   await confirmSignIn('article.server[data-server="oauth-peer"]', new URL(oauthPeer.url).host);

@@ -16,7 +16,9 @@ use tauri::{AppHandle, Runtime, State};
 use tauri_plugin_opener::OpenerExt;
 
 use crate::commands::Result;
-use crate::ipc::{CommandError, ServerRef, ServerView, SignInPlan, SignInRequest};
+use crate::ipc::{
+    CommandError, ServerRef, ServerView, SignInPlan, SignInPlanRequest, SignInRequest,
+};
 use crate::Shell;
 
 /// How long the loopback listener waits for the person to finish in the browser.
@@ -39,11 +41,16 @@ async fn open<R: Runtime>(app: AppHandle<R>, url: String) -> auth::Result<()> {
 #[tauri::command]
 pub async fn server_sign_in_plan(
     shell: State<'_, Shell>,
-    request: ServerRef,
+    request: SignInPlanRequest,
 ) -> Result<SignInPlan> {
+    let client = SignInClient {
+        client_id: request.client_id,
+        redirect_port: request.redirect_port,
+        ..SignInClient::default()
+    };
     shell
         .console
-        .sign_in_plan(request.server_id, SignInClient::default())
+        .sign_in_plan(request.server_id, client)
         .await
         .map_err(CommandError::from)
 }
@@ -56,11 +63,17 @@ pub async fn server_sign_in<R: Runtime>(
     shell: State<'_, Shell>,
     request: SignInRequest,
 ) -> Result<ServerView> {
+    let client = SignInClient {
+        client_id: request.client_id,
+        client_secret: request.client_secret.map(|s| s.0),
+        metadata_document_url: None,
+        redirect_port: request.redirect_port,
+    };
     let record = shell
         .console
         .sign_in_confirmed(
             request.server_id,
-            SignInClient::default(),
+            client,
             &request.host,
             |url| open(app.clone(), url),
             SIGN_IN_TIMEOUT,

@@ -597,6 +597,14 @@ fn oauth_sign_in_shows_where_and_until_when_and_no_ipc_payload_carries_a_token()
     assert!(plan["scopes"].is_array(), "{plan}");
     let host = plan["host"].as_str().expect("host").to_owned();
     payloads.push(plan);
+    // A client the person registered themselves (the add form's sign-in options) is used first.
+    let own = invoke(
+        &f.window,
+        "server_sign_in_plan",
+        json!({"request": {"serverId": id, "clientId": "by-hand", "redirectPort": 8765}}),
+    )
+    .expect("a plan for a pre-registered client");
+    assert_eq!(own["registration"], "pre_registered", "{own}");
 
     let console = f
         .window

@@ -21,6 +21,7 @@ import type { ServerUpdateRequest } from "./ServerUpdateRequest";
 import type { ServerView } from "./ServerView";
 import type { ShellState } from "./ShellState";
 import type { SignInPlan } from "./SignInPlan";
+import type { SignInPlanRequest } from "./SignInPlanRequest";
 import type { SignInRequest } from "./SignInRequest";
 import type { TaskAdoptRequest } from "./TaskAdoptRequest";
 import type { TaskDetail } from "./TaskDetail";
@@ -54,7 +55,7 @@ export interface Commands {
   server_update: { req: ServerUpdateRequest; res: ServerView };
   server_remove: { req: ServerRef; res: null };
   server_check: { req: ServerRef; res: ServerView };
-  server_sign_in_plan: { req: ServerRef; res: SignInPlan };
+  server_sign_in_plan: { req: SignInPlanRequest; res: SignInPlan };
   server_sign_in: { req: SignInRequest; res: ServerView };
   server_sign_out: { req: ServerRef; res: ServerView };
   server_check_cancel: { req: null; res: null };

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { registrationText, signInLine } from "./signIn";
+import { clientOptions, registrationText, signInLine } from "./signIn";
 
 const now = Date.UTC(2026, 11, 3, 13, 23, 0);
 
@@ -27,5 +27,22 @@ describe("registrationText", () => {
     for (const r of ["pre_registered", "kept", "metadata_document", "dynamic"] as const) {
       expect(registrationText(r)).toMatch(/client|Countersign/);
     }
+  });
+});
+
+describe("clientOptions", () => {
+  it("is nothing when no client is given (the server registers Countersign itself)", () => {
+    expect(clientOptions("  ", "", "")).toBeUndefined();
+  });
+
+  it("carries the client id, its secret and the fixed redirect port", () => {
+    expect(clientOptions(" my-client ", "s3cr3t", " 8765 ")).toEqual({ clientId: "my-client", clientSecret: "s3cr3t", redirectPort: 8765 });
+    expect(clientOptions("my-client", "", "")).toEqual({ clientId: "my-client" });
+  });
+
+  it("refuses a secret or port without a client id, and a port out of range", () => {
+    expect(clientOptions("", "s3cr3t", "")).toMatch(/needs the client ID/);
+    expect(clientOptions("", "", "8765")).toMatch(/needs the client ID/);
+    for (const bad of ["0", "65536", "80.5", "http"]) expect(clientOptions("c", "", bad)).toMatch(/1 to 65535/);
   });
 });

@@ -22,6 +22,9 @@ export function signInLine(info: SignInInfo | undefined, now: number): string {
   return `${who} · token expires ${when}`;
 }
 
+/** A client the person registered with the authorization server themselves (the add form's sign-in options). */
+export type ClientOptions = { clientId: string; clientSecret?: string; redirectPort?: number };
+
 /** How Countersign will identify itself to the authorization server, in a person's words. */
 export function registrationText(registration: SignInRegistration): string {
   switch (registration) {
@@ -34,4 +37,18 @@ export function registrationText(registration: SignInRegistration): string {
     case "dynamic":
       return "as Countersign (it registers itself with the server)";
   }
+}
+
+/**
+ * The add form's sign-in options, checked: nothing given → `undefined` (dynamic registration);
+ * a secret or port without a client ID, or a port that is not a whole number from 1 to 65535 →
+ * the sentence to show.
+ */
+export function clientOptions(clientId: string, clientSecret: string, redirectPort: string): ClientOptions | undefined | string {
+  const id = clientId.trim();
+  const portText = redirectPort.trim();
+  if (!id) return clientSecret || portText ? "A client secret or redirect port needs the client ID it belongs to." : undefined;
+  const port = portText ? Number(portText) : undefined;
+  if (port !== undefined && !(Number.isInteger(port) && port >= 1 && port <= 65535)) return "The redirect port is a whole number from 1 to 65535.";
+  return { clientId: id, ...(clientSecret ? { clientSecret } : {}), ...(port !== undefined ? { redirectPort: port } : {}) };
 }
