@@ -515,7 +515,8 @@ await step("adds an OAuth-protected server: its authorization server's host show
   }, 20000);
   assert.equal(card.token, "signed in (OAuth; kept in the OS keyring)");
   const line = await ui.text('article.server[data-server="oauth-peer"] [data-testid="signed-in-as"]');
-  assert.match(line, /^Signed in · token renews in \d+ min$/, "fastmcp names nobody; its refresh token renews the token");
+  // fastmcp's tokens live an hour: "… renews in 59 min" or, rounded, "… in 1 h 00 min".
+  assert.match(line, /^Signed in · token renews in (\d+ min|1 h \d\d min)$/, "fastmcp names nobody; its refresh token renews the token");
   const blob = signInLookup(added.id);
   assert.ok(blob, "secret-tool must find the sign-in in the Secret Service");
   const { access_token: access, refresh_token: refresh } = JSON.parse(blob);
