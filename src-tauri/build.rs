@@ -20,6 +20,7 @@ const COMMANDS: &[&str] = &[
     "server_update",
     "server_remove",
     "server_check",
+    "server_sign_in_plan",
     "server_sign_in",
     "server_sign_out",
     "server_check_cancel",

@@ -258,7 +258,8 @@ async fn watch_on_a_ledger_the_app_wrote_polls_each_server_with_its_own_token() 
 /// browser (`$BROWSER`, here a script that follows the authorization redirect into the CLI's
 /// loopback listener, as a browser would once the person approved) completes it, the tokens and
 /// registration land in the keyring only, the engine polls with the access token, `logout`
-/// forgets the sign-in and `remove` leaves nothing behind.
+/// forgets the tokens but keeps the client (the next `login` is the same client),
+/// `logout --forget-client` forgets it too, and `remove` leaves nothing behind.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs an unlocked Secret Service: run inside .ci/with-session.sh with --ignored"]
 async fn servers_add_signs_in_to_an_oauth_server_and_keeps_the_sign_in_in_the_keyring_only() {
@@ -319,15 +320,48 @@ async fn servers_add_signs_in_to_an_oauth_server_and_keeps_the_sign_in_in_the_ke
         .await
         .expect_code(0);
 
+    // Logout forgets the tokens and keeps the client registration; login is the same client.
     dir.run(&["servers", "logout", "p"]).await.expect_code(0);
+    let kept = Secrets::default()
+        .load(&entry)
+        .expect("keyring")
+        .expect("the registration stays after logout");
     assert!(
-        Secrets::default().load(&entry).expect("keyring").is_none(),
-        "logout forgets the sign-in"
+        Credentials::from_keyring_blob(&kept).is_err() && !kept.expose().contains(&access),
+        "logout forgets the tokens"
     );
     dir.run_with_env(&["servers", "login", "p"], &[("BROWSER", &browser)])
         .await
         .expect_code(0);
-    assert!(Secrets::default().load(&entry).expect("keyring").is_some());
+    let again = Secrets::default()
+        .load(&entry)
+        .expect("keyring")
+        .expect("signed in again");
+    let again = Credentials::from_keyring_blob(&again).expect("a readable sign-in");
+    assert_eq!(
+        again.registration.client_id, credentials.registration.client_id,
+        "login after logout is the same client"
+    );
+    // `--forget-client` forgets the registration too: the next login is a new client.
+    dir.run(&["servers", "logout", "p", "--forget-client"])
+        .await
+        .expect_code(0);
+    assert!(
+        Secrets::default().load(&entry).expect("keyring").is_none(),
+        "logout --forget-client leaves nothing in the keyring"
+    );
+    dir.run_with_env(&["servers", "login", "p"], &[("BROWSER", &browser)])
+        .await
+        .expect_code(0);
+    let fresh = Secrets::default()
+        .load(&entry)
+        .expect("keyring")
+        .expect("signed in again");
+    let fresh = Credentials::from_keyring_blob(&fresh).expect("a readable sign-in");
+    assert_ne!(
+        fresh.registration.client_id, credentials.registration.client_id,
+        "after --forget-client, login registers a new client"
+    );
     dir.run(&["servers", "remove", "p"]).await.expect_code(0);
     assert!(
         Secrets::default().load(&entry).expect("keyring").is_none(),
@@ -574,15 +608,15 @@ fn secret_free(text: &str, credentials: &countersign_core::auth::Credentials) ->
 
 /// The app's own Sign out while a task runs, then its own Sign in: the refused poll makes the
 /// server "sign-in needed" once (polling paused), and the sign-in in the same process resumes
-/// polling. Signing out forgets the client registration too, so the new sign-in is a new client
-/// to the server; fastmcp keeps tasks per client, so the resumed poll finds the task gone
-/// (`lost`) rather than leaving it waiting. (After a revocation the registration is kept and the
-/// task completes: the test above, and the E2E.)
+/// polling. Signing out keeps the client registration, so the new sign-in is the same client to
+/// the server; fastmcp keeps tasks per client, so the task resumes and completes (with a new
+/// client it would be gone: `lost`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs an unlocked Secret Service: run inside .ci/with-session.sh with --ignored"]
 async fn signing_out_while_a_task_runs_pauses_its_polling_and_signing_in_again_in_the_app_resumes_it(
 ) {
     use countersign_core::auth::follow_without_browser;
+    use countersign_core::auth::Credentials;
     use countersign_core::console::view::ServerAddRequest;
     use countersign_core::console::{CallStep, Console, Setup, Start};
     use countersign_core::mcp::ToolCall;
@@ -622,7 +656,26 @@ async fn signing_out_while_a_task_runs_pauses_its_polling_and_signing_in_again_i
     let CallStep::Task(task) = step else {
         panic!("a task: {step:?}")
     };
+    let entry = format!("oauth:{}@{}", server.id, dir.path().display());
+    let client_id = |what: &str| {
+        let blob = Secrets::default()
+            .load(&entry)
+            .expect("keyring")
+            .unwrap_or_else(|| panic!("{what}: a sign-in in the keyring"));
+        countersign_core::auth::store::registration_from_keyring_blob(&blob)
+            .expect("a readable registration")
+            .client_id
+    };
+    let first_client = client_id("signed in");
     app.sign_out(server.id).await.expect("signed out");
+    let kept = Secrets::default()
+        .load(&entry)
+        .expect("keyring")
+        .expect("the registration stays after sign-out");
+    assert!(
+        Credentials::from_keyring_blob(&kept).is_err(),
+        "sign-out leaves no token in the keyring"
+    );
     wait_for(
         "sign-in needed on the task",
         Duration::from_secs(10),
@@ -637,6 +690,11 @@ async fn signing_out_while_a_task_runs_pauses_its_polling_and_signing_in_again_i
     app.sign_in(server.id, follow_without_browser, Duration::from_secs(20))
         .await
         .unwrap_or_else(|e| panic!("sign in again: {e}"));
+    assert_eq!(
+        client_id("signed in again"),
+        first_client,
+        "signing in after signing out is the same client"
+    );
     let marks = dir.ledger().events_of("sign_in_needed");
     assert_eq!(
         marks.len(),
@@ -654,9 +712,96 @@ async fn signing_out_while_a_task_runs_pauses_its_polling_and_signing_in_again_i
         },
     )
     .await;
+    assert_eq!(
+        polled.status, "completed",
+        "the same client finds its task again and it completes: {polled:?}"
+    );
+    app.remove_server(server.id).await.expect("removed");
+    app.close().await;
+}
+
+/// A server with a static token (no OAuth sign-in) that refuses a poll: the engine first asks
+/// whether a refresh can help (it cannot: there is no sign-in to refresh), and then records that
+/// very refusal as `poll_failed [unauthorized]`, so the first refusal of a streak is on the
+/// timeline (not only the second); the next poll goes through and the task completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs an unlocked Secret Service: run inside .ci/with-session.sh with --ignored"]
+async fn a_static_tokens_first_refused_poll_is_recorded() {
+    use countersign_core::console::view::{SecretText, ServerAddRequest};
+    use countersign_core::console::{CallStep, Console, Setup, Start};
+    use countersign_core::mcp::ToolCall;
+    use countersign_core::sensitive::Sensitive;
+    use countersign_demo::{DemoConfig, DemoServer, Fault};
+
+    let demo = DemoServer::start(
+        std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+        DemoConfig {
+            time_scale: 0.01,
+            poll_interval_ms: 100,
+            push: false,
+            ..DemoConfig::default()
+        },
+    )
+    .await
+    .expect("the demo server starts");
+    let dir = DataDir::new("static-refused");
+    let mut setup = Setup::new(dir.path());
+    setup.start = Start::Now;
+    let app = Console::open(setup).await.expect("the console opens");
+    let server = app
+        .add_server(ServerAddRequest {
+            name: "demo".into(),
+            url: demo.url(),
+            token: Some(SecretText(Sensitive::new("static-token-1".into()))),
+            discover: true,
+        })
+        .await
+        .unwrap_or_else(|e| panic!("added: {e}"));
+    // The task's very first poll is refused.
+    demo.inject_for("tasks/get", Fault::Status(401), 1);
+    let step = app
+        .call(
+            server.id,
+            ToolCall::new(
+                "bench_job",
+                json!({"duration_ms": 1500}).as_object().cloned(),
+            ),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("call: {e}"));
+    let CallStep::Task(task) = step else {
+        panic!("a task: {step:?}")
+    };
+    wait_for(
+        "the task to complete after the refused poll",
+        Duration::from_secs(20),
+        || {
+            dir.ledger()
+                .tasks()
+                .into_iter()
+                .find(|t| t.id == task.id && t.status == "completed")
+        },
+    )
+    .await;
+    let refused: Vec<_> = dir
+        .ledger()
+        .events_of("poll_failed")
+        .into_iter()
+        .filter(|e| e.task == Some(task.id))
+        .collect();
+    assert_eq!(
+        refused.len(),
+        1,
+        "the one refused poll is recorded once: {refused:?}"
+    );
+    assert_eq!(refused[0].str("code"), Some("unauthorized"), "{refused:?}");
     assert!(
-        ["completed", "lost"].contains(&polled.status.as_str()),
-        "{polled:?}"
+        dir.ledger().events_of("sign_in_needed").is_empty(),
+        "a static token is not an OAuth sign-in: nothing asks to sign in"
+    );
+    assert!(
+        !refused[0].data.to_string().contains("static-token-1"),
+        "no token in the event"
     );
     app.remove_server(server.id).await.expect("removed");
     app.close().await;

@@ -190,3 +190,112 @@ async fn signs_in_polls_a_task_across_refreshes_and_resumes_after_revocation_and
     };
     assert!(!result.is_error(), "long_job completes without error");
 }
+
+/// A pre-registered client (the person registered Countersign with the authorization server
+/// themselves: an id, a secret, one exact redirect URI, port included, as fastmcp and many real
+/// servers require): the sign-in listens on that fixed port, sends that redirect URI, registers
+/// nothing, authenticates with the secret, and a task runs to its end with the token. A sign-in
+/// on any other port is refused by the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pre_registered_client_signs_in_on_its_fixed_redirect_port_and_runs_a_task() {
+    use countersign_core::auth::PreRegistered;
+    use countersign_core::sensitive::Sensitive;
+
+    let port = {
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+        probe.local_addr().expect("its address").port()
+    };
+    let redirect_uri = format!("http://127.0.0.1:{port}/callback");
+    let client_json = json!({
+        "client_id": "countersign-by-hand",
+        "client_secret": "by-hand-secret",
+        "redirect_uri": redirect_uri,
+    })
+    .to_string();
+    let peer = FastmcpPeer::start_with_env(&[
+        ("PEER_OAUTH", "1"),
+        ("PEER_OAUTH_CLIENT", &client_json),
+        ("PEER_STEP_SECONDS", "0.05"),
+        ("PEER_POLL_INTERVAL_MS", "100"),
+    ])
+    .await;
+    let pre_registered = |redirect_port| ClientConfig {
+        pre_registered: Some(PreRegistered {
+            issuer: None,
+            client_id: "countersign-by-hand".into(),
+            client_secret: Some(Sensitive::new("by-hand-secret".into())),
+        }),
+        redirect_port,
+        ..ClientConfig::default()
+    };
+
+    // Any free port (the default): the server refuses the redirect URI, nothing is signed in.
+    let client = Client::new(Endpoint::new(&peer.url)).expect("client");
+    let authorizer = Authorizer::new(&peer.url, pre_registered(None)).expect("authorizer");
+    let mut refused = None;
+    let outcome = with_sign_in(
+        &client,
+        &authorizer,
+        &mut refused,
+        || client.list_tools(),
+        follow_without_browser,
+        Duration::from_secs(5),
+    )
+    .await;
+    assert!(
+        outcome.is_err() && refused.is_none(),
+        "a random loopback port is not the registered redirect URI"
+    );
+
+    // The fixed port: signed in as the pre-registered client.
+    let client = Client::new(Endpoint::new(&peer.url)).expect("client");
+    let authorizer = Authorizer::new(&peer.url, pre_registered(Some(port))).expect("authorizer");
+    let mut signed_in = None;
+    let call = ToolCall::new("long_job", json!({"steps": 3}).as_object().cloned());
+    let outcome = with_sign_in(
+        &client,
+        &authorizer,
+        &mut signed_in,
+        || client.call_tool(&call),
+        follow_without_browser,
+        SIGN_IN_TIMEOUT,
+    )
+    .await
+    .unwrap_or_else(|e| {
+        panic!(
+            "sign-in as the pre-registered client: {e}\n{}",
+            peer.stderr_log()
+        )
+    });
+    let credentials = signed_in.expect("signed in");
+    assert_eq!(
+        credentials.registration.kind,
+        RegistrationKind::PreRegistered
+    );
+    assert_eq!(credentials.registration.client_id, "countersign-by-hand");
+    assert_eq!(
+        credentials.registration.redirect_uri.as_deref(),
+        Some(redirect_uri.as_str()),
+        "the fixed redirect URI is kept with the client, for signing in again"
+    );
+    let CallOutcome::Task(task) = outcome else {
+        panic!("long_job must create a task, got {outcome:?}");
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let finished = loop {
+        let polled = client
+            .get_task(&task.task_id)
+            .await
+            .unwrap_or_else(|e| panic!("poll with the pre-registered client's token: {e}"));
+        if !matches!(polled.state, TaskState::Working) {
+            break polled;
+        }
+        assert!(Instant::now() < deadline, "long_job never finished");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(
+        matches!(finished.state, TaskState::Completed { .. }),
+        "{:?}",
+        finished.state
+    );
+}

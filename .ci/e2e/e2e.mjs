@@ -485,7 +485,18 @@ const serverCard = (name) =>
     name,
   );
 
-await step("adds an OAuth-protected server: signs in through the browser, the sign-in only in the Secret Service, a task completes", async () => {
+/** Confirms the sign-in shown in `scope` (a server card or the banner): the authorization server's host is shown before anything opens; Continue opens the browser there. */
+async function confirmSignIn(scope, expectedHost) {
+  const plan = `${scope} [data-testid="sign-in-plan"]`;
+  const host = await until("where the sign-in leads, shown before the browser opens", async () => {
+    if (await ui.exists(`${plan} [data-testid="sign-in-error"]`)) throw new Error(`sign-in plan failed: ${await ui.text(`${plan} [data-testid="sign-in-error"]`)}`);
+    return (await ui.exists(`${plan} [data-testid="sign-in-host"]`)) ? ui.text(`${plan} [data-testid="sign-in-host"]`) : null;
+  }, 15000);
+  assert.equal(host, expectedHost, "the host shown is the authorization server's");
+  await ui.click(`${plan} [data-testid="sign-in-continue"]`);
+}
+
+await step("adds an OAuth-protected server: its authorization server's host shown first, then the browser (Tauri's opener → xdg-open), the sign-in only in the Secret Service, who/expiry shown, a task completes", async () => {
   const oauthPeer = await startServer(python, [join(root, "tests/peers/fastmcp_server.py"), "--port", "0"], {
     PEER_OAUTH: "1",
     PEER_STEP_SECONDS: "0.2",
@@ -493,9 +504,20 @@ await step("adds an OAuth-protected server: signs in through the browser, the si
   });
   cleanups.push(() => oauthPeer.proc.kill());
   peerOAuthUrl = oauthPeer.url;
-  const card = await addServer("oauth-peer", oauthPeer.url);
+  const added = await addServer("oauth-peer", oauthPeer.url);
+  await until("the new server waiting for a sign-in", async () => (await serverCard("oauth-peer"))?.health.startsWith("sign-in needed"));
+  assert.equal(signInLookup(added.id), "", "nothing signed in before the person continues");
+  await ui.shot(join(shots, "sign-in-plan.png"));
+  await confirmSignIn('article.server[data-server="oauth-peer"]', new URL(oauthPeer.url).host);
+  const card = await until("signed in", async () => {
+    const c = await serverCard("oauth-peer");
+    return c?.signOut ? c : null;
+  }, 20000);
   assert.equal(card.token, "signed in (OAuth; kept in the OS keyring)");
-  const blob = signInLookup(card.id);
+  const line = await ui.text('article.server[data-server="oauth-peer"] [data-testid="signed-in-as"]');
+  // fastmcp's tokens live an hour: "… renews in 59 min" or, rounded, "… in 1 h 00 min".
+  assert.match(line, /^Signed in · token renews in (\d+ min|1 h \d\d min)$/, "fastmcp names nobody; its refresh token renews the token");
+  const blob = signInLookup(added.id);
   assert.ok(blob, "secret-tool must find the sign-in in the Secret Service");
   const { access_token: access, refresh_token: refresh } = JSON.parse(blob);
   assert.ok(access, "the sign-in holds an access token");
@@ -542,6 +564,7 @@ await step("a revoked sign-in while a task runs: sign-in needed on Servers, the 
   closeNotifications();
   await ui.shot(join(shots, "sign-in-needed.png"));
   await ui.click('[data-testid="sign-in-needed"][data-server="oauth-peer"] [data-testid="sign-in-banner-button"]');
+  await confirmSignIn('[data-testid="sign-in-needed"][data-server="oauth-peer"]', new URL(peerOAuthUrl).host);
   await until("the banner gone after signing in again", async () => !(await ui.exists('[data-testid="sign-in-needed"]')), 20000);
   await ui.go("#/tasks");
   await ui.click(`.task-row[data-task-id="${id}"]`);
@@ -549,8 +572,9 @@ await step("a revoked sign-in while a task runs: sign-in needed on Servers, the 
   assert.equal(notifications.fresh("oauth-peer: sign in again").length, 1, "told once, not once per poll");
 });
 
-await step("signing out shows sign-in needed and deletes the sign-in; Sign in on the Servers view signs in again", async () => {
+await step("signing out shows sign-in needed and deletes the tokens but keeps the client; Sign in on the Servers view signs in again as the same client", async () => {
   await ui.go("#/servers");
+  const before = JSON.parse(signInLookup(await addServerId("oauth-peer")));
   await until("the Sign out button", async () => (await serverCard("oauth-peer"))?.signOut);
   await ui.click('article.server[data-server="oauth-peer"] [data-testid="sign-out"]');
   const card = await until("sign-in needed on the server", async () => {
@@ -558,10 +582,16 @@ await step("signing out shows sign-in needed and deletes the sign-in; Sign in on
     return c?.health.startsWith("sign-in needed") ? c : null;
   });
   assert.ok(card.signIn, "a Sign in button");
-  assert.equal(signInLookup(await addServerId("oauth-peer")), "", "signing out deletes the sign-in from the keyring");
+  const kept = JSON.parse(signInLookup(await addServerId("oauth-peer")));
+  assert.equal(kept.access_token ?? null, null, "signing out deletes the access token from the keyring");
+  assert.equal(kept.refresh_token ?? null, null, "and the refresh token");
+  assert.equal(kept.client_id, before.client_id, "the client registration stays");
   await ui.click('article.server[data-server="oauth-peer"] [data-testid="sign-in"]');
+  await confirmSignIn('article.server[data-server="oauth-peer"]', new URL(peerOAuthUrl).host);
   await until("signed in again", async () => (await serverCard("oauth-peer"))?.signOut, 20000);
-  assert.ok(signInLookup(await addServerId("oauth-peer")), "the sign-in is back in the keyring");
+  const again = JSON.parse(signInLookup(await addServerId("oauth-peer")));
+  assert.ok(again.access_token, "the tokens are back in the keyring");
+  assert.equal(again.client_id, before.client_id, "signed in again as the same client");
 });
 
 /** The row id of a listed server. */

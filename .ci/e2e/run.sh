@@ -40,6 +40,20 @@ cat >"$browser" <<'SH'
 loc=$(curl -s -o /dev/null -w '%{redirect_url}' "$1") && curl -s -o /dev/null "$loc"
 SH
 chmod +x "$browser"
+# The app opens a sign-in through Tauri's opener plugin, i.e. `xdg-open`, which follows the
+# session's default http(s) handler: make that the test browser, in the session's private XDG
+# dirs (xdg-open also honours $BROWSER when no handler is set; the CLI's core::browser reads
+# $BROWSER first).
+mkdir -p "$XDG_DATA_HOME/applications"
+cat >"$XDG_DATA_HOME/applications/countersign-test-browser.desktop" <<DESKTOP
+[Desktop Entry]
+Type=Application
+Name=Countersign test browser
+Exec=$browser %u
+MimeType=x-scheme-handler/http;x-scheme-handler/https;
+NoDisplay=true
+DESKTOP
+printf '[Default Applications]\nx-scheme-handler/http=countersign-test-browser.desktop\nx-scheme-handler/https=countersign-test-browser.desktop\n' >"$XDG_CONFIG_HOME/mimeapps.list"
 # The app inherits this environment: a scratch HOME keeps its Downloads (audit exports) out of
 # the real one; RUST_LOG=info puts its log (never a token) next to the screenshots; BROWSER is
 # where it opens a sign-in.
@@ -68,6 +82,10 @@ echo "e2e: background mode (window closed: WebKit's processes end, the engine go
 E2E_LOGS="$logs" node "$here/background.mjs" || status=$?
 echo "e2e: the tray menu over D-Bus (Open rebuilds the window, Quit ends every process)"
 E2E_LOGS="$logs" node "$here/tray.mjs" || status=$?
+# Last: building the shell's tests relinks target/debug/countersign-desktop without the UI
+# embedded (no custom-protocol), which the window tests above must not run (deb.sh builds its own).
+echo "e2e: the window's sign-in commands against the OAuth peer (no token in any IPC payload)"
+(cd "$root" && CARGO_TARGET_DIR="$target" COUNTERSIGN_PEER_PYTHON="$root/.ci/venv/bin/python" cargo test --locked -p countersign-desktop --test ipc -- --ignored) || status=$?
 # A token must never reach a log either.
 if grep -qs "e2e-fastmcp-\|e2e-demo-" "$logs/app-and-driver.log" "$logs/background-app.log" "$logs/tray-app.log"; then
   echo "FAIL a bearer token appears in the app's log ($logs/app-and-driver.log)" >&2

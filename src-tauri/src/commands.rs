@@ -155,19 +155,12 @@ pub async fn server_list(shell: State<'_, Shell>) -> Result<Vec<ServerView>> {
     ipc(shell.console.servers().await)
 }
 
-/// Registers a server (its token goes to the OS keyring only); an OAuth-protected one is signed
-/// in to in the browser.
+/// Registers a server (its token goes to the OS keyring only); an OAuth-protected one is added
+/// "sign-in needed", and the window shows where the person would sign in
+/// (`server_sign_in_plan`) before any browser opens.
 #[tauri::command]
 pub async fn server_add(shell: State<'_, Shell>, request: ServerAddRequest) -> Result<ServerView> {
-    let record = ipc(shell
-        .console
-        .add_server_signing_in(
-            request,
-            Default::default(),
-            crate::sign_in::open,
-            crate::sign_in::SIGN_IN_TIMEOUT,
-        )
-        .await)?;
+    let record = ipc(shell.console.add_server_awaiting_sign_in(request).await)?;
     ipc(shell.console.server_view(record.id).await)
 }
 

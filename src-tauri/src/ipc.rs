@@ -114,7 +114,8 @@ contract! {
         server_update: ServerUpdateRequest => ServerView,
         server_remove: ServerRef => (),
         server_check: ServerRef => ServerView,
-        server_sign_in: ServerRef => ServerView,
+        server_sign_in_plan: SignInPlanRequest => SignInPlan,
+        server_sign_in: SignInRequest => ServerView,
         server_sign_out: ServerRef => ServerView,
         server_check_cancel: () => (),
         demo_start: () => ServerView,
@@ -343,6 +344,47 @@ pub struct TaskAdoptRequest {
 pub struct ServerRef {
     /// Row id.
     pub server_id: i64,
+}
+
+/// `server_sign_in_plan` request: the server, and the client the person registered themselves,
+/// if they gave one (else dynamic registration, or the client kept from before).
+#[derive(Debug, Clone, Deserialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct SignInPlanRequest {
+    /// Row id.
+    pub server_id: i64,
+    /// A client id registered with the authorization server by hand.
+    #[serde(default)]
+    #[ts(optional)]
+    pub client_id: Option<String>,
+    /// The fixed loopback port of that client's redirect URI.
+    #[serde(default)]
+    #[ts(optional)]
+    pub redirect_port: Option<u16>,
+}
+
+/// `server_sign_in` request (deserialise-only: it may carry a client secret): the server, the
+/// host the person was shown (`server_sign_in_plan`) and confirmed (the browser opens nothing
+/// else), and the client they gave, if any.
+#[derive(Debug, Clone, Deserialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct SignInRequest {
+    /// Row id.
+    pub server_id: i64,
+    /// [`SignInPlan::host`] as shown.
+    pub host: String,
+    /// A client id registered with the authorization server by hand.
+    #[serde(default)]
+    #[ts(optional)]
+    pub client_id: Option<String>,
+    /// Its secret (a confidential client), kept only in the OS keyring with the sign-in.
+    #[serde(default)]
+    #[ts(optional, type = "string")]
+    pub client_secret: Option<SecretText>,
+    /// The fixed loopback port of that client's redirect URI.
+    #[serde(default)]
+    #[ts(optional)]
+    pub redirect_port: Option<u16>,
 }
 
 /// `tool_call` request.

@@ -193,6 +193,8 @@ pub fn run(options: Options, launch: Launch) -> Result<(), Error> {
 /// Wires state, commands and the feed onto a builder (also used by the IPC tests).
 pub fn builder<R: Runtime>(builder: tauri::Builder<R>, shell: Shell) -> tauri::Builder<R> {
     builder
+        // The sign-in's browser step (sign_in.rs); the webview is granted none of it.
+        .plugin(tauri_plugin_opener::init())
         .manage(shell)
         .manage(settings::Applied::default())
         .invoke_handler(tauri::generate_handler![
@@ -213,6 +215,7 @@ pub fn builder<R: Runtime>(builder: tauri::Builder<R>, shell: Shell) -> tauri::B
             commands::server_update,
             commands::server_remove,
             commands::server_check,
+            sign_in::server_sign_in_plan,
             sign_in::server_sign_in,
             sign_in::server_sign_out,
             commands::server_check_cancel,

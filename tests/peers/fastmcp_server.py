@@ -34,6 +34,9 @@ Environment (all optional):
                           authorize endpoint that approves at once, token, refresh,
                           revocation); /mcp answers 401 without a token
   PEER_TOKEN_SECONDS      access token lifetime in OAuth mode (default: fastmcp's, 3600)
+  PEER_OAUTH_CLIENT       OAuth mode: a pre-registered client, JSON {"client_id",
+                          "client_secret", "redirect_uri"}; fastmcp accepts exactly
+                          that redirect URI for it (port included)
 """
 
 from __future__ import annotations
@@ -321,11 +324,26 @@ def _protect(port: int) -> None:
     if TOKEN_SECONDS is not None:
         # fastmcp reads this module constant at each token issue; there is no setting.
         in_memory.DEFAULT_ACCESS_TOKEN_EXPIRY_SECONDS = TOKEN_SECONDS
-    mcp.auth = in_memory.InMemoryOAuthProvider(
+    provider = in_memory.InMemoryOAuthProvider(
         base_url=f"http://127.0.0.1:{port}",
         client_registration_options=ClientRegistrationOptions(enabled=True),
         revocation_options=RevocationOptions(enabled=True),
     )
+    pre = os.environ.get("PEER_OAUTH_CLIENT")
+    if pre:
+        from mcp.shared.auth import OAuthClientInformationFull
+
+        given = json.loads(pre)
+        # What an administrator registers by hand: one exact redirect URI, a secret.
+        provider.clients[given["client_id"]] = OAuthClientInformationFull(
+            client_id=given["client_id"],
+            client_secret=given["client_secret"],
+            redirect_uris=[given["redirect_uri"]],
+            token_endpoint_auth_method="client_secret_post",
+            grant_types=["authorization_code", "refresh_token"],
+            response_types=["code"],
+        )
+    mcp.auth = provider
 
 
 async def _main(port: int, log_level: str) -> None:

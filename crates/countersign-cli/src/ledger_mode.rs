@@ -207,18 +207,26 @@ pub(crate) async fn servers_login(
     Ok(EXIT_COMPLETED)
 }
 
-/// `servers logout NAME`: forgets the server's sign-in (its keyring entry).
+/// `servers logout NAME [--forget-client]`: forgets the server's tokens (and, asked, its
+/// client registration).
 pub(crate) async fn servers_logout(
     desk: &Desk,
     name: &str,
+    forget_client: bool,
     json_out: bool,
 ) -> Result<u8, CliError> {
     let server = desk.server(name).await?;
-    desk.console.sign_out(server.id).await?;
-    if json_out {
-        terminal::json(&json!({"signedOut": name}));
+    if forget_client {
+        desk.console.forget_sign_in(server.id).await?;
     } else {
-        say!("signed out of {name}; `countersign servers login {name}` signs in again");
+        desk.console.sign_out(server.id).await?;
+    }
+    if json_out {
+        terminal::json(&json!({"signedOut": name, "clientForgotten": forget_client}));
+    } else if forget_client {
+        say!("signed out of {name} and forgot its client registration; `countersign servers login {name}` registers again");
+    } else {
+        say!("signed out of {name}; `countersign servers login {name}` signs in again as the same client");
     }
     Ok(EXIT_COMPLETED)
 }

@@ -304,6 +304,11 @@ struct SignInClientArgs {
     /// path), used where the authorization server supports them.
     #[arg(long, value_name = "URL")]
     client_metadata_url: Option<String>,
+    /// Listen for the sign-in's answer on this fixed loopback port: for a client registered
+    /// with the exact redirect URI http://127.0.0.1:PORT/callback (servers that do not accept
+    /// any port). Kept with the client, so `login` later uses it again.
+    #[arg(long, value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..))]
+    redirect_port: Option<u16>,
 }
 
 impl SignInClientArgs {
@@ -326,6 +331,7 @@ impl SignInClientArgs {
             client_id: self.client_id.clone(),
             client_secret,
             metadata_document_url: self.client_metadata_url.clone(),
+            redirect_port: self.redirect_port,
         })
     }
 }
@@ -358,10 +364,14 @@ enum ServersCommand {
         #[command(flatten)]
         client: SignInClientArgs,
     },
-    /// Sign out: forget the server's OAuth tokens and registration (the keyring entry).
+    /// Sign out: forget the server's OAuth tokens. The client registration stays in the
+    /// keyring, so `login` is the same client again and the server's tasks resume.
     Logout {
         /// Its name.
         name: String,
+        /// Forget the client registration too (the next `login` registers a new client).
+        #[arg(long)]
+        forget_client: bool,
     },
     /// List servers.
     List,
@@ -798,9 +808,14 @@ async fn run(cli: Cli) -> Result<u8, CliError> {
             })
             .await
         }
-        Command::Servers(ServersCommand::Logout { name }) => {
+        Command::Servers(ServersCommand::Logout {
+            name,
+            forget_client,
+        }) => {
             with_desk(&global, |desk| {
-                Box::pin(async move { ledger_mode::servers_logout(desk, &name, json).await })
+                Box::pin(async move {
+                    ledger_mode::servers_logout(desk, &name, forget_client, json).await
+                })
             })
             .await
         }

@@ -26,10 +26,11 @@ pub use challenge::Challenge;
 pub use discovery::{AuthServerMetadata, Discovered, ProtectedResource};
 pub use flow::{
     Authorizer, ClientConfig, Credentials, PendingAuthorization, PreRegistered, Registration,
-    RegistrationKind, TokenAuth, TokenSet, MAX_STEP_UP_ATTEMPTS,
+    RegistrationKind, RegistrationPlan, TokenAuth, TokenSet, MAX_STEP_UP_ATTEMPTS,
 };
 pub use loopback::{follow_without_browser, Callback, Loopback};
 pub use session::{with_refresh, with_sign_in, SessionError};
+pub use store::SignedOut;
 
 /// Why signing in (or refreshing) failed. Messages are plain sentences for a person; none
 /// contains a token, a client secret, an authorization code or a PKCE verifier.
@@ -195,6 +196,15 @@ pub enum Error {
         /// Refusals taken (a sign-in followed each but the last).
         attempts: usize,
     },
+    /// The authorization URL leads to another host than the one the person confirmed (the
+    /// server's metadata changed between the two steps): nothing is opened.
+    #[error("the sign-in would open {found}, not {confirmed} as you confirmed: nothing was opened; start the sign-in again to see where it leads")]
+    HostNotConfirmed {
+        /// The host shown and confirmed.
+        confirmed: String,
+        /// Where the authorization URL leads.
+        found: String,
+    },
     /// The browser could not be opened.
     #[error("could not open the browser: {message}")]
     Browser {
@@ -206,6 +216,14 @@ pub enum Error {
     Timeout {
         /// The limit.
         seconds: u64,
+    },
+    /// The fixed redirect port cannot be listened on (another program holds it).
+    #[error("cannot listen on 127.0.0.1:{port} for the sign-in's answer ({message}): close the program that uses it, or register another redirect port")]
+    RedirectPortTaken {
+        /// The port.
+        port: u16,
+        /// What the system said.
+        message: String,
     },
     /// The loopback listener failed.
     #[error("the local sign-in listener failed: {message}")]

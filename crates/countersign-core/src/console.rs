@@ -23,6 +23,7 @@ pub mod notifications;
 pub mod present;
 mod settings;
 mod sign_ins;
+mod signing_in;
 pub mod view;
 
 use std::collections::HashMap;
@@ -173,6 +174,9 @@ pub struct SignInClient {
     /// The URL where our client ID metadata document is published, used where the
     /// authorization server supports them.
     pub metadata_document_url: Option<String>,
+    /// A fixed loopback port for the redirect URI, for a client registered with an exact
+    /// redirect URI (`http://127.0.0.1:{port}/callback`).
+    pub redirect_port: Option<u16>,
 }
 
 impl SignInClient {
@@ -201,7 +205,13 @@ impl SignInClient {
                 )));
             }
         }
+        if self.redirect_port == Some(0) {
+            return Err(Error::Invalid(
+                "the redirect port must be a port number from 1 to 65535".into(),
+            ));
+        }
         Ok(crate::auth::ClientConfig {
+            redirect_port: self.redirect_port,
             metadata_document_url: self
                 .metadata_document_url
                 .as_ref()
@@ -779,6 +789,7 @@ impl Console {
                     s,
                     seen.iter().find(|r| r.server_id == s.id),
                     sign_ins.iter().find(|r| r.server_id == s.id),
+                    self.tokens.sign_in_info(s.id),
                 )
             })
             .collect())
@@ -957,11 +968,16 @@ impl Console {
             self.config.client.clone(),
             None,
         )?;
-        let authorizer = crate::auth::Authorizer::new(&server.url, config)
-            .map_err(crate::auth::SessionError::from)?;
         // The last sign-in keeps its registration (a new one only for a new authorization
-        // server); an unreadable one is simply replaced.
+        // server), also after a sign-out; an unreadable one is simply replaced.
         let mut credentials = self.tokens.load_credentials(id).await.ok().flatten();
+        let kept = match credentials {
+            Some(_) => None,
+            None => self.tokens.load_registration(id).await.ok().flatten(),
+        };
+        let authorizer = crate::auth::Authorizer::new(&server.url, config)
+            .map_err(crate::auth::SessionError::from)?
+            .remembering(kept);
         let before = credentials.as_ref().map(|c| c.tokens.access_token.clone());
         let discovery = crate::auth::with_sign_in(
             &client,
@@ -1064,12 +1080,28 @@ impl Console {
         self.refreshers.stop(id);
     }
 
-    /// Signs out of server `id`: its OAuth sign-in leaves the keyring (and the engine stops
-    /// sending its token); the server and its tasks stay.
+    /// Signs out of server `id`: its OAuth tokens leave the keyring (and the engine stops
+    /// sending them); the client registration stays in the keyring, so the next sign-in is the
+    /// same client and the server's tasks for that client resume. The server and its tasks
+    /// stay. [`Console::forget_sign_in`] forgets the registration too.
     pub async fn sign_out(&self, id: i64) -> Result<ServerRecord> {
+        self.signing_out(id, false).await
+    }
+
+    /// Signs out of server `id` and forgets its client registration: the next sign-in registers
+    /// anew (a new client to the server, which may not know the old client's tasks).
+    pub async fn forget_sign_in(&self, id: i64) -> Result<ServerRecord> {
+        self.signing_out(id, true).await
+    }
+
+    async fn signing_out(&self, id: i64, forget_client: bool) -> Result<ServerRecord> {
         let server = self.server(id).await?;
         self.stop_refreshing(id);
-        self.tokens.delete_credentials(id).await?;
+        if forget_client {
+            self.tokens.delete_credentials(id).await?;
+        } else {
+            self.tokens.delete_tokens(id).await?;
+        }
         let record = if server.has_token && self.tokens.get(id).is_none() {
             self.set_token_flag(id, false).await?
         } else {
@@ -1327,6 +1359,7 @@ mod tests {
             client_id: id.map(str::to_owned),
             client_secret: secret.then(|| Sensitive::new("s3cr3t".to_owned())),
             metadata_document_url: url.map(str::to_owned),
+            redirect_port: None,
         }
     }
 

@@ -252,6 +252,7 @@ impl Engine {
             sign_in_needed: HashSet::new(),
             reauthorizing: HashSet::new(),
             plain_refusals: HashSet::new(),
+            held_refusals: HashMap::new(),
             reauthed: reauth_tx,
             signed_in_cursor: 0,
         };
@@ -478,6 +479,10 @@ struct State {
     /// Servers whose refusals a refresh cannot help (a static token, or the authorization
     /// server unreachable): recorded as `poll_failed` like any failure, until a poll succeeds.
     plain_refusals: HashSet<i64>,
+    /// The refused polls that started a server's refresh, held until it ends: if the refusal
+    /// turns out plain (a static token, or the authorization server unreachable) they are
+    /// recorded then, so the first refusal of a streak is on the timeline too.
+    held_refusals: HashMap<i64, Vec<Observation>>,
     /// Where refreshes report back to the loop.
     reauthed: mpsc::UnboundedSender<(i64, Reauth)>,
     /// The last `signed_in` event acted on.
@@ -1017,7 +1022,7 @@ impl State {
                         if !self.plain_refusals.contains(&server_id) {
                             // What the refusal means is known once the refresh ends: a new token
                             // (a refresh raced the poll: nothing to record), a sign-in needed
-                            // (recorded then), or a plain refusal (recorded from the next one).
+                            // (recorded then), or a plain refusal (this one recorded then).
                             if self.reauthorizing.insert(server_id) {
                                 spawn_reauth(
                                     sign_ins.clone(),
@@ -1026,6 +1031,10 @@ impl State {
                                     server_id,
                                 );
                             }
+                            self.held_refusals
+                                .entry(server_id)
+                                .or_default()
+                                .push(observation);
                             return;
                         }
                     }
@@ -1106,6 +1115,8 @@ impl State {
     /// A refresh started on a refused token ended.
     fn reauthed(&mut self, server_id: i64, outcome: Reauth) {
         self.reauthorizing.remove(&server_id);
+        let held = self.held_refusals.remove(&server_id).unwrap_or_default();
+        let plain = matches!(outcome, Reauth::Later(_) | Reauth::NotSignedIn);
         match outcome {
             Reauth::Token(token) => {
                 self.plain_refusals.remove(&server_id);
@@ -1123,6 +1134,12 @@ impl State {
                 self.plain_refusals.insert(server_id);
             }
             Reauth::SignInNeeded(message) => self.pause_server(server_id, message),
+        }
+        if plain {
+            // Recorded now as the refusals they are (`plain_refusals` holds the server).
+            for observation in held {
+                self.observe(observation);
+            }
         }
     }
 

@@ -13,7 +13,8 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, RwLock};
 
-use crate::auth::Credentials;
+use crate::auth::{Credentials, Registration};
+use crate::console::view::SignInInfo;
 use crate::engine::TokenProvider;
 use crate::ledger::servers::ServerRecord;
 use crate::sensitive::Sensitive;
@@ -212,6 +213,23 @@ pub struct Tokens {
     secrets: Secrets,
     scope: String,
     cache: Arc<RwLock<HashMap<i64, Sensitive<String>>>>,
+    /// The non-secret parts of each server's OAuth sign-in (who, expiry), kept next to the
+    /// access token whenever it is read or stored, so a window can show them without a keyring
+    /// round trip per listing.
+    infos: Arc<RwLock<HashMap<i64, SignInInfo>>>,
+}
+
+/// What a window may know of a sign-in: who and until when, nothing secret.
+fn info_of(credentials: &Credentials) -> SignInInfo {
+    SignInInfo {
+        account: credentials.tokens.account.clone(),
+        expires_at_ms: credentials
+            .tokens
+            .expires_at
+            .and_then(|at| i64::try_from(at).ok())
+            .and_then(|at| at.checked_mul(1000)),
+        renews: credentials.tokens.refresh_token.is_some(),
+    }
 }
 
 impl Tokens {
@@ -221,6 +239,7 @@ impl Tokens {
             secrets,
             scope: data_dir.display().to_string(),
             cache: Arc::default(),
+            infos: Arc::default(),
         }
     }
 
@@ -245,10 +264,12 @@ impl Tokens {
         let me = self.clone();
         let blob = credentials.to_keyring_blob();
         let access = credentials.tokens.access_token.clone();
+        let info = info_of(credentials);
         tokio::task::spawn_blocking(move || {
             me.secrets.store(&me.sign_in_entry_name(server), &blob)?;
             // The engine's provider reads the cache: the access token is this server's token.
             me.put(server, Some(access));
+            me.note(server, Some(info));
             Ok(())
         })
         .await
@@ -266,16 +287,55 @@ impl Tokens {
         Ok(blob.and_then(|b| Credentials::from_keyring_blob(&b).ok()))
     }
 
-    /// Forgets a server's OAuth sign-in (sign out); succeeds if there was none.
+    /// Forgets a server's OAuth sign-in and its client registration (removing the server, or
+    /// "forget this client"); succeeds if there was none.
     pub async fn delete_credentials(&self, server: i64) -> Result<()> {
         let me = self.clone();
         tokio::task::spawn_blocking(move || {
             me.secrets.delete(&me.sign_in_entry_name(server))?;
             me.put(server, None);
+            me.note(server, None);
             Ok(())
         })
         .await
         .unwrap_or_else(|_| Err(panicked()))
+    }
+
+    /// Signs a server out: its tokens leave the keyring and the cache, its client registration
+    /// stays (see [`crate::auth::SignedOut`]), so the next sign-in is the same client. Succeeds
+    /// if there was no sign-in; an unreadable one is deleted whole.
+    pub async fn delete_tokens(&self, server: i64) -> Result<()> {
+        let me = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let entry = me.sign_in_entry_name(server);
+            if let Some(blob) = me.secrets.load(&entry)? {
+                match Credentials::from_keyring_blob(&blob) {
+                    Ok(credentials) => me
+                        .secrets
+                        .store(&entry, &credentials.signed_out().to_keyring_blob())?,
+                    // Already signed out: the registration stays as it is.
+                    Err(_) if crate::auth::store::registration_from_keyring_blob(&blob).is_ok() => {
+                    }
+                    Err(_) => me.secrets.delete(&entry)?,
+                }
+            }
+            me.put(server, None);
+            me.note(server, None);
+            Ok(())
+        })
+        .await
+        .unwrap_or_else(|_| Err(panicked()))
+    }
+
+    /// The client registration a server's sign-in uses or, signed out, kept; `None` if there
+    /// is none (or it is unreadable: the next sign-in registers anew).
+    pub async fn load_registration(&self, server: i64) -> Result<Option<Registration>> {
+        let me = self.clone();
+        let blob =
+            tokio::task::spawn_blocking(move || me.secrets.load(&me.sign_in_entry_name(server)))
+                .await
+                .unwrap_or_else(|_| Err(panicked()))?;
+        Ok(blob.and_then(|b| crate::auth::store::registration_from_keyring_blob(&b).ok()))
     }
 
     /// Reads the tokens of these servers from the keyring into the cache; returns the failures.
@@ -290,6 +350,7 @@ impl Tokens {
                     Ok(None) => match me.secrets.load(&me.sign_in_entry_name(id)) {
                         Ok(Some(blob)) => {
                             if let Ok(credentials) = Credentials::from_keyring_blob(&blob) {
+                                me.note(id, Some(info_of(&credentials)));
                                 me.put(id, Some(credentials.tokens.access_token));
                             }
                         }
@@ -312,19 +373,24 @@ impl Tokens {
         let me = self.clone();
         let read = tokio::task::spawn_blocking(move || {
             if let Some(token) = me.secrets.load(&me.entry_name(server))? {
-                return Ok(Some(token));
+                return Ok((Some(token), None));
             }
-            Ok::<_, Error>(
-                me.secrets
-                    .load(&me.sign_in_entry_name(server))?
-                    .and_then(|blob| Credentials::from_keyring_blob(&blob).ok())
-                    .map(|c| c.tokens.access_token),
-            )
+            let credentials = me
+                .secrets
+                .load(&me.sign_in_entry_name(server))?
+                .and_then(|blob| Credentials::from_keyring_blob(&blob).ok());
+            Ok::<_, Error>((
+                credentials.as_ref().map(|c| c.tokens.access_token.clone()),
+                credentials.as_ref().map(info_of),
+            ))
         })
         .await
         .unwrap_or_else(|_| Err(panicked()));
         match read {
-            Ok(token) => self.put(server, token),
+            Ok((token, info)) => {
+                self.put(server, token);
+                self.note(server, info);
+            }
             Err(e) => tracing::warn!(
                 server,
                 "a token cannot be read again from the OS keyring: {e}"
@@ -371,6 +437,21 @@ impl Tokens {
                 None => cache.remove(&server),
             };
         }
+    }
+
+    fn note(&self, server: i64, info: Option<SignInInfo>) {
+        if let Ok(mut infos) = self.infos.write() {
+            match info {
+                Some(i) => infos.insert(server, i),
+                None => infos.remove(&server),
+            };
+        }
+    }
+
+    /// Who is signed in to a server and until when, as last read from or stored in the keyring
+    /// by this process; `None` without an OAuth sign-in.
+    pub fn sign_in_info(&self, server: i64) -> Option<SignInInfo> {
+        self.infos.read().ok()?.get(&server).cloned()
     }
 
     /// The cached token of a server.

@@ -4,11 +4,15 @@
 use std::future::Future;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use oauth2::basic::{BasicClient, BasicErrorResponse, BasicTokenResponse};
+use oauth2::basic::{
+    BasicClient, BasicErrorResponse, BasicRevocationErrorResponse, BasicTokenIntrospectionResponse,
+    BasicTokenType,
+};
 use oauth2::{
     AuthType, AuthUrl, AuthorizationCode, ClientId, ClientSecret, CsrfToken, EndpointNotSet,
-    EndpointSet, HttpClientError, PkceCodeChallenge, PkceCodeVerifier, RedirectUrl, RefreshToken,
-    RequestTokenError, Scope, TokenResponse, TokenUrl,
+    EndpointSet, ExtraTokenFields, HttpClientError, PkceCodeChallenge, PkceCodeVerifier,
+    RedirectUrl, RefreshToken, RequestTokenError, Scope, StandardRevocableToken,
+    StandardTokenResponse, TokenResponse, TokenUrl,
 };
 use serde_json::{json, Value};
 
@@ -51,6 +55,10 @@ pub struct ClientConfig {
     pub metadata_document_url: Option<String>,
     /// A client the person registered themselves, used first.
     pub pre_registered: Option<PreRegistered>,
+    /// A fixed loopback port for the redirect URI (`http://127.0.0.1:{port}/callback`), for
+    /// authorization servers that match a registered redirect URI exactly, port included
+    /// (RFC 8252 §7.3 says they should accept any port; many do not). `None`: any free port.
+    pub redirect_port: Option<u16>,
 }
 
 impl Default for ClientConfig {
@@ -59,6 +67,7 @@ impl Default for ClientConfig {
             client_name: "Countersign".into(),
             metadata_document_url: None,
             pre_registered: None,
+            redirect_port: None,
         }
     }
 }
@@ -105,6 +114,20 @@ pub enum RegistrationKind {
     Dynamic,
 }
 
+/// How a sign-in will identify Countersign to the authorization server (decided before the
+/// browser opens, see [`Authorizer::registration_plan`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RegistrationPlan {
+    /// The client id the person gave.
+    PreRegistered,
+    /// The registration of an earlier sign-in at the same authorization server, kept.
+    Kept,
+    /// Our client ID metadata document.
+    MetadataDocument,
+    /// A new dynamic client registration (RFC 7591).
+    Dynamic,
+}
+
 /// A client id at one authorization server.
 #[derive(Debug, Clone)]
 pub struct Registration {
@@ -133,6 +156,8 @@ pub struct TokenSet {
     pub expires_at: Option<u64>,
     /// The scopes granted (or requested, when the server did not say).
     pub scopes: Vec<String>,
+    /// Who signed in, where the server said (its OpenID `id_token`); shown, never trusted.
+    pub account: Option<String>,
 }
 
 impl TokenSet {
@@ -179,10 +204,35 @@ pub struct Authorizer {
     http: reqwest::Client,
     server: String,
     config: ClientConfig,
+    /// A registration kept from an earlier sign-in (after a sign-out), reused where
+    /// [`Authorizer::sign_in`] has no current credentials to take it from.
+    remembered: Option<Registration>,
 }
 
-type TokenClient =
-    BasicClient<EndpointNotSet, EndpointNotSet, EndpointNotSet, EndpointNotSet, EndpointSet>;
+/// The token response's one field beyond RFC 6749 we read: an OpenID Connect `id_token`, for
+/// the name of who signed in.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+struct IdTokenField {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    id_token: Option<String>,
+}
+
+impl ExtraTokenFields for IdTokenField {}
+
+type TokenAnswer = StandardTokenResponse<IdTokenField, BasicTokenType>;
+
+type TokenClient = oauth2::Client<
+    BasicErrorResponse,
+    TokenAnswer,
+    BasicTokenIntrospectionResponse,
+    StandardRevocableToken,
+    BasicRevocationErrorResponse,
+    EndpointNotSet,
+    EndpointNotSet,
+    EndpointNotSet,
+    EndpointNotSet,
+    EndpointSet,
+>;
 
 impl Authorizer {
     /// An authorizer for the MCP server at `server`.
@@ -203,7 +253,16 @@ impl Authorizer {
             http,
             server,
             config,
+            remembered: None,
         })
+    }
+
+    /// This authorizer, reusing `registration` when it signs in without current credentials
+    /// (the server was signed out): same issuer (and, for a dynamic registration, the same
+    /// redirect URI) → same client, so the server sees the same client again.
+    pub fn remembering(mut self, registration: Option<Registration>) -> Self {
+        self.remembered = registration;
+        self
     }
 
     /// The MCP server URL.
@@ -220,6 +279,46 @@ impl Authorizer {
             });
         }
         Ok(found)
+    }
+
+    /// How [`Authorizer::register`] would get a client id for the discovered issuer, decided
+    /// without sending anything (what a person is shown before the browser opens): the same
+    /// order and the same refusals as registering.
+    pub fn registration_plan(
+        &self,
+        found: &Discovered,
+        previous: Option<&Registration>,
+    ) -> Result<RegistrationPlan> {
+        let issuer = &found.issuer;
+        if let Some(pre) = &self.config.pre_registered {
+            if let Some(configured) = pre.issuer.as_ref().filter(|c| *c != issuer) {
+                return Err(Error::PreRegisteredElsewhere {
+                    configured: configured.clone(),
+                    issuer: issuer.clone(),
+                });
+            }
+            if pre.client_secret.is_some() {
+                pick_secret_auth(found)?;
+            }
+            return Ok(RegistrationPlan::PreRegistered);
+        }
+        if previous
+            .or(self.remembered.as_ref())
+            .is_some_and(|r| &r.issuer == issuer)
+        {
+            return Ok(RegistrationPlan::Kept);
+        }
+        if self.config.metadata_document_url.is_some()
+            && found.server.client_id_metadata_document_supported
+        {
+            return Ok(RegistrationPlan::MetadataDocument);
+        }
+        if found.server.registration_endpoint.is_some() {
+            return Ok(RegistrationPlan::Dynamic);
+        }
+        Err(Error::NeedsClientId {
+            issuer: issuer.clone(),
+        })
     }
 
     /// A client id for the discovered issuer, in the spec's order: the pre-registered client
@@ -252,7 +351,9 @@ impl Authorizer {
                 client_secret: pre.client_secret.clone(),
                 token_auth,
                 kind: RegistrationKind::PreRegistered,
-                redirect_uri: None,
+                // A fixed port is part of the client's registration: later sign-ins (signing
+                // in again from a banner, without the person's options) bind it again.
+                redirect_uri: self.config.redirect_port.map(|_| redirect_uri.to_owned()),
             });
         }
         if let Some(previous) = previous {
@@ -511,7 +612,7 @@ impl Authorizer {
             resource: found.resource.resource.clone(),
             token_endpoint,
             registration: registration.clone(),
-            tokens: token_set(&response, None, &pending.scopes, SystemTime::now()),
+            tokens: token_set(&response, None, None, &pending.scopes, SystemTime::now()),
         })
     }
 
@@ -535,6 +636,7 @@ impl Authorizer {
             tokens: token_set(
                 &response,
                 Some(refresh),
+                credentials.tokens.account.as_deref(),
                 &credentials.tokens.scopes,
                 SystemTime::now(),
             ),
@@ -560,13 +662,27 @@ impl Authorizer {
         let found = self.discover(challenge).await?;
         let previous_registration = previous
             .map(|c| &c.registration)
+            .or(self.remembered.as_ref())
             .filter(|r| r.issuer == found.issuer);
-        // Same port as the dynamic registration, where free: its redirect URI stays valid.
-        let port = previous_registration
-            .and_then(|r| r.redirect_uri.as_deref())
-            .and_then(|uri| url::Url::parse(uri).ok())
-            .and_then(|u| u.port());
-        let loopback = Loopback::bind(port).await?;
+        let port_of = |r: &Registration| {
+            r.redirect_uri
+                .as_deref()
+                .and_then(|uri| url::Url::parse(uri).ok())
+                .and_then(|u| u.port())
+        };
+        // A fixed port (the person's, or the one a pre-registered client was registered with)
+        // is bound exactly or not at all: any other port would be refused by the server.
+        // Otherwise the dynamic registration's port, where free: its redirect URI stays valid.
+        let fixed = self.config.redirect_port.or_else(|| {
+            previous_registration
+                .filter(|r| r.kind == RegistrationKind::PreRegistered)
+                .filter(|_| self.config.pre_registered.is_none())
+                .and_then(port_of)
+        });
+        let loopback = match fixed {
+            Some(port) => Loopback::bind_exactly(port).await?,
+            None => Loopback::bind(previous_registration.and_then(port_of)).await?,
+        };
         let redirect_uri = loopback.redirect_uri();
         let registration = self
             .register(&found, &redirect_uri, previous_registration)
@@ -611,7 +727,7 @@ fn token_client(registration: &Registration, token_endpoint: &str) -> Result<Tok
         url: token_endpoint.to_owned(),
     })?;
     let mut client =
-        BasicClient::new(ClientId::new(registration.client_id.clone())).set_token_uri(token_url);
+        oauth2::Client::new(ClientId::new(registration.client_id.clone())).set_token_uri(token_url);
     // oauth2 sends `client_id` in the body when there is no secret (`none`), Basic with the
     // URL-encoded pair when there is one, and both in the body with `RequestBody`.
     match (registration.token_auth, &registration.client_secret) {
@@ -651,8 +767,9 @@ fn pick_secret_auth(found: &Discovered) -> Result<TokenAuth> {
 }
 
 fn token_set(
-    response: &BasicTokenResponse,
+    response: &TokenAnswer,
     old_refresh: Option<&Sensitive<String>>,
+    old_account: Option<&str>,
     asked: &[String],
     now: SystemTime,
 ) -> TokenSet {
@@ -673,7 +790,41 @@ fn token_set(
             .or_else(|| old_refresh.cloned()),
         expires_at,
         scopes,
+        // A refresh rarely repeats the id_token: who signed in stays who they were.
+        account: response
+            .extra_fields()
+            .id_token
+            .as_deref()
+            .and_then(account_of_id_token)
+            .or_else(|| old_account.map(str::to_owned)),
     }
+}
+
+/// The longest account name we show (a server's text).
+const MAX_ACCOUNT_CHARS: usize = 120;
+
+/// Who an OpenID `id_token` names, for display only: `preferred_username`, else `email`, else
+/// `name`, else `sub`. The signature is not checked: the token came straight from the token
+/// endpoint over the connection we opened to it (OpenID Connect Core §3.1.3.7 allows TLS server
+/// validation in its place), and the name decides nothing, it is only shown. Control
+/// characters are dropped and the length is bounded: it is server text.
+pub(crate) fn account_of_id_token(id_token: &str) -> Option<String> {
+    use base64::Engine as _;
+    let payload = id_token.split('.').nth(1)?;
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload.trim_end_matches('='))
+        .ok()?;
+    let claims: Value = serde_json::from_slice(&bytes).ok()?;
+    ["preferred_username", "email", "name", "sub"]
+        .iter()
+        .filter_map(|claim| claims.get(claim).and_then(Value::as_str))
+        .map(|name| {
+            name.chars()
+                .filter(|c| !c.is_control())
+                .take(MAX_ACCOUNT_CHARS)
+                .collect::<String>()
+        })
+        .find(|name| !name.trim().is_empty())
 }
 
 /// A token endpoint failure, without the body (it may hold a token) or any secret.
@@ -703,5 +854,53 @@ fn token_error(
             url: url.to_owned(),
             message,
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use base64::Engine as _;
+
+    fn id_token(claims: Value) -> String {
+        let encode = |v: &Value| {
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string().as_bytes())
+        };
+        format!(
+            "{}.{}.signature",
+            encode(&json!({"alg": "RS256"})),
+            encode(&claims)
+        )
+    }
+
+    #[test]
+    fn the_account_is_the_id_tokens_most_readable_name() {
+        let token = id_token(json!({"sub": "u-1", "email": "ada@example.com", "name": "Ada"}));
+        assert_eq!(
+            account_of_id_token(&token).as_deref(),
+            Some("ada@example.com")
+        );
+        let token = id_token(json!({"sub": "u-1", "preferred_username": "ada"}));
+        assert_eq!(account_of_id_token(&token).as_deref(), Some("ada"));
+        let token = id_token(json!({"sub": "u-1"}));
+        assert_eq!(account_of_id_token(&token).as_deref(), Some("u-1"));
+    }
+
+    #[test]
+    fn an_unreadable_or_hostile_id_token_names_nobody_or_is_cleaned() {
+        for bad in ["", "no-dots", "a.%%%.c", "a.e30.c"] {
+            assert_eq!(account_of_id_token(bad), None, "{bad:?}");
+        }
+        let token = id_token(json!({"email": "ada\u{1b}[31m@example.com\n", "sub": "x"}));
+        assert_eq!(
+            account_of_id_token(&token).as_deref(),
+            Some("ada[31m@example.com")
+        );
+        let long = "a".repeat(1000);
+        let token = id_token(json!({ "sub": long }));
+        assert_eq!(
+            account_of_id_token(&token).map(|a| a.chars().count()),
+            Some(MAX_ACCOUNT_CHARS)
+        );
     }
 }

@@ -74,6 +74,19 @@ impl Loopback {
         Ok(Self { listener, port })
     }
 
+    /// A listener on exactly `127.0.0.1:{port}` (a redirect URI registered with that port):
+    /// [`Error::RedirectPortTaken`] when another program holds it.
+    pub async fn bind_exactly(port: u16) -> Result<Self> {
+        let listener =
+            TcpListener::bind(("127.0.0.1", port))
+                .await
+                .map_err(|e| Error::RedirectPortTaken {
+                    port,
+                    message: e.to_string(),
+                })?;
+        Ok(Self { listener, port })
+    }
+
     /// `http://127.0.0.1:{port}/callback`.
     pub fn redirect_uri(&self) -> String {
         format!("http://127.0.0.1:{}{CALLBACK_PATH}", self.port)

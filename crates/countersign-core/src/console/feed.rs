@@ -118,8 +118,10 @@ impl Changes {
                 EventKind::SettingsChanged { .. } => changes.settings = true,
                 EventKind::SignInNeeded { .. } => {
                     changes.servers = true;
-                    // The server's own event, not its copies on each task's timeline.
-                    if e.task.is_none() {
+                    // The server's own event, not its copies on each task's timeline; and not
+                    // one the person caused by adding a server that asks for a sign-in (they
+                    // are looking at it): only the engine's finding is news.
+                    if e.task.is_none() && e.via == crate::ledger::events::Via::Engine {
                         changes
                             .sign_in_needed
                             .push(e.server.clone().unwrap_or_else(|| "A server".into()));

@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use super::view::{
     AuditEntry, EventVia, EventView, InputKind, InputRequestView, InputState, InputView,
-    Reachability, ServerHealth, ServerView, TaskView, ToolView,
+    Reachability, ServerHealth, ServerView, SignInInfo, TaskView, ToolView,
 };
 
 /// A list row.
@@ -173,6 +173,7 @@ pub fn server(
     s: &ServerRecord,
     seen: Option<&ServerReachability>,
     sign_in: Option<&SignInState>,
+    info: Option<SignInInfo>,
 ) -> ServerView {
     let discovered = s.discovered_at;
     // The newest verdict wins: a discovery after a failure means reachable again.
@@ -241,6 +242,7 @@ pub fn server(
         capabilities: s.capabilities.clone(),
         health,
         signed_in: sign_in.is_some_and(|state| state.signed_in),
+        sign_in: info.filter(|_| sign_in.is_some_and(|state| state.signed_in)),
     }
 }
 

@@ -431,9 +431,13 @@ pub struct ServerView {
     pub supports_tasks: bool,
     /// Reachability.
     pub health: ServerHealth,
-    /// Whether an OAuth sign-in is current (signed in, not signed out or refused since). Who
-    /// signed in and the token's expiry stay in the keyring; nothing of a token is here.
+    /// Whether an OAuth sign-in is current (signed in, not signed out or refused since).
     pub signed_in: bool,
+    /// Who is signed in and until when, while signed in (this process's copy of the keyring's
+    /// non-secret parts); nothing of a token is here.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub sign_in: Option<SignInInfo>,
 }
 
 /// `server_add` request (deserialise-only: it may carry a token).
@@ -821,4 +825,60 @@ pub struct GatedDecision {
     /// Also create a rule allowing this tool for this agent from now on.
     #[serde(default)]
     pub always_allow: bool,
+}
+
+/// What signing in to a server will do, shown before the browser opens
+/// ([`crate::console::Console::sign_in_plan`]): where the person will sign in, for which
+/// scopes, as which client. Nothing secret.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct SignInPlan {
+    /// The server row.
+    pub server_id: i64,
+    /// The server's name.
+    pub server: String,
+    /// The host the browser will open (the authorization endpoint's): ASCII (punycode), with a
+    /// port when not the default, never userinfo ([`crate::notice::link_host`]). Signing in
+    /// with this plan refuses to open any other host.
+    pub host: String,
+    /// The authorization server's own host (its issuer), the same form; usually `host`.
+    pub issuer_host: String,
+    /// The scopes that will be asked for (may be empty: the server's default).
+    pub scopes: Vec<String>,
+    /// How Countersign will identify itself there.
+    pub registration: SignInRegistration,
+}
+
+/// How a sign-in identifies Countersign to the authorization server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "snake_case")]
+pub enum SignInRegistration {
+    /// The client id the person gave.
+    PreRegistered,
+    /// The client of the earlier sign-in (kept through a sign-out).
+    Kept,
+    /// Countersign's client ID metadata document.
+    MetadataDocument,
+    /// A new dynamic registration.
+    Dynamic,
+}
+
+/// A server's current OAuth sign-in, as a window shows it: who (where the server says) and when
+/// the access token expires. Read from the keyring blob's non-secret parts; no token.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct SignInInfo {
+    /// Who is signed in, where the authorization server said (its OpenID `id_token`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub account: Option<String>,
+    /// When the access token expires (Unix ms), if the server said.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub expires_at_ms: Option<i64>,
+    /// Whether it renews by itself before then (a refresh token is held).
+    pub renews: bool,
 }
