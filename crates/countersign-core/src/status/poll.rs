@@ -54,6 +54,9 @@ struct Entry {
     server_id: i64,
     task_id: String,
     interval: Duration,
+    /// The server's last `pollIntervalMs` for this task: with the server's floor now, the
+    /// interval after an unchanged answer (a floor may have been raised since the last change).
+    server_ms: Option<u64>,
     failures: u32,
     generation: u64,
     in_flight: bool,
@@ -211,6 +214,7 @@ async fn run(
                         server_id: w.server_id,
                         task_id: w.task_id,
                         interval,
+                        server_ms: w.poll_interval_ms,
                         failures: 0,
                         generation,
                         in_flight: false,
@@ -261,6 +265,10 @@ async fn run(
                         if let Ok(mut s) = stats.lock() {
                             s.unchanged += 1;
                         }
+                        // The person may have raised the floor (Settings, the server's own):
+                        // it holds from the next interval, unchanged answer or not.
+                        let floor = links.get(entry.server_id).map(|l| l.floor).unwrap_or_default();
+                        entry.interval = scheduler::interval(entry.server_ms, floor);
                         queue.schedule(done.task, scheduler::after(now, entry.next_wait()));
                         continue;
                     }
@@ -275,6 +283,7 @@ async fn run(
                         entry.failures = 0;
                         entry.digest = Some((digest, done.epoch));
                         let floor = links.get(entry.server_id).map(|l| l.floor).unwrap_or_default();
+                        entry.server_ms = task.poll_interval_ms;
                         entry.interval = scheduler::interval(task.poll_interval_ms, floor);
                         if task.status().is_terminal() {
                             entries.remove(&done.task);
