@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use countersign_demo::{DemoConfig, Fault};
-use countersign_tests::gateway::{tasks_meta, GatewayRig};
+use countersign_tests::gateway::{tasks_meta, GatewayRig, DEADLINE};
 use serde_json::{json, Value};
 
 const DISPOSITION: &str = "io.modelcontextprotocol/tool-approval-disposition";
@@ -670,4 +670,121 @@ async fn a_result_recorded_before_a_kill_9_is_what_the_agent_polls_after_the_res
         "{task}"
     );
     assert_eq!(rig.upstream_calls(), 1, "the upstream ran it once");
+}
+
+/// The first-launch demo's agent (`countersign-desktop --demo`), run in-process as the app runs
+/// it: a console with its engine, the gateway, and the demo server registered as `demo`.
+#[tokio::test]
+async fn the_demo_agent_gets_its_allowed_call_at_once_and_its_other_call_runs_after_approval() {
+    use countersign_core::console::view::{GatedDecision, ServerAddRequest};
+    use countersign_core::console::{Console, Setup, Start};
+    use countersign_core::gateway::demo_agent::{self, GatedEnd};
+    use countersign_core::gateway::endpoint::{Gateway, GatewayConfig};
+    use countersign_demo::DemoServer;
+    use std::sync::Arc;
+
+    let demo = DemoServer::start(
+        std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+        DemoConfig {
+            time_scale: 0.05,
+            ..DemoConfig::default()
+        },
+    )
+    .await
+    .expect("the demo server starts");
+    let dir = countersign_tests::procs::DataDir::new("demo-agent");
+    let mut setup = Setup::new(dir.path());
+    setup.start = Start::Now;
+    let console = Arc::new(Console::open(setup).await.expect("the console opens"));
+    console
+        .add_server(ServerAddRequest {
+            name: "demo".into(),
+            url: demo.url(),
+            token: None,
+            discover: true,
+        })
+        .await
+        .expect("the demo server registers");
+    let gateway = Gateway::start(Arc::clone(&console), GatewayConfig::default())
+        .await
+        .expect("the gateway starts");
+
+    let enrolled = demo_agent::enrol(&console, "demo")
+        .await
+        .expect("the demo agent enrols")
+        .expect("a fresh ledger has no demo agent yet");
+    let url = format!("{}demo", gateway.base_url());
+    let agent = tokio::spawn(async move { demo_agent::run(&url, enrolled).await });
+
+    // Its gated call waits in the inbox; the allowed one has already run.
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    let pending = loop {
+        let pending = console.pending_gated_calls().await.expect("the inbox");
+        if let Some(call) = pending.into_iter().next() {
+            break call;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the demo agent's call never reached the inbox"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(pending.agent, demo_agent::AGENT);
+    assert_eq!(pending.tool, demo_agent::GATED_TOOL);
+    assert_eq!(
+        demo.stats().requests_for("tools/call"),
+        1,
+        "only the allowed call reached the upstream before approval"
+    );
+    let rules = console.rules().await.expect("the rules");
+    assert!(
+        rules
+            .iter()
+            .any(|r| r.tool == demo_agent::ALLOWED_TOOL
+                && r.agent.as_deref() == Some(demo_agent::AGENT)),
+        "the rule that let the allowed call pass is visible: {rules:?}"
+    );
+    assert!(
+        demo_agent::enrol(&console, "demo")
+            .await
+            .expect("a second enrolment is not an error")
+            .is_none(),
+        "a later launch does not enrol (or run) a second demo agent"
+    );
+
+    console
+        .decide_gated(
+            &pending.task_id,
+            GatedDecision {
+                approve: true,
+                reason: None,
+                always_allow: false,
+            },
+        )
+        .await
+        .expect("the approval is recorded");
+    let outcome = tokio::time::timeout(DEADLINE, agent)
+        .await
+        .expect("the demo agent ends once its call ran")
+        .expect("the agent task")
+        .expect("the demo agent's calls succeed");
+
+    assert_eq!(outcome.allowed["isError"], false, "{:?}", outcome.allowed);
+    assert_eq!(
+        outcome.gated_task, pending.task_id,
+        "the task the inbox showed"
+    );
+    match &outcome.gated {
+        GatedEnd::Completed(result) => {
+            assert_eq!(result["isError"], false, "approved and run: {result}");
+            assert_eq!(disposition(result), "approved-executed", "{result}");
+        }
+        other => panic!("the approved call completes, got {other:?}"),
+    }
+    assert_eq!(
+        demo.stats().requests_for("tools/call"),
+        2,
+        "the approved call ran exactly once"
+    );
+    gateway.shutdown().await;
 }

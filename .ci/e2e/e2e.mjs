@@ -675,6 +675,32 @@ await step("with `countersign watch` holding the ledger: a banner, no notificati
   watch.kill();
 });
 
+await step("the first-launch demo: its agent's call waits in the inbox with a notification; Approve runs it (issue 13)", async () => {
+  await ui.quit();
+  closeNotifications();
+  // A fresh ledger, as a newcomer's: --demo runs the demo server, the gateway and the demo
+  // agent, which calls get_time (allowed by the demo's rule) and batch_export (waits).
+  const t0 = Date.now();
+  ui = await App.launch(app, ["--demo", "--data-dir", join(work, "demo-ledger")]);
+  await ui.go("#/inbox");
+  const card = '.gated-call[aria-label="demo-agent wants to run batch_export on demo"]';
+  await until("the demo agent's call in the inbox", () => ui.exists(card), 60000);
+  assert.match(await ui.text(card), /"rows": 20000/, "its exact arguments");
+  await until("its notification", () => notifications.fresh("demo-agent wants to run demo · batch_export").length >= 1, 10000);
+  console.log(`     the demo agent's call waited in the inbox ${((Date.now() - t0) / 1000).toFixed(1)} s after launch`);
+  await ui.click(`${card} [data-testid="gated-approve"]`);
+  await until("the card gone", async () => !(await ui.exists(card)));
+  await ui.go("#/agents");
+  await until("the demo agent listed", () => ui.exists('[data-testid="agents"] tr[data-agent="demo-agent"]'));
+  const rule = await ui.text('[data-testid="rules"]');
+  assert.match(rule, /demo-agent[\s\S]*demo[\s\S]*get_time[\s\S]*allow/, `the demo's rule is visible: ${rule}`);
+  await until(
+    "the approved call to run upstream and end",
+    async () => /demo-agent[\s\S]*batch_export[\s\S]*done · decided by/.test(await ui.text('[data-testid="agent-calls"]')),
+    60000,
+  );
+});
+
 await ui.quit();
 console.log(`e2e: ${passed.length} passed in ${((Date.now() - started) / 1000).toFixed(0)} s; screenshots in ${shots}`);
 process.exit(0);

@@ -6,12 +6,14 @@
 //! - [`outcome`]: what the agent is told, as MCP results with SEP-2848 dispositions in `_meta`;
 //! - [`endpoint`]: the Streamable HTTP endpoint on 127.0.0.1 (`/mcp/<server-name>`), both
 //!   protocol generations, bearer token per agent;
-//! - [`relay`]: `countersign connect`, a stdio MCP server relaying to the running gateway.
+//! - [`relay`]: `countersign connect`, a stdio MCP server relaying to the running gateway;
+//! - [`demo_agent`]: the first-launch demo's agent, calling demo tools through the gateway.
 //!
 //! The records (agents, rules, gated calls) live in the ledger (`ledger::{agents, rules,
 //! gated}`); every action on them is a [`crate::console::Console`] method
 //! (`console/gateway.rs`), so the CLI, the app and the endpoint share one path.
 
+pub mod demo_agent;
 pub mod endpoint;
 pub mod outcome;
 pub mod policy;
