@@ -27,6 +27,7 @@ const COMMANDS: &[&str] = &[
     "gated_list",
     "gated_decide",
     "agents_get",
+    "agent_add",
     "agent_remove",
     "rule_remove",
     "tool_list",

@@ -576,7 +576,21 @@ await step("an agent's call through the app's gateway waits in the inbox with a 
   closeNotifications();
   const info = await ui.js(`return window.__TAURI_INTERNALS__.invoke("app_info");`);
   assert.ok(info.gatewayUrl, `the app runs the gateway: ${JSON.stringify(info)}`);
-  const { token } = JSON.parse(execFileSync(cli, ["--data-dir", dataDir, "--json", "agents", "add", "e2e-agent"]).toString());
+  // The agent is added in the Agents view: its token is shown once, with the snippets to paste.
+  await ui.go("#/agents");
+  await ui.type('[data-testid="add-agent"] input[name="agent-name"]', "e2e-agent");
+  await ui.click('[data-testid="add-agent"] button[type="submit"]');
+  const token = (await until("the new agent's token", () => ui.text('[data-testid="agent-token"]'), 10000)).trim();
+  assert.match(token, /^csa_[0-9a-f]{64}$/, "a fresh token, shown once");
+  await ui.choose('[data-testid="snippet-server"]', "secure-demo");
+  const claude = await ui.text('[data-snippet="claude-code"] pre');
+  assert.equal(claude, `claude mcp add --transport http secure-demo ${info.gatewayUrl}secure-demo --header 'Authorization: Bearer ${token}'`);
+  assert.match(await ui.text('[data-snippet="cursor"] pre'), new RegExp(`"url": "${info.gatewayUrl}secure-demo"`));
+  await assertAccessible("the Agents view with a new token");
+  await ui.click('[data-testid="agent-created-done"]');
+  assert.equal(await ui.exists('[data-testid="agent-token"]'), false, "the token is gone from the window");
+  assert.match(await ui.text('[data-testid="agents"] tr[data-agent="e2e-agent"]'), /active/);
+  for (const b of ledgerBytes()) assert.equal(b.indexOf(token), -1, "the token is not in the ledger");
   // The fastmcp 4.1.4 client (not ours) with the tasks extension: it gets Countersign's task and
   // polls it until a person decides.
   const agent = spawn(python, [join(root, "tests/peers/gateway_agent.py"), "fastmcp", `${info.gatewayUrl}secure-demo`, token, "get_time", JSON.stringify({ why: "e2e <b>audit</b>" }), "--timeout", "90"], {

@@ -242,6 +242,7 @@ pub fn builder<R: Runtime>(builder: tauri::Builder<R>, shell: Shell) -> tauri::B
             commands::gated_list,
             commands::gated_decide,
             commands::agents_get,
+            commands::agent_add,
             commands::agent_remove,
             commands::rule_remove,
             commands::tool_list,

@@ -1,5 +1,6 @@
 // Generated from src-tauri/src/ipc.rs (contract!). Do not edit: run
 // `COUNTERSIGN_BLESS=1 cargo test -p countersign-desktop bindings`.
+import type { AgentCreated } from "./AgentCreated";
 import type { AgentRef } from "./AgentRef";
 import type { AgentView } from "./AgentView";
 import type { AgentsPage } from "./AgentsPage";
@@ -59,6 +60,7 @@ export interface Commands {
   gated_list: { req: null; res: Array<GatedCallView> };
   gated_decide: { req: GatedDecideRequest; res: GatedCallView };
   agents_get: { req: null; res: AgentsPage };
+  agent_add: { req: AgentRef; res: AgentCreated };
   agent_remove: { req: AgentRef; res: AgentView };
   rule_remove: { req: RuleRef; res: null };
   tool_list: { req: ServerRef; res: Array<ToolView> };
