@@ -26,6 +26,7 @@ const COMMANDS: &[&str] = &[
     "demo_start",
     "gated_list",
     "gated_decide",
+    "gated_timeline",
     "agents_get",
     "agent_add",
     "agent_remove",

@@ -675,11 +675,13 @@ async fn a_result_recorded_before_a_kill_9_is_what_the_agent_polls_after_the_res
 /// The first-launch demo's agent (`countersign-desktop --demo`), run in-process as the app runs
 /// it: a console with its engine, the gateway, and the demo server registered as `demo`.
 #[tokio::test]
-async fn the_demo_agent_gets_its_allowed_call_at_once_and_its_other_call_runs_after_approval() {
+async fn the_demo_agent_gets_its_allowed_call_at_once_and_its_other_call_runs_after_approval_with_a_timeline(
+) {
     use countersign_core::console::view::{GatedDecision, ServerAddRequest};
     use countersign_core::console::{Console, Setup, Start};
     use countersign_core::gateway::demo_agent::{self, GatedEnd};
     use countersign_core::gateway::endpoint::{Gateway, GatewayConfig};
+    use countersign_core::ledger::EventKind;
     use countersign_demo::DemoServer;
     use std::sync::Arc;
 
@@ -786,5 +788,48 @@ async fn the_demo_agent_gets_its_allowed_call_at_once_and_its_other_call_runs_af
         2,
         "the approved call ran exactly once"
     );
+
+    // The card showed what the upstream's tools/list says about the tool.
+    let info = pending
+        .tool_info
+        .as_ref()
+        .unwrap_or_else(|| panic!("the held call carries the tool's listing: {pending:?}"));
+    assert!(
+        info.description
+            .as_deref()
+            .is_some_and(|d| d.starts_with("Exports `rows` rows")),
+        "the upstream's description: {info:?}"
+    );
+    assert_eq!(info.read_only_hint, Some(true), "{info:?}");
+    assert_eq!(info.open_world_hint, Some(true), "{info:?}");
+
+    // Its timeline, from the ledger: requested → approved → sent upstream → the upstream's task
+    // → its end.
+    let timeline = console
+        .gated_timeline(&pending.task_id)
+        .await
+        .expect("the call's timeline");
+    let steps: Vec<String> = timeline
+        .events
+        .iter()
+        .map(|e| match &e.fact {
+            EventKind::GatedCallChanged { state, .. } => format!("call {}", state.as_str()),
+            other => other.name().to_owned(),
+        })
+        .collect();
+    let position = |step: &str| {
+        steps
+            .iter()
+            .position(|s| s == step)
+            .unwrap_or_else(|| panic!("{step} is on the timeline: {steps:?}"))
+    };
+    assert!(
+        position("call pending") < position("call approved")
+            && position("call approved") < position("call running")
+            && position("call running") < position("task_created")
+            && position("task_created") < position("task_finished"),
+        "request → decision → sent upstream → upstream task → its end: {steps:?}"
+    );
+    assert!(timeline.call.decided_by.is_some(), "who decided");
     gateway.shutdown().await;
 }

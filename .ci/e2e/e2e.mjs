@@ -700,6 +700,11 @@ await step("the first-launch demo: its agent's call waits in the inbox with a no
   const card = '.gated-call[aria-label="demo-agent wants to run batch_export on demo"]';
   await until("the demo agent's call in the inbox", () => ui.exists(card), 60000);
   assert.match(await ui.text(card), /"rows": 20000/, "its exact arguments");
+  // What the demo server's tools/list says about batch_export, with its annotations in words.
+  assert.match(await ui.text(`${card} [data-testid="gated-description"]`), /^Exports `rows` rows to object storage/);
+  assert.match(await ui.text(`${card} [data-testid="gated-hints"]`), /says it only reads[\s\S]*reaches outside systems/);
+  await assertAccessible("the inbox with the demo agent's call");
+  await ui.shot(join(shots, "inbox-demo-agent.png"));
   await until("its notification", () => notifications.fresh("demo-agent wants to run demo · batch_export").length >= 1, 10000);
   console.log(`     the demo agent's call waited in the inbox ${((Date.now() - t0) / 1000).toFixed(1)} s after launch`);
   await ui.click(`${card} [data-testid="gated-approve"]`);
@@ -713,6 +718,24 @@ await step("the first-launch demo: its agent's call waits in the inbox with a no
     async () => /demo-agent[\s\S]*batch_export[\s\S]*done · decided by/.test(await ui.text('[data-testid="agent-calls"]')),
     60000,
   );
+  // Its timeline: asked → approved → sent upstream → the upstream's task → its end.
+  await ui.click('[data-testid="agent-calls"] [data-testid="gated-timeline-toggle"]');
+  const steps = await until(
+    "the call's timeline to reach the upstream task's end",
+    async () => {
+      const kinds = await ui.js(`return [...document.querySelectorAll('[data-testid="gated-timeline"] li .kind')].map((k) => k.textContent);`);
+      return kinds.some((k) => k.startsWith("finished")) ? kinds : null;
+    },
+    60000,
+    500,
+  );
+  const at = (label) => steps.findIndex((k) => k.startsWith(label));
+  assert.ok(
+    at("agent asked") >= 0 && at("agent asked") < at("approved") && at("approved") < at("sent upstream") && at("sent upstream") < at("task created") && at("task created") < at("finished"),
+    `request → decision → upstream → its task → its end: ${steps.join(" | ")}`,
+  );
+  await assertAccessible("the Agents view with a call's timeline");
+  await ui.shot(join(shots, "agents-call-timeline.png"));
 });
 
 await ui.quit();

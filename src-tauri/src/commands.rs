@@ -10,12 +10,12 @@ use countersign_core::console::{Console, Error as ConsoleError};
 use countersign_core::mcp::ToolCall;
 
 use crate::ipc::{
-    AgentCreated, AgentRef, AgentView, AgentsPage, AppInfo, AuditEntry, AuditExport, AuditExportRequest,
-    CommandError, DndRequest, ErrorCode, GatedCallView, GatedDecideRequest, InputAnswerRequest,
-    InputRequestView, RuleRef, ServerAddRequest, ServerRef, ServerUpdateRequest, ServerView,
-    ShellState, TaskAdoptRequest, TaskDetail, TaskListRequest, TaskRef, TaskView,
-    ToolCallAnswerRequest, ToolCallOutcome, ToolCallRequest, ToolView, UrlOpenRequest, ViewRequest,
-    ZoomRequest,
+    AgentCreated, AgentRef, AgentView, AgentsPage, AppInfo, AuditEntry, AuditExport,
+    AuditExportRequest, CommandError, DndRequest, ErrorCode, GatedCallView, GatedDecideRequest,
+    GatedRef, GatedTimeline, InputAnswerRequest, InputRequestView, RuleRef, ServerAddRequest,
+    ServerRef, ServerUpdateRequest, ServerView, ShellState, TaskAdoptRequest, TaskDetail,
+    TaskListRequest, TaskRef, TaskView, ToolCallAnswerRequest, ToolCallOutcome, ToolCallRequest,
+    ToolView, UrlOpenRequest, ViewRequest, ZoomRequest,
 };
 use crate::Shell;
 use tauri::{AppHandle, Manager, Runtime, State};
@@ -240,6 +240,12 @@ pub async fn gated_decide(
         .console
         .decide_gated(&request.task_id, request.decision)
         .await)
+}
+
+/// One agent call from request to outcome: the call and its timeline.
+#[tauri::command]
+pub async fn gated_timeline(shell: State<'_, Shell>, request: GatedRef) -> Result<GatedTimeline> {
+    ipc(shell.console.gated_timeline(&request.task_id).await)
 }
 
 /// How many of the latest agents' calls the Agents view lists.

@@ -120,6 +120,7 @@ contract! {
         demo_start: () => ServerView,
         gated_list: () => Vec<GatedCallView>,
         gated_decide: GatedDecideRequest => GatedCallView,
+        gated_timeline: GatedRef => GatedTimeline,
         agents_get: () => AgentsPage,
         agent_add: AgentRef => AgentCreated,
         agent_remove: AgentRef => AgentView,
@@ -244,6 +245,14 @@ pub struct AgentRef {
 pub struct RuleRef {
     /// The rule's row id.
     pub id: i64,
+}
+
+/// `gated_timeline` request: one agent call by Countersign's task id.
+#[derive(Debug, Clone, Deserialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct GatedRef {
+    /// Countersign's task id of the call (`csg-…`).
+    pub task_id: String,
 }
 
 /// `gated_decide` request: a person's decision on an agent's call held by the gateway.

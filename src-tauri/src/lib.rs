@@ -241,6 +241,7 @@ pub fn builder<R: Runtime>(builder: tauri::Builder<R>, shell: Shell) -> tauri::B
             commands::demo_start,
             commands::gated_list,
             commands::gated_decide,
+            commands::gated_timeline,
             commands::agents_get,
             commands::agent_add,
             commands::agent_remove,

@@ -436,7 +436,7 @@ fn an_agents_held_call_is_approved_from_the_window_and_the_agents_view_shows_rem
             tool: "deploy_service",
             arguments: &arguments,
             mode: GatedMode::Task,
-            read_only_hint: false,
+            tool_info: None,
         },
         &PolicyInput {
             rules: Vec::new(),
@@ -472,6 +472,28 @@ fn an_agents_held_call_is_approved_from_the_window_and_the_agents_view_shows_rem
     assert_eq!(again["code"], "already_answered", "{again}");
     let listed = invoke(&fx.window, "gated_list", json!({})).expect("gated_list");
     assert_eq!(listed, json!([]), "nothing waits any more");
+    // The call's timeline, from the ledger: asked, then approved (by this person).
+    let timeline = invoke(
+        &fx.window,
+        "gated_timeline",
+        json!({"request": {"taskId": record.task_id}}),
+    )
+    .expect("gated_timeline");
+    assert_eq!(timeline["call"]["state"], "approved", "{timeline}");
+    let states: Vec<&str> = timeline["events"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e["fact"]["state"].as_str())
+        .collect();
+    assert_eq!(states, ["pending", "approved"], "{timeline}");
+    let missing = invoke(
+        &fx.window,
+        "gated_timeline",
+        json!({"request": {"taskId": "csg-nope"}}),
+    )
+    .expect_err("no such call");
+    assert_eq!(missing["code"], "not_found", "{missing}");
     let rules = block_on(console.rules()).expect("rules");
     assert!(
         rules.iter().any(|r| r.agent.as_deref() == Some("ci-bot")

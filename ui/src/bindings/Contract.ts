@@ -12,6 +12,8 @@ import type { DndRequest } from "./DndRequest";
 import type { EventView } from "./EventView";
 import type { GatedCallView } from "./GatedCallView";
 import type { GatedDecideRequest } from "./GatedDecideRequest";
+import type { GatedRef } from "./GatedRef";
+import type { GatedTimeline } from "./GatedTimeline";
 import type { InputAnswerRequest } from "./InputAnswerRequest";
 import type { InputFocusRequested } from "./InputFocusRequested";
 import type { InputRequestView } from "./InputRequestView";
@@ -59,6 +61,7 @@ export interface Commands {
   demo_start: { req: null; res: ServerView };
   gated_list: { req: null; res: Array<GatedCallView> };
   gated_decide: { req: GatedDecideRequest; res: GatedCallView };
+  gated_timeline: { req: GatedRef; res: GatedTimeline };
   agents_get: { req: null; res: AgentsPage };
   agent_add: { req: AgentRef; res: AgentCreated };
   agent_remove: { req: AgentRef; res: AgentView };

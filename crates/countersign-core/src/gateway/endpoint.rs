@@ -39,7 +39,7 @@ use super::TASK_PREFIX;
 use crate::console::gateway::{AgentCall, Claim, Gate, PolicyInput};
 use crate::console::{self, Console};
 use crate::ledger::agents::AgentRecord;
-use crate::ledger::gated::{GatedMode, GatedRecord, GatedState};
+use crate::ledger::gated::{GatedMode, GatedRecord, GatedState, ToolInfo};
 use crate::ledger::servers::ServerRecord;
 use crate::mcp::{self, Client};
 
@@ -200,12 +200,12 @@ impl Gateway {
     }
 }
 
-/// A client for one upstream server and what its `tools/list` said about read-only tools.
+/// A client for one upstream server and what its last `tools/list` said about each tool.
 #[derive(Clone)]
 struct Link {
     url: String,
     client: Client,
-    read_only: Arc<RwLock<HashMap<String, bool>>>,
+    tools: Arc<RwLock<HashMap<String, Arc<ToolInfo>>>>,
 }
 
 struct Session {
@@ -237,11 +237,11 @@ impl Shared {
         let link = Link {
             url: server.url.clone(),
             client,
-            read_only: Arc::default(),
+            tools: Arc::default(),
         };
-        // Learn which arguments go into headers and which tools say they are read-only.
+        // Learn which arguments go into headers and what each tool says it does.
         if let Ok(list) = link.client.list_tools().await {
-            remember_read_only(&link, list.tools.iter().map(|t| &t.definition));
+            remember_tools(&link, list.tools.iter().map(|t| &t.definition));
         }
         if let Ok(mut links) = self.links.lock() {
             links.insert(server.id, link.clone());
@@ -250,16 +250,11 @@ impl Shared {
     }
 }
 
-fn remember_read_only<'a>(link: &Link, tools: impl Iterator<Item = &'a Map<String, Value>>) {
-    if let Ok(mut map) = link.read_only.write() {
+fn remember_tools<'a>(link: &Link, tools: impl Iterator<Item = &'a Map<String, Value>>) {
+    if let Ok(mut map) = link.tools.write() {
         for tool in tools {
             if let Some(name) = tool.get("name").and_then(Value::as_str) {
-                let hint = tool
-                    .get("annotations")
-                    .and_then(|a| a.get("readOnlyHint"))
-                    .and_then(Value::as_bool)
-                    == Some(true);
-                map.insert(name.to_owned(), hint);
+                map.insert(name.to_owned(), Arc::new(super::tool_info(tool)));
             }
         }
     }
@@ -510,7 +505,7 @@ async fn handle(
                 .await;
             if let Ok(result) = &reply {
                 if let Some(tools) = result.get("tools").and_then(Value::as_array) {
-                    remember_read_only(&link, tools.iter().filter_map(Value::as_object));
+                    remember_tools(&link, tools.iter().filter_map(Value::as_object));
                 }
             }
             forwarded(&request, reply)
@@ -715,12 +710,7 @@ async fn call(
             )
         }
     };
-    let read_only_hint = link
-        .read_only
-        .read()
-        .ok()
-        .and_then(|m| m.get(&tool).copied())
-        .unwrap_or(false);
+    let tool_info = link.tools.read().ok().and_then(|m| m.get(&tool).cloned());
     let gate = shared
         .console
         .gate(
@@ -730,7 +720,7 @@ async fn call(
                 tool: &tool,
                 arguments: &arguments,
                 mode,
-                read_only_hint,
+                tool_info: tool_info.as_deref(),
             },
             &policy,
         )
