@@ -153,6 +153,43 @@ async fn a_denied_call_is_refused_at_once_and_never_reaches_the_upstream() {
 }
 
 #[tokio::test]
+async fn the_typescript_sdk_client_is_held_told_it_awaits_approval_and_its_identical_retry_runs_once(
+) {
+    let rig = GatewayRig::start(2).await;
+    let args = json!({"format": "unix_ms"});
+
+    let first = rig.ts_agent("get_time", args.clone()).await;
+    assert_eq!(first["sdkVersion"], "1.32.2", "the pinned SDK: {first}");
+    assert_eq!(first["protocolVersion"], "2025-11-25", "a session client: {first}");
+    assert_eq!(
+        first["isError"], true,
+        "held within the SDK's time-out, then answered: {first}"
+    );
+    let text = first["text"].as_str().unwrap_or("");
+    assert!(
+        text.contains("waiting for approval") && text.contains("repeat the identical call"),
+        "the answer says it awaits approval and may be repeated: {text}"
+    );
+    assert_eq!(rig.upstream_calls(), 0, "nothing ran before approval");
+
+    let task_id = rig.wait_for_pending("get_time").await;
+    rig.cli(&["answer", &task_id, "--accept", "{}"])
+        .await
+        .assert_code(0);
+    let retry = rig.ts_agent("get_time", args.clone()).await;
+
+    assert_eq!(retry["isError"], false, "the identical retry runs: {retry}");
+    assert_eq!(disposition(&retry), "approved-executed", "{retry}");
+    assert_eq!(rig.upstream_calls(), 1, "and runs once");
+    let again = rig.ts_agent("get_time", args).await;
+    assert_eq!(
+        again["isError"], true,
+        "the approval was used: the next identical call asks again: {again}"
+    );
+    assert_eq!(rig.upstream_calls(), 1, "a decided call never runs twice");
+}
+
+#[tokio::test]
 async fn an_argument_condition_allows_only_the_matching_values() {
     let rig = GatewayRig::start(5).await;
     rig.cli(&[
