@@ -160,7 +160,10 @@ async fn the_typescript_sdk_client_is_held_told_it_awaits_approval_and_its_ident
 
     let first = rig.ts_agent("get_time", args.clone()).await;
     assert_eq!(first["sdkVersion"], "1.32.2", "the pinned SDK: {first}");
-    assert_eq!(first["protocolVersion"], "2025-11-25", "a session client: {first}");
+    assert_eq!(
+        first["protocolVersion"], "2025-11-25",
+        "a session client: {first}"
+    );
     assert_eq!(
         first["isError"], true,
         "held within the SDK's time-out, then answered: {first}"
@@ -868,5 +871,151 @@ async fn the_demo_agent_gets_its_allowed_call_at_once_and_its_other_call_runs_af
         "request → decision → sent upstream → upstream task → its end: {steps:?}"
     );
     assert!(timeline.call.decided_by.is_some(), "who decided");
+    gateway.shutdown().await;
+}
+
+/// The gateway in this process (its config as given) before the demo server registered as
+/// `demo`, with a console running the engine, and agent `bot`'s token.
+async fn in_process_gateway(
+    config: countersign_core::gateway::endpoint::GatewayConfig,
+) -> (
+    countersign_demo::DemoServer,
+    countersign_tests::procs::DataDir,
+    std::sync::Arc<countersign_core::console::Console>,
+    countersign_core::gateway::endpoint::Gateway,
+    String,
+) {
+    use countersign_core::console::view::ServerAddRequest;
+    use countersign_core::console::{Console, Setup, Start};
+    use countersign_core::gateway::endpoint::Gateway;
+
+    let demo = countersign_demo::DemoServer::start(
+        std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+        DemoConfig::default(),
+    )
+    .await
+    .expect("the demo server starts");
+    let dir = countersign_tests::procs::DataDir::new("gateway-in-process");
+    let mut setup = Setup::new(dir.path());
+    setup.start = Start::Now;
+    let console = std::sync::Arc::new(Console::open(setup).await.expect("the console opens"));
+    console
+        .add_server(ServerAddRequest {
+            name: "demo".into(),
+            url: demo.url(),
+            token: None,
+            discover: true,
+        })
+        .await
+        .expect("the demo server registers");
+    let (_, token) = console.add_agent("bot").await.expect("an agent");
+    let gateway = Gateway::start(std::sync::Arc::clone(&console), config)
+        .await
+        .expect("the gateway starts");
+    (demo, dir, console, gateway, token.expose().clone())
+}
+
+#[tokio::test]
+async fn a_held_call_that_sent_a_progress_token_gets_progress_notifications_while_it_waits() {
+    use countersign_core::gateway::endpoint::GatewayConfig;
+
+    let config = GatewayConfig {
+        hold: Duration::from_millis(2500),
+        keep_alive: Duration::from_millis(400),
+        ..GatewayConfig::default()
+    };
+    let (demo, _dir, _console, gateway, token) = in_process_gateway(config).await;
+    let url = format!("{}demo", gateway.base_url());
+    let http = reqwest::Client::new();
+    let post = |body: Value, session: Option<String>| {
+        let mut request = http
+            .post(&url)
+            .bearer_auth(&token)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(body.to_string());
+        if let Some(session) = session {
+            request = request
+                .header("mcp-session-id", session)
+                .header("mcp-protocol-version", "2025-11-25");
+        }
+        request.send()
+    };
+    let init = post(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "raw-session-agent", "version": "1"}}}),
+        None,
+    )
+    .await
+    .expect("initialize answers");
+    let session = init
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+        .expect("initialize opens a session");
+
+    let body = post(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "get_time", "arguments": {}, "_meta": {"progressToken": "p-1"}}}),
+        Some(session.clone()),
+    )
+    .await
+    .expect("the held call answers")
+    .text()
+    .await
+    .expect("its stream ends after the hold");
+    let messages: Vec<Value> = body
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .filter_map(|d| serde_json::from_str(d.trim()).ok())
+        .collect();
+    let progress: Vec<&Value> = messages
+        .iter()
+        .filter(|m| m["method"] == "notifications/progress")
+        .collect();
+    assert!(
+        progress.len() >= 3,
+        "a progress notification per keep-alive interval while held: {body}"
+    );
+    assert!(
+        progress
+            .iter()
+            .all(|p| p["params"]["progressToken"] == "p-1"),
+        "each for the agent's own token: {progress:?}"
+    );
+    let progress_values: Vec<u64> = progress
+        .iter()
+        .filter_map(|p| p["params"]["progress"].as_u64())
+        .collect();
+    assert!(
+        progress_values.windows(2).all(|w| w[0] < w[1]),
+        "progress increases: {progress_values:?}"
+    );
+    let last = messages.last().expect("the answer comes last");
+    assert_eq!(last["id"], 2, "the call's answer ends the stream: {body}");
+    assert_eq!(last["result"]["isError"], true, "still waiting: {last}");
+    assert_eq!(
+        demo.stats().requests_for("tools/call"),
+        0,
+        "nothing ran upstream"
+    );
+
+    // Without a token: keep-alive comments only, no notification.
+    let plain = post(
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+            "name": "get_time", "arguments": {"format": "unix_ms"}}}),
+        Some(session),
+    )
+    .await
+    .expect("the held call answers")
+    .text()
+    .await
+    .expect("its stream");
+    assert!(
+        !plain.contains("notifications/progress"),
+        "no progress without a progress token: {plain}"
+    );
     gateway.shutdown().await;
 }

@@ -186,7 +186,9 @@ impl GatewayRig {
                 .output(),
         )
         .await
-        .unwrap_or_else(|_| panic!("the TypeScript agent calling {tool} ran longer than {DEADLINE:?}"))
+        .unwrap_or_else(|_| {
+            panic!("the TypeScript agent calling {tool} ran longer than {DEADLINE:?}")
+        })
         .unwrap_or_else(|e| {
             panic!(
                 "cannot run {} (run .ci/setup-tools.sh): {e}",
@@ -339,9 +341,17 @@ impl GatewayRig {
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream")
             .header("mcp-protocol-version", "2026-07-28")
-            .body(
-                json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string(),
-            );
+            .header("mcp-method", method);
+        // The name the request routes by, as SEP-2243 has a client send it.
+        if let Some(name) = ["name", "uri", "taskId"]
+            .iter()
+            .find_map(|f| params.get(*f).and_then(Value::as_str))
+        {
+            request = request.header("mcp-name", name);
+        }
+        request = request.body(
+            json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string(),
+        );
         if let Some(token) = token {
             request = request.bearer_auth(token);
         }
