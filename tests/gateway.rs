@@ -1019,3 +1019,82 @@ async fn a_held_call_that_sent_a_progress_token_gets_progress_notifications_whil
     );
     gateway.shutdown().await;
 }
+
+#[tokio::test]
+async fn an_agent_asking_faster_than_the_rate_limit_is_refused_and_other_agents_are_not() {
+    use countersign_core::console::gateway::{AgentCall, Gate, PolicyInput, MAX_ASKS_PER_WINDOW};
+    use countersign_core::console::view::GatedDecision;
+    use countersign_core::gateway::endpoint::GatewayConfig;
+    use countersign_core::ledger::gated::GatedMode;
+
+    let (demo, _dir, console, gateway, token) = in_process_gateway(GatewayConfig::default()).await;
+    let bot = console
+        .authenticate_agent(&token)
+        .await
+        .expect("the ledger answers")
+        .expect("bot's token");
+    let server = console
+        .server_named("demo")
+        .await
+        .expect("the ledger answers")
+        .expect("demo is registered");
+    let (_, other_token) = console.add_agent("other").await.expect("a second agent");
+    let other = console
+        .authenticate_agent(other_token.expose())
+        .await
+        .expect("the ledger answers")
+        .expect("other's token");
+    let ask = |agent, n: u64| {
+        let arguments = json!({"n": n}).as_object().cloned().unwrap_or_default();
+        let console = std::sync::Arc::clone(&console);
+        let server = server.clone();
+        async move {
+            console
+                .gate(
+                    AgentCall {
+                        agent: &agent,
+                        server: &server,
+                        tool: "get_time",
+                        arguments: &arguments,
+                        mode: GatedMode::Task,
+                        tool_info: None,
+                    },
+                    &PolicyInput::default(),
+                )
+                .await
+                .expect("the gate answers")
+        }
+    };
+    // Each request declined at once, so the cap on waiting calls is never what refuses.
+    for n in 0..MAX_ASKS_PER_WINDOW {
+        let Gate::Held(call) = ask(bot.clone(), n).await else {
+            panic!("request {n} within the limit waits for a person");
+        };
+        let decline = GatedDecision {
+            approve: false,
+            reason: None,
+            always_allow: false,
+        };
+        console
+            .decide_gated(&call.task_id, decline)
+            .await
+            .expect("declined");
+    }
+    for n in [MAX_ASKS_PER_WINDOW, MAX_ASKS_PER_WINDOW + 1] {
+        match ask(bot.clone(), n).await {
+            Gate::Denied(call) => assert!(
+                call.reason
+                    .as_deref()
+                    .is_some_and(|r| r.contains("within a minute")),
+                "refused by the rate limit, saying so: {call:?}"
+            ),
+            other => panic!("request {n} is over the limit, got {other:?}"),
+        }
+    }
+    assert!(
+        matches!(ask(other.clone(), 0).await, Gate::Held(_)),
+        "another agent still asks"
+    );
+    assert_eq!(demo.stats().requests_for("tools/call"), 0, "nothing ran");
+    gateway.shutdown().await;
+}

@@ -26,6 +26,14 @@ use crate::sensitive::Sensitive;
 /// queued), so a looping agent cannot bury the inbox.
 pub const MAX_PENDING_PER_AGENT: u64 = 20;
 
+/// At most this many new approval requests per agent in [`ASK_RATE_WINDOW_MS`]; more are
+/// refused (not queued): the waiting cap bounds the inbox, this bounds how fast an agent that
+/// keeps asking (deciding or withdrawing each) can interrupt a person.
+pub const MAX_ASKS_PER_WINDOW: u64 = 30;
+
+/// The window of [`MAX_ASKS_PER_WINDOW`].
+pub const ASK_RATE_WINDOW_MS: i64 = 60 * 1000;
+
 /// How long a call waits for a decision before it expires (the tool then never runs).
 pub const APPROVAL_WINDOW_MS: i64 = 24 * 3600 * 1000;
 
@@ -618,6 +626,18 @@ impl Console {
                 if gated::pending_count(ctx.conn, agent_id)? >= MAX_PENDING_PER_AGENT {
                     let reason = format!(
                         "{MAX_PENDING_PER_AGENT} calls of this agent already wait for approval"
+                    );
+                    return Ok(Gate::Denied(record(
+                        ctx,
+                        GatedState::Denied,
+                        Some(&reason),
+                    )?));
+                }
+                if gated::asked_since(ctx.conn, agent_id, now_ms() - ASK_RATE_WINDOW_MS)?
+                    >= MAX_ASKS_PER_WINDOW
+                {
+                    let reason = format!(
+                        "this agent asked for {MAX_ASKS_PER_WINDOW} approvals within a minute; ask again later"
                     );
                     return Ok(Gate::Denied(record(
                         ctx,

@@ -334,6 +334,18 @@ pub fn pending_count(conn: &Connection, agent_id: i64) -> Result<u64> {
     Ok(n.max(0) as u64)
 }
 
+/// How many calls of this agent asked a person since `since` (Unix ms): every recorded call but
+/// those refused outright, so refusals at the limit do not keep extending it.
+pub fn asked_since(conn: &Connection, agent_id: i64, since: i64) -> Result<u64> {
+    let n: i64 = conn
+        .prepare_cached(
+            "SELECT COUNT(*) FROM gated_calls
+             WHERE agent_id = ?1 AND created_at >= ?2 AND state != 'denied'",
+        )?
+        .query_row(params![agent_id, since], |r| r.get(0))?;
+    Ok(n.max(0) as u64)
+}
+
 /// Moves a call from `from` to `to`, recording who decided and why when given. Returns whether
 /// it moved: `false` means another decider, an expiry or a cancel came first.
 pub fn transition(
