@@ -439,3 +439,47 @@ async fn tasks_keep_independent_schedules_and_one_tasks_failures_do_not_slow_ano
         "the other task is still polled"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_answer_identical_to_the_last_is_passed_on_once_and_again_after_a_failure_on_the_server(
+) {
+    // a: the same `working` answer eight times, then completed. b (same server): one 503 at
+    // 700 ms, then completed.
+    let mut a = vec![Reply::Working(Some(300)); 8];
+    a.push(Reply::Completed);
+    let b = vec![Reply::Status(503), Reply::Completed];
+    let (server, url) = Scripted::start(&[("a", a), ("b", b)]).await;
+    let (source, mut observations) = poll_source(&url, Duration::ZERO);
+    watch(&source, 1, "a", Some(300));
+    watch(&source, 2, "b", Some(700));
+
+    let mut seen: Vec<Observation> = Vec::new();
+    let terminal = |seen: &[Observation], row: i64| {
+        seen.iter().any(|o| {
+            o.task == row
+                && o.outcome
+                    .as_ref()
+                    .is_ok_and(|t| t.status().is_terminal())
+        })
+    };
+    while !(terminal(&seen, 1) && terminal(&seen, 2)) {
+        seen.extend(observe(&mut observations, 1).await);
+    }
+    assert_eq!(server.seen("a").len(), 9, "a was polled nine times");
+    let a_seen: Vec<&Observation> = seen.iter().filter(|o| o.task == 1).collect();
+    // 300 ms: the first answer, passed on. 600: identical, not passed on. 700: b fails, so
+    // 900's answer (identical again) is passed on: the engine must see the server answer
+    // after a failure. 1200..2400: identical, not passed on. 2700: completed.
+    assert_eq!(
+        a_seen.len(),
+        3,
+        "a's answers passed on: the first, the one after b's failure, the last: {a_seen:?}"
+    );
+    assert!(a_seen.iter().all(|o| o.outcome.is_ok()));
+    assert_eq!(
+        source.stats().unchanged,
+        6,
+        "six of a's nine answers were identical to the one before and not passed on"
+    );
+    assert_eq!(source.stats().polls, 11, "every poll was still sent");
+}

@@ -27,7 +27,8 @@ pub const MAX_MRTR_ROUNDS: usize = 16;
 pub const MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
 
 pub use client::{
-    check_server_url, client_capabilities, Client, ClientOptions, Endpoint, Listening, ToolCall,
+    check_server_url, client_capabilities, Client, ClientOptions, Digest, Endpoint, Listening,
+    Polled, ToolCall,
 };
 pub use error::{Error, ErrorClass, Result};
 pub use subscription::{ListenEvent, ListenRequest};

@@ -14,7 +14,7 @@ use tokio::sync::mpsc;
 
 use super::error::{Error, Result};
 use super::headers::{encode_header_value, header_params, param_headers};
-use super::response::{parse_retry_after, rpc_error, Framing, ResponseReader};
+use super::response::{parse_retry_after, rpc_error, to_value, Framing, ResponseReader};
 use super::subscription::{ListenDecoder, ListenEvent, ListenRequest, StreamFault, LISTEN_METHOD};
 use super::wire::{
     interpret_call_result, interpret_task_result, result_type, CallOutcome, Discovery,
@@ -22,6 +22,29 @@ use super::wire::{
     META_CLIENT_INFO, META_PROTOCOL_VERSION, PROTOCOL_VERSION, TASKS_EXTENSION,
 };
 use crate::sensitive::Sensitive;
+
+/// A keyed 64-bit hash of a `tasks/get` result's text (see [`Client::poll_task`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Digest(u64);
+
+impl Digest {
+    fn of(text: &str) -> Self {
+        use std::hash::BuildHasher as _;
+        // SipHash with keys drawn once per process: what a server sends cannot be chosen to
+        // collide with its previous answer.
+        static KEYS: std::sync::OnceLock<std::hash::RandomState> = std::sync::OnceLock::new();
+        Self(KEYS.get_or_init(std::hash::RandomState::new).hash_one(text))
+    }
+}
+
+/// What one poll found (see [`Client::poll_task`]).
+#[derive(Debug)]
+pub enum Polled {
+    /// The result's text is the same as the last one's.
+    Unchanged,
+    /// A different result, and its digest for the next poll.
+    Changed(Task, Digest),
+}
 
 /// How to reach one server.
 #[derive(Debug, Clone)]
@@ -462,6 +485,26 @@ impl Client {
         interpret_task_result(task_id, &result).map_err(|reason| invalid("tasks/get", reason))
     }
 
+    /// `tasks/get` for a poller that remembers the last answer's [`Digest`]: when the result's
+    /// text is the same, says so without reading it further (no `Value` tree, no task to
+    /// compare downstream). The digest is keyed per process, so a server cannot aim for a
+    /// collision.
+    pub async fn poll_task(&self, task_id: &str, last: Option<Digest>) -> Result<Polled> {
+        let mut params = Map::new();
+        params.insert("taskId".into(), Value::String(task_id.into()));
+        let result = self
+            .request_raw("tasks/get", params, Some(task_id), Vec::new())
+            .await?;
+        let digest = Digest::of(result.get());
+        if last == Some(digest) {
+            return Ok(Polled::Unchanged);
+        }
+        let value = to_value(&result).map_err(|reason| invalid("tasks/get", reason))?;
+        let task =
+            interpret_task_result(task_id, &value).map_err(|reason| invalid("tasks/get", reason))?;
+        Ok(Polled::Changed(task, digest))
+    }
+
     /// `tasks/update`: delivers answers keyed by input-request key.
     pub async fn update_task(&self, task_id: &str, responses: Map<String, Value>) -> Result<()> {
         let mut params = Map::new();
@@ -489,7 +532,7 @@ impl Client {
             .await
     }
 
-    /// Sends one request; on -32022 retries once with a version the server supports.
+    /// Sends one request and reads its result as a `Value`.
     async fn request(
         &self,
         method: &str,
@@ -497,6 +540,21 @@ impl Client {
         name: Option<&str>,
         extra_headers: Vec<(String, String)>,
     ) -> Result<Value> {
+        let result = self
+            .request_raw(method, params, name, extra_headers)
+            .await?;
+        to_value(&result).map_err(|reason| invalid(method, reason))
+    }
+
+    /// Sends one request; its result as JSON text. On -32022 retries once with a version the
+    /// server supports.
+    async fn request_raw(
+        &self,
+        method: &str,
+        params: Map<String, Value>,
+        name: Option<&str>,
+        extra_headers: Vec<(String, String)>,
+    ) -> Result<Box<RawValue>> {
         let version = self.protocol_version();
         match self
             .send(method, &params, name, &extra_headers, &version)
@@ -547,7 +605,7 @@ impl Client {
         name: Option<&str>,
         extra_headers: &[(String, String)],
         version: &str,
-    ) -> Result<Value> {
+    ) -> Result<Box<RawValue>> {
         let token = self.bearer_token();
         match self
             .send_with(method, params, name, extra_headers, version, token.as_ref())
@@ -574,7 +632,7 @@ impl Client {
         extra_headers: &[(String, String)],
         version: &str,
         token: Option<&Sensitive<String>>,
-    ) -> Result<Value> {
+    ) -> Result<Box<RawValue>> {
         let inner = &self.inner;
         let id = inner.next_id.fetch_add(1, Ordering::Relaxed);
         let body = Envelope {
@@ -864,9 +922,7 @@ impl Client {
             // a result, which means the subscription ended as soon as it began.
             Some(Framing::Json) => {
                 let text = read_all(response).await;
-                let value: Value = serde_json::from_str(&text)
-                    .map_err(|e| invalid(method, format!("response is not valid JSON: {e}")))?;
-                match listening.decoder.message(value) {
+                match listening.decoder.message(&text, "response") {
                     Ok(Some(event)) => listening.queue.push_back(Ok(event)),
                     Ok(None) => {
                         return Err(invalid(

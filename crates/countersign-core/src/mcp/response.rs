@@ -8,6 +8,8 @@
 
 use std::time::Duration;
 
+use serde::{Deserialize, Deserializer};
+use serde_json::value::RawValue;
 use serde_json::Value;
 
 use super::error::Error;
@@ -42,42 +44,81 @@ impl Framing {
 }
 
 /// What one JSON-RPC message on the wire turned out to be.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug)]
 pub(crate) enum Message {
-    /// The answer to our request: a result, or an error.
-    Response(Result<Value, RpcError>),
+    /// The answer to our request: its result, still as JSON text, or an error.
+    Response(Result<Box<RawValue>, RpcError>),
     /// A notification (e.g. `notifications/progress`), passed to the caller's sink.
     Notification(Value),
     /// Anything else (another id, a server-to-client request): ignored.
     Other,
 }
 
-/// Classifies one JSON-RPC message relative to our request id.
-pub(crate) fn classify(message: Value, id: &Value) -> Result<Message, String> {
-    let Value::Object(mut map) = message else {
-        return Err("a JSON-RPC message must be an object".into());
-    };
-    let has_method = map.contains_key("method");
-    let ours = match map.get("id") {
-        None if has_method => return Ok(Message::Notification(Value::Object(map))),
+/// The members of a JSON-RPC message that say what it is, borrowed from its text. The result is
+/// kept as text rather than built into a `Value` tree: a caller that only needs to know whether
+/// it changed (a poll) hashes the text, and building the tree was a good part of an unchanged
+/// poll's CPU.
+#[derive(Deserialize)]
+struct Members<'a> {
+    /// `Some` when present, also when `null` (a JSON-RPC error about an unreadable request
+    /// carries `"id": null`).
+    #[serde(borrow, default, deserialize_with = "present")]
+    id: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    method: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    result: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    error: Option<&'a RawValue>,
+}
+
+fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
+    <&RawValue>::deserialize(d).map(Some)
+}
+
+/// Classifies one JSON-RPC message (its text) relative to our request id. `what` names the text
+/// in the error when it is not JSON ("response", "an SSE event").
+pub(crate) fn classify(text: &str, id: &Value, what: &str) -> Result<Message, String> {
+    // Checked first: serde would also read a struct from a JSON array.
+    if !text.trim_start().starts_with('{') {
+        return Err(match serde_json::from_str::<&RawValue>(text) {
+            Ok(_) => "a JSON-RPC message must be an object".into(),
+            Err(e) => format!("{what} is not valid JSON: {e}"),
+        });
+    }
+    let members: Members<'_> =
+        serde_json::from_str(text).map_err(|e| format!("{what} is not valid JSON: {e}"))?;
+    let has_method = members.method.is_some();
+    let ours = match members.id {
+        None if has_method => {
+            let notification = serde_json::from_str(text)
+                .map_err(|e| format!("{what} is not valid JSON: {e}"))?;
+            return Ok(Message::Notification(notification));
+        }
         Some(_) if has_method => return Ok(Message::Other),
-        Some(msg_id) => msg_id == id || (msg_id.is_null() && map.contains_key("error")),
+        Some(msg_id) => {
+            (msg_id.get() == "null" && members.error.is_some())
+                || serde_json::from_str::<Value>(msg_id.get()).is_ok_and(|v| v == *id)
+        }
         None => return Err("a JSON-RPC response must have an `id`".into()),
     };
     if !ours {
         return Ok(Message::Other);
     }
-    // Moved out, not cloned: the message is ours and dropped right after (a clone of the result
-    // was a tenth of an unchanged poll's CPU).
-    if let Some(error) = map.remove("error") {
-        let error: RpcError = serde_json::from_value(error)
+    if let Some(error) = members.error {
+        let error: RpcError = serde_json::from_str(error.get())
             .map_err(|e| format!("malformed JSON-RPC error object: {e}"))?;
         Ok(Message::Response(Err(error)))
-    } else if let Some(result) = map.remove("result") {
-        Ok(Message::Response(Ok(result)))
+    } else if let Some(result) = members.result {
+        Ok(Message::Response(Ok(result.to_owned())))
     } else {
         Err("a JSON-RPC response must have `result` or `error`".into())
     }
+}
+
+/// A result's text as a `Value` (for every method but the poll, which looks at the text first).
+pub(crate) fn to_value(result: &RawValue) -> Result<Value, String> {
+    serde_json::from_str(result.get()).map_err(|e| format!("response is not valid JSON: {e}"))
 }
 
 /// Why a body yields no answer.
@@ -137,6 +178,9 @@ impl std::fmt::Display for Fault {
     }
 }
 
+/// The answer to our request: the result's text, or the JSON-RPC error.
+pub(crate) type Answer = Result<Box<RawValue>, RpcError>;
+
 /// Incremental reader of one response body.
 #[derive(Debug)]
 pub(crate) struct ResponseReader {
@@ -162,7 +206,7 @@ impl ResponseReader {
     }
 
     /// Feeds a chunk; returns the answer as soon as it is complete.
-    pub(crate) fn feed(&mut self, chunk: &[u8]) -> Result<Option<Result<Value, RpcError>>, Fault> {
+    pub(crate) fn feed(&mut self, chunk: &[u8]) -> Result<Option<Answer>, Fault> {
         match self.framing {
             Framing::Json => {
                 if self.buffer.len().saturating_add(chunk.len()) > MAX_BODY_BYTES {
@@ -181,15 +225,15 @@ impl ResponseReader {
     }
 
     /// The body ended: the answer, or why there is none.
-    pub(crate) fn finish(&mut self) -> Result<Result<Value, RpcError>, Fault> {
+    pub(crate) fn finish(&mut self) -> Result<Answer, Fault> {
         match self.framing {
             Framing::Json => {
                 if self.buffer.iter().all(u8::is_ascii_whitespace) {
                     return Err("empty response body".into());
                 }
-                let value: Value = serde_json::from_slice(&self.buffer)
-                    .map_err(|e| format!("response is not valid JSON: {e}"))?;
-                match classify(value, &self.id)? {
+                let text = std::str::from_utf8(&self.buffer)
+                    .map_err(|e| format!("response is not valid JSON: not UTF-8 ({e})"))?;
+                match classify(text, &self.id, "response")? {
                     Message::Response(answer) => Ok(answer),
                     Message::Notification(_) | Message::Other => Err(Fault::Invalid(
                         "the JSON body does not answer our request id".into(),
@@ -208,14 +252,12 @@ impl ResponseReader {
         }
     }
 
-    fn drain_events(&mut self) -> Result<Option<Result<Value, RpcError>>, String> {
+    fn drain_events(&mut self) -> Result<Option<Answer>, String> {
         for event in std::mem::take(&mut self.events) {
             if event.data.trim().is_empty() {
                 continue; // priming events carry an id and no payload
             }
-            let value: Value = serde_json::from_str(&event.data)
-                .map_err(|e| format!("an SSE event is not valid JSON: {e}"))?;
-            match classify(value, &self.id)? {
+            match classify(&event.data, &self.id, "an SSE event")? {
                 Message::Response(answer) => return Ok(Some(answer)),
                 Message::Notification(n) => self.notifications.push(n),
                 Message::Other => {}
@@ -321,6 +363,7 @@ pub fn fuzz_decode(content_type: Option<&str>, body: &[u8]) -> Result<Value, Str
         None => reader.finish().map_err(|f| f.to_string())?,
     };
     let result = answer.map_err(|e| rpc_error("tasks/get", Some("t"), e).to_string())?;
+    let result = to_value(&result)?;
     let _ = super::wire::interpret_call_result(&result);
     let _ = super::wire::interpret_task_result("t", &result);
     let _ = super::wire::Discovery::parse(&result);
@@ -335,10 +378,11 @@ mod tests {
 
     fn read(framing: Framing, body: &[u8]) -> Result<Result<Value, RpcError>, String> {
         let mut reader = ResponseReader::new(framing, json!(7));
-        match reader.feed(body).map_err(|f| f.to_string())? {
-            Some(answer) => Ok(answer),
-            None => reader.finish().map_err(|f| f.to_string()),
-        }
+        let answer = match reader.feed(body).map_err(|f| f.to_string())? {
+            Some(answer) => answer,
+            None => reader.finish().map_err(|f| f.to_string())?,
+        };
+        Ok(answer.map(|raw| to_value(&raw).expect("a result's text is JSON")))
     }
 
     #[test]
@@ -390,24 +434,28 @@ mod tests {
     fn reads_an_sse_result_after_notifications_and_pings() {
         let body = b": ping\r\n\r\nevent: message\r\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progress\":1}}\r\n\r\nevent: message\r\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"x\":1}}\r\n\r\n";
         let mut reader = ResponseReader::new(Framing::Sse, json!(7));
-        let answer = reader.feed(body).expect("decodes");
-        assert_eq!(answer, Some(Ok(json!({"x": 1}))));
+        let answer = reader
+            .feed(body)
+            .expect("decodes")
+            .expect("answered")
+            .expect("a result");
+        assert_eq!(to_value(&answer), Ok(json!({"x": 1})));
         assert_eq!(reader.notifications.len(), 1);
     }
 
     #[test]
     fn stops_at_the_answer_even_if_the_stream_stays_open() {
         let mut reader = ResponseReader::new(Framing::Sse, json!(7));
-        assert_eq!(
-            reader
-                .feed(b"data: {\"jsonrpc\":\"2.0\",\"id\":7,")
-                .expect("partial"),
-            None
-        );
+        assert!(reader
+            .feed(b"data: {\"jsonrpc\":\"2.0\",\"id\":7,")
+            .expect("partial")
+            .is_none());
         let answer = reader
             .feed(b"\"result\":{}}\n\n: still open\n")
-            .expect("decodes");
-        assert_eq!(answer, Some(Ok(json!({}))));
+            .expect("decodes")
+            .expect("answered")
+            .expect("a result");
+        assert_eq!(answer.get(), "{}");
     }
 
     #[test]
@@ -422,6 +470,19 @@ mod tests {
                 data: None
             })
         );
+    }
+
+    #[test]
+    fn an_error_with_a_null_id_is_ours_and_other_ids_are_not() {
+        let null_id = br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse"}}"#;
+        assert!(matches!(read(Framing::Json, null_id), Ok(Err(e)) if e.code == -32700));
+        // "7" (a string) is not 7; a result with a null id is not an answer.
+        assert!(read(Framing::Json, br#"{"jsonrpc":"2.0","id":"7","result":{}}"#)
+            .unwrap_err()
+            .contains("does not answer"));
+        assert!(read(Framing::Json, br#"{"jsonrpc":"2.0","id":null,"result":{}}"#)
+            .unwrap_err()
+            .contains("does not answer"));
     }
 
     #[test]

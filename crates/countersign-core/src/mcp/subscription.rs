@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use serde_json::{json, Map, Value};
 
-use super::response::{classify, Message};
+use super::response::{classify, to_value, Message};
 use super::sse::SseDecoder;
 use super::wire::{RpcError, Task};
 
@@ -137,10 +137,7 @@ impl ListenDecoder {
             if event.data.trim().is_empty() {
                 continue; // priming events carry an id and no payload
             }
-            let value: Value = serde_json::from_str(&event.data).map_err(|e| {
-                StreamFault::Invalid(format!("an SSE event is not valid JSON: {e}"))
-            })?;
-            if let Some(event) = self.message(value)? {
+            if let Some(event) = self.message(&event.data, "an SSE event")? {
                 out.push(event);
             }
         }
@@ -148,14 +145,20 @@ impl ListenDecoder {
     }
 
     /// Interprets one JSON-RPC message of the stream; `None` for messages that do not concern
-    /// this subscription (other notification types, other ids).
-    pub(crate) fn message(&mut self, value: Value) -> Result<Option<ListenEvent>, StreamFault> {
+    /// this subscription (other notification types, other ids). `what` names the text in the
+    /// error when it is not JSON.
+    pub(crate) fn message(
+        &mut self,
+        text: &str,
+        what: &str,
+    ) -> Result<Option<ListenEvent>, StreamFault> {
         if self.closed {
             return Ok(None); // nothing after the closing response counts
         }
-        match classify(value, &self.id).map_err(StreamFault::Invalid)? {
+        match classify(text, &self.id, what).map_err(StreamFault::Invalid)? {
             Message::Response(Err(error)) => Err(StreamFault::Rpc(error)),
             Message::Response(Ok(result)) => {
+                let result = to_value(&result).map_err(StreamFault::Invalid)?;
                 if let Some(tag) = result
                     .get("_meta")
                     .and_then(|m| m.get(META_SUBSCRIPTION_ID))

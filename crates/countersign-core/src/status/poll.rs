@@ -17,7 +17,7 @@ use super::{
     supervise, CheckFailure, FirstCheck, Links, Observation, StatusSource, Watch, Watched,
 };
 use crate::ledger::Via;
-use crate::mcp::ErrorClass;
+use crate::mcp::{Digest, ErrorClass, Polled};
 use crate::scheduler::{self, DeadlineQueue};
 
 enum Command {
@@ -45,7 +45,9 @@ pub fn safety_net(interval: Duration) -> Duration {
 struct Done {
     task: i64,
     generation: u64,
-    result: Result<crate::mcp::Task, crate::mcp::Error>,
+    /// The server's failure epoch when the poll was sent (see [`Entry::digest`]).
+    epoch: u64,
+    result: Result<Polled, crate::mcp::Error>,
 }
 
 struct Entry {
@@ -59,6 +61,13 @@ struct Entry {
     covered: bool,
     /// When the last answer arrived (or the watch began): no poll sooner than one interval later.
     last_answer: Instant,
+    /// The last answer's digest, and the server's failure epoch then. An answer with the same
+    /// digest is not passed on: the engine already has it, and an unchanged poll is the common
+    /// case. Only valid while nothing else could have moved the engine's view: it is dropped
+    /// when this task's poll fails, when any poll of the server fails (the next success must
+    /// reach the engine, which records the server's recovery), and when coverage changes
+    /// (another source may have delivered a newer state).
+    digest: Option<(Digest, u64)>,
 }
 
 impl Entry {
@@ -81,6 +90,8 @@ pub struct PollStats {
     pub failures: u64,
     /// Times the polling loop crashed and was restarted (a bug if ever non-zero).
     pub restarts: u32,
+    /// Answers identical to the task's previous one, not passed on.
+    pub unchanged: u64,
 }
 
 /// Polls every watched task no faster than its interval.
@@ -170,6 +181,8 @@ async fn run(
     let mut queue = DeadlineQueue::new();
     let mut entries: HashMap<i64, Entry> = HashMap::new();
     let mut generation = 0u64;
+    // Per server: bumped by every failed poll (see `Entry::digest`).
+    let mut epochs: HashMap<i64, u64> = HashMap::new();
     let (done_tx, mut done_rx) = mpsc::unbounded_channel::<Done>();
     let mut resume = resume
         .into_iter()
@@ -203,6 +216,7 @@ async fn run(
                         in_flight: false,
                         covered: false,
                         last_answer: Instant::now(),
+                        digest: None,
                     });
                 }
                 Some(Command::Unwatch(task)) => {
@@ -215,6 +229,7 @@ async fn run(
                         continue;
                     }
                     entry.covered = covered;
+                    entry.digest = None;
                     if entry.in_flight || entry.failures > 0 {
                         continue; // the answer (or the backoff) sets the next deadline
                     }
@@ -238,8 +253,27 @@ async fn run(
                 let now = Instant::now();
                 entry.last_answer = now;
                 let outcome = match done.result {
-                    Ok(task) => {
+                    Ok(Polled::Unchanged)
+                        if entry.digest.is_some_and(|(_, epoch)| epoch == done.epoch)
+                            && epochs.get(&entry.server_id).copied().unwrap_or(0) == done.epoch =>
+                    {
+                        // Same answer as last time, nothing failed in between: the engine has it.
+                        if let Ok(mut s) = stats.lock() {
+                            s.unchanged += 1;
+                        }
+                        queue.schedule(done.task, scheduler::after(now, entry.next_wait()));
+                        continue;
+                    }
+                    Ok(Polled::Unchanged) => {
+                        // The digest was dropped while the poll was out (a failure or a coverage
+                        // change raced it): the next poll is read in full and reaches the engine.
+                        entry.digest = None;
+                        queue.schedule(done.task, scheduler::after(now, entry.next_wait()));
+                        continue;
+                    }
+                    Ok(Polled::Changed(task, digest)) => {
                         entry.failures = 0;
+                        entry.digest = Some((digest, done.epoch));
                         let floor = links.get(entry.server_id).map(|l| l.floor).unwrap_or_default();
                         entry.interval = scheduler::interval(task.poll_interval_ms, floor);
                         if task.status().is_terminal() {
@@ -252,6 +286,8 @@ async fn run(
                     }
                     Err(error) => {
                         entry.failures += 1;
+                        entry.digest = None;
+                        *epochs.entry(entry.server_id).or_default() += 1;
                         if let Ok(mut s) = stats.lock() {
                             s.failures += 1;
                         }
@@ -298,12 +334,15 @@ async fn run(
                     let done = done_tx.clone();
                     let task_id = entry.task_id.clone();
                     let generation = entry.generation;
+                    let epoch = epochs.get(&entry.server_id).copied().unwrap_or(0);
+                    // Only a digest taken in this epoch vouches for the engine's view.
+                    let last = entry.digest.filter(|(_, e)| *e == epoch).map(|(d, _)| d);
                     tokio::spawn(async move {
                         let result = match link.permits.acquire_owned().await {
-                            Ok(_permit) => link.client.get_task(&task_id).await,
+                            Ok(_permit) => link.client.poll_task(&task_id, last).await,
                             Err(_) => return,
                         };
-                        let _ = done.send(Done { task, generation, result });
+                        let _ = done.send(Done { task, generation, epoch, result });
                     });
                 }
             }
