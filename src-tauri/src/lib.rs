@@ -154,11 +154,18 @@ pub fn run(options: Options, launch: Launch) -> Result<(), Error> {
         .plugin(tauri_plugin_deep_link::init())
         .plugin(links::plugin(options.link.clone()))
         .build(tauri::generate_context!())?;
-    // After the single-instance check: only the app that runs the engine serves agents.
-    let gateway = match options.gateway {
-        Some(port) => start_gateway(&app, &console, port),
-        None => None,
+    // After the single-instance check: only the app that runs the engine serves agents. The
+    // demo runs the gateway too (on the README's port when free), for its demo agent.
+    let gateway = match (options.gateway, options.demo) {
+        (Some(port), _) => start_gateway(&app, &console, port),
+        (None, Some(_)) => start_gateway(&app, &console, demo::GATEWAY_PORT)
+            .or_else(|| start_gateway(&app, &console, 0)),
+        (None, None) => None,
     };
+    if let (Some(_), Some(gateway)) = (options.demo, &gateway) {
+        let (console, url) = (Arc::clone(&console), gateway.base_url());
+        tauri::async_runtime::spawn(async move { demo::agent(&console, &url).await });
+    }
     if first_calls {
         tauri::async_runtime::spawn(async move { demo::first_calls(&console).await });
     }
@@ -237,7 +244,9 @@ pub fn builder<R: Runtime>(builder: tauri::Builder<R>, shell: Shell) -> tauri::B
             commands::demo_start,
             commands::gated_list,
             commands::gated_decide,
+            commands::gated_timeline,
             commands::agents_get,
+            commands::agent_add,
             commands::agent_remove,
             commands::rule_remove,
             commands::tool_list,

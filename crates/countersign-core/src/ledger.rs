@@ -39,6 +39,7 @@ pub use events::{
 const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0001_init.sql"),
     include_str!("../migrations/0002_gateway.sql"),
+    include_str!("../migrations/0003_gated_tool.sql"),
 ];
 
 /// Errors of the ledger.
