@@ -6,6 +6,8 @@
 #                     `cargo build -p countersign-demo --example serve`)
 #   CONFORMANCE_SCENARIOS  space-separated scenarios to run instead of the nine required ones
 #   CONFORMANCE_OUT   directory for results (default: a fresh temporary directory)
+#   CONFORMANCE_URL   an endpoint already running to test instead of starting one (what
+#                     .ci/conformance-gateway.sh does for the gateway)
 #
 # Prints one line per scenario and exits non-zero if any check failed or warned.
 set -euo pipefail
@@ -18,7 +20,9 @@ if [[ ! -x "$tools_bin/conformance" || ! -x "$tools_bin/node" ]]; then
 fi
 
 read -r -a server_cmd <<< "${DEMO_SERVER_CMD:-target/debug/examples/serve 0}"
-if ! command -v "${server_cmd[0]}" > /dev/null 2>&1 && [[ ! -x "${server_cmd[0]}" ]]; then
+if [[ -n "${CONFORMANCE_URL:-}" ]]; then
+    :
+elif ! command -v "${server_cmd[0]}" > /dev/null 2>&1 && [[ ! -x "${server_cmd[0]}" ]]; then
     echo "demo server command not found: ${server_cmd[0]}" >&2
     echo "build it with: cargo build -p countersign-demo --example serve" >&2
     exit 2
@@ -43,32 +47,38 @@ fi
 out="${CONFORMANCE_OUT:-$(mktemp -d -t countersign-conformance.XXXXXX)}"
 mkdir -p "$out"
 
-"${server_cmd[@]}" > "$out/server.stdout" 2> "$out/server.stderr" &
-server_pid=$!
+server_pid=""
 stop_server() {
-    if kill -0 "$server_pid" 2> /dev/null; then
+    if [[ -n "$server_pid" ]] && kill -0 "$server_pid" 2> /dev/null; then
         kill "$server_pid" 2> /dev/null || true
         wait "$server_pid" 2> /dev/null || true
     fi
 }
 trap stop_server EXIT
 
-url=""
-for _ in $(seq 1 300); do
-    url="$(head -n 1 "$out/server.stdout" 2> /dev/null || true)"
-    [[ -n "$url" ]] && break
-    if ! kill -0 "$server_pid" 2> /dev/null; then
-        echo "demo server exited before printing its URL:" >&2
-        cat "$out/server.stderr" >&2
+if [[ -n "${CONFORMANCE_URL:-}" ]]; then
+    url="$CONFORMANCE_URL"
+else
+    "${server_cmd[@]}" > "$out/server.stdout" 2> "$out/server.stderr" &
+    server_pid=$!
+
+    url=""
+    for _ in $(seq 1 300); do
+        url="$(head -n 1 "$out/server.stdout" 2> /dev/null || true)"
+        [[ -n "$url" ]] && break
+        if ! kill -0 "$server_pid" 2> /dev/null; then
+            echo "demo server exited before printing its URL:" >&2
+            cat "$out/server.stderr" >&2
+            exit 1
+        fi
+        sleep 0.1
+    done
+    if [[ -z "$url" ]]; then
+        echo "demo server printed no URL within 30 s" >&2
         exit 1
     fi
-    sleep 0.1
-done
-if [[ -z "$url" ]]; then
-    echo "demo server printed no URL within 30 s" >&2
-    exit 1
 fi
-echo "demo server at $url (results in $out)"
+echo "server at $url (results in $out)"
 
 # Counts the statuses in a scenario's checks.json: prints "passed failed warnings total".
 count_checks() {

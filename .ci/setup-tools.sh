@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Installs the Node tools CI uses into .ci/tools (pinned in .ci/tools/package.json and its lock):
 # the official MCP conformance suite 0.2.0-alpha.12 and Node 22, which it needs (the machine has
-# Node 20). Idempotent; quiet unless something fails.
+# Node 20), and the official TypeScript SDK 1.32.2 (@modelcontextprotocol/sdk; the gateway tests
+# run its client, tests/peers/ts_session_agent.mjs). Idempotent; quiet unless something fails.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 tools="$root/.ci/tools"
 stamp="$tools/node_modules/.lock.sha256"
 want="$(sha256sum "$tools/package-lock.json" | cut -d' ' -f1)"
 if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" && -x "$tools/node_modules/.bin/conformance" ]] \
+    && [[ -f "$tools/node_modules/@modelcontextprotocol/sdk/package.json" ]] \
     && "$tools/node_modules/.bin/node" --version 2>/dev/null | grep -q '^v22\.'; then
     exit 0
 fi

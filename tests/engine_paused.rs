@@ -441,8 +441,8 @@ async fn tasks_keep_independent_schedules_and_one_tasks_failures_do_not_slow_ano
 }
 
 #[tokio::test(start_paused = true)]
-async fn an_answer_identical_to_the_last_is_passed_on_once_and_again_after_a_failure_on_the_server(
-) {
+async fn an_answer_identical_to_the_last_is_passed_on_once_and_again_after_a_failure_on_the_server()
+{
     // a: the same `working` answer eight times, then completed. b (same server): one 503 at
     // 700 ms, then completed.
     let mut a = vec![Reply::Working(Some(300)); 8];
@@ -455,12 +455,8 @@ async fn an_answer_identical_to_the_last_is_passed_on_once_and_again_after_a_fai
 
     let mut seen: Vec<Observation> = Vec::new();
     let terminal = |seen: &[Observation], row: i64| {
-        seen.iter().any(|o| {
-            o.task == row
-                && o.outcome
-                    .as_ref()
-                    .is_ok_and(|t| t.status().is_terminal())
-        })
+        seen.iter()
+            .any(|o| o.task == row && o.outcome.as_ref().is_ok_and(|t| t.status().is_terminal()))
     };
     while !(terminal(&seen, 1) && terminal(&seen, 2)) {
         seen.extend(observe(&mut observations, 1).await);

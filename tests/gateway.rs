@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use countersign_demo::{DemoConfig, Fault};
-use countersign_tests::gateway::{tasks_meta, GatewayRig};
+use countersign_tests::gateway::{tasks_meta, GatewayRig, DEADLINE};
 use serde_json::{json, Value};
 
 const DISPOSITION: &str = "io.modelcontextprotocol/tool-approval-disposition";
@@ -150,6 +150,46 @@ async fn a_denied_call_is_refused_at_once_and_never_reaches_the_upstream() {
         rig.pending_calls().await.is_empty(),
         "a denied call asks nobody"
     );
+}
+
+#[tokio::test]
+async fn the_typescript_sdk_client_is_held_told_it_awaits_approval_and_its_identical_retry_runs_once(
+) {
+    let rig = GatewayRig::start(2).await;
+    let args = json!({"format": "unix_ms"});
+
+    let first = rig.ts_agent("get_time", args.clone()).await;
+    assert_eq!(first["sdkVersion"], "1.32.2", "the pinned SDK: {first}");
+    assert_eq!(
+        first["protocolVersion"], "2025-11-25",
+        "a session client: {first}"
+    );
+    assert_eq!(
+        first["isError"], true,
+        "held within the SDK's time-out, then answered: {first}"
+    );
+    let text = first["text"].as_str().unwrap_or("");
+    assert!(
+        text.contains("waiting for approval") && text.contains("repeat the identical call"),
+        "the answer says it awaits approval and may be repeated: {text}"
+    );
+    assert_eq!(rig.upstream_calls(), 0, "nothing ran before approval");
+
+    let task_id = rig.wait_for_pending("get_time").await;
+    rig.cli(&["answer", &task_id, "--accept", "{}"])
+        .await
+        .assert_code(0);
+    let retry = rig.ts_agent("get_time", args.clone()).await;
+
+    assert_eq!(retry["isError"], false, "the identical retry runs: {retry}");
+    assert_eq!(disposition(&retry), "approved-executed", "{retry}");
+    assert_eq!(rig.upstream_calls(), 1, "and runs once");
+    let again = rig.ts_agent("get_time", args).await;
+    assert_eq!(
+        again["isError"], true,
+        "the approval was used: the next identical call asks again: {again}"
+    );
+    assert_eq!(rig.upstream_calls(), 1, "a decided call never runs twice");
 }
 
 #[tokio::test]
@@ -670,4 +710,391 @@ async fn a_result_recorded_before_a_kill_9_is_what_the_agent_polls_after_the_res
         "{task}"
     );
     assert_eq!(rig.upstream_calls(), 1, "the upstream ran it once");
+}
+
+/// The first-launch demo's agent (`countersign-desktop --demo`), run in-process as the app runs
+/// it: a console with its engine, the gateway, and the demo server registered as `demo`.
+#[tokio::test]
+async fn the_demo_agent_gets_its_allowed_call_at_once_and_its_other_call_runs_after_approval_with_a_timeline(
+) {
+    use countersign_core::console::view::{GatedDecision, ServerAddRequest};
+    use countersign_core::console::{Console, Setup, Start};
+    use countersign_core::gateway::demo_agent::{self, GatedEnd};
+    use countersign_core::gateway::endpoint::{Gateway, GatewayConfig};
+    use countersign_core::ledger::EventKind;
+    use countersign_demo::DemoServer;
+    use std::sync::Arc;
+
+    let demo = DemoServer::start(
+        std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+        DemoConfig {
+            time_scale: 0.05,
+            ..DemoConfig::default()
+        },
+    )
+    .await
+    .expect("the demo server starts");
+    let dir = countersign_tests::procs::DataDir::new("demo-agent");
+    let mut setup = Setup::new(dir.path());
+    setup.start = Start::Now;
+    let console = Arc::new(Console::open(setup).await.expect("the console opens"));
+    console
+        .add_server(ServerAddRequest {
+            name: "demo".into(),
+            url: demo.url(),
+            token: None,
+            discover: true,
+        })
+        .await
+        .expect("the demo server registers");
+    let gateway = Gateway::start(Arc::clone(&console), GatewayConfig::default())
+        .await
+        .expect("the gateway starts");
+
+    let enrolled = demo_agent::enrol(&console, "demo")
+        .await
+        .expect("the demo agent enrols")
+        .expect("a fresh ledger has no demo agent yet");
+    let url = format!("{}demo", gateway.base_url());
+    let agent = tokio::spawn(async move { demo_agent::run(&url, enrolled).await });
+
+    // Its gated call waits in the inbox; the allowed one has already run.
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    let pending = loop {
+        let pending = console.pending_gated_calls().await.expect("the inbox");
+        if let Some(call) = pending.into_iter().next() {
+            break call;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the demo agent's call never reached the inbox"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(pending.agent, demo_agent::AGENT);
+    assert_eq!(pending.tool, demo_agent::GATED_TOOL);
+    assert_eq!(
+        demo.stats().requests_for("tools/call"),
+        1,
+        "only the allowed call reached the upstream before approval"
+    );
+    let rules = console.rules().await.expect("the rules");
+    assert!(
+        rules
+            .iter()
+            .any(|r| r.tool == demo_agent::ALLOWED_TOOL
+                && r.agent.as_deref() == Some(demo_agent::AGENT)),
+        "the rule that let the allowed call pass is visible: {rules:?}"
+    );
+    assert!(
+        demo_agent::enrol(&console, "demo")
+            .await
+            .expect("a second enrolment is not an error")
+            .is_none(),
+        "a later launch does not enrol (or run) a second demo agent"
+    );
+
+    console
+        .decide_gated(
+            &pending.task_id,
+            GatedDecision {
+                approve: true,
+                reason: None,
+                always_allow: false,
+            },
+        )
+        .await
+        .expect("the approval is recorded");
+    let outcome = tokio::time::timeout(DEADLINE, agent)
+        .await
+        .expect("the demo agent ends once its call ran")
+        .expect("the agent task")
+        .expect("the demo agent's calls succeed");
+
+    assert_eq!(outcome.allowed["isError"], false, "{:?}", outcome.allowed);
+    assert_eq!(
+        outcome.gated_task, pending.task_id,
+        "the task the inbox showed"
+    );
+    match &outcome.gated {
+        GatedEnd::Completed(result) => {
+            assert_eq!(result["isError"], false, "approved and run: {result}");
+            assert_eq!(disposition(result), "approved-executed", "{result}");
+        }
+        other => panic!("the approved call completes, got {other:?}"),
+    }
+    assert_eq!(
+        demo.stats().requests_for("tools/call"),
+        2,
+        "the approved call ran exactly once"
+    );
+
+    // The card showed what the upstream's tools/list says about the tool.
+    let info = pending
+        .tool_info
+        .as_ref()
+        .unwrap_or_else(|| panic!("the held call carries the tool's listing: {pending:?}"));
+    assert!(
+        info.description
+            .as_deref()
+            .is_some_and(|d| d.starts_with("Exports `rows` rows")),
+        "the upstream's description: {info:?}"
+    );
+    assert_eq!(info.read_only_hint, Some(true), "{info:?}");
+    assert_eq!(info.open_world_hint, Some(true), "{info:?}");
+
+    // Its timeline, from the ledger: requested → approved → sent upstream → the upstream's task
+    // → its end.
+    let timeline = console
+        .gated_timeline(&pending.task_id)
+        .await
+        .expect("the call's timeline");
+    let steps: Vec<String> = timeline
+        .events
+        .iter()
+        .map(|e| match &e.fact {
+            EventKind::GatedCallChanged { state, .. } => format!("call {}", state.as_str()),
+            other => other.name().to_owned(),
+        })
+        .collect();
+    let position = |step: &str| {
+        steps
+            .iter()
+            .position(|s| s == step)
+            .unwrap_or_else(|| panic!("{step} is on the timeline: {steps:?}"))
+    };
+    assert!(
+        position("call pending") < position("call approved")
+            && position("call approved") < position("call running")
+            && position("call running") < position("task_created")
+            && position("task_created") < position("task_finished"),
+        "request → decision → sent upstream → upstream task → its end: {steps:?}"
+    );
+    assert!(timeline.call.decided_by.is_some(), "who decided");
+    gateway.shutdown().await;
+}
+
+/// The gateway in this process (its config as given) before the demo server registered as
+/// `demo`, with a console running the engine, and agent `bot`'s token.
+async fn in_process_gateway(
+    config: countersign_core::gateway::endpoint::GatewayConfig,
+) -> (
+    countersign_demo::DemoServer,
+    countersign_tests::procs::DataDir,
+    std::sync::Arc<countersign_core::console::Console>,
+    countersign_core::gateway::endpoint::Gateway,
+    String,
+) {
+    use countersign_core::console::view::ServerAddRequest;
+    use countersign_core::console::{Console, Setup, Start};
+    use countersign_core::gateway::endpoint::Gateway;
+
+    let demo = countersign_demo::DemoServer::start(
+        std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+        DemoConfig::default(),
+    )
+    .await
+    .expect("the demo server starts");
+    let dir = countersign_tests::procs::DataDir::new("gateway-in-process");
+    let mut setup = Setup::new(dir.path());
+    setup.start = Start::Now;
+    let console = std::sync::Arc::new(Console::open(setup).await.expect("the console opens"));
+    console
+        .add_server(ServerAddRequest {
+            name: "demo".into(),
+            url: demo.url(),
+            token: None,
+            discover: true,
+        })
+        .await
+        .expect("the demo server registers");
+    let (_, token) = console.add_agent("bot").await.expect("an agent");
+    let gateway = Gateway::start(std::sync::Arc::clone(&console), config)
+        .await
+        .expect("the gateway starts");
+    (demo, dir, console, gateway, token.expose().clone())
+}
+
+#[tokio::test]
+async fn a_held_call_that_sent_a_progress_token_gets_progress_notifications_while_it_waits() {
+    use countersign_core::gateway::endpoint::GatewayConfig;
+
+    let config = GatewayConfig {
+        hold: Duration::from_millis(2500),
+        keep_alive: Duration::from_millis(400),
+        ..GatewayConfig::default()
+    };
+    let (demo, _dir, _console, gateway, token) = in_process_gateway(config).await;
+    let url = format!("{}demo", gateway.base_url());
+    let http = reqwest::Client::new();
+    let post = |body: Value, session: Option<String>| {
+        let mut request = http
+            .post(&url)
+            .bearer_auth(&token)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(body.to_string());
+        if let Some(session) = session {
+            request = request
+                .header("mcp-session-id", session)
+                .header("mcp-protocol-version", "2025-11-25");
+        }
+        request.send()
+    };
+    let init = post(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "raw-session-agent", "version": "1"}}}),
+        None,
+    )
+    .await
+    .expect("initialize answers");
+    let session = init
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+        .expect("initialize opens a session");
+
+    let body = post(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "get_time", "arguments": {}, "_meta": {"progressToken": "p-1"}}}),
+        Some(session.clone()),
+    )
+    .await
+    .expect("the held call answers")
+    .text()
+    .await
+    .expect("its stream ends after the hold");
+    let messages: Vec<Value> = body
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .filter_map(|d| serde_json::from_str(d.trim()).ok())
+        .collect();
+    let progress: Vec<&Value> = messages
+        .iter()
+        .filter(|m| m["method"] == "notifications/progress")
+        .collect();
+    assert!(
+        progress.len() >= 3,
+        "a progress notification per keep-alive interval while held: {body}"
+    );
+    assert!(
+        progress
+            .iter()
+            .all(|p| p["params"]["progressToken"] == "p-1"),
+        "each for the agent's own token: {progress:?}"
+    );
+    let progress_values: Vec<u64> = progress
+        .iter()
+        .filter_map(|p| p["params"]["progress"].as_u64())
+        .collect();
+    assert!(
+        progress_values.windows(2).all(|w| w[0] < w[1]),
+        "progress increases: {progress_values:?}"
+    );
+    let last = messages.last().expect("the answer comes last");
+    assert_eq!(last["id"], 2, "the call's answer ends the stream: {body}");
+    assert_eq!(last["result"]["isError"], true, "still waiting: {last}");
+    assert_eq!(
+        demo.stats().requests_for("tools/call"),
+        0,
+        "nothing ran upstream"
+    );
+
+    // Without a token: keep-alive comments only, no notification.
+    let plain = post(
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+            "name": "get_time", "arguments": {"format": "unix_ms"}}}),
+        Some(session),
+    )
+    .await
+    .expect("the held call answers")
+    .text()
+    .await
+    .expect("its stream");
+    assert!(
+        !plain.contains("notifications/progress"),
+        "no progress without a progress token: {plain}"
+    );
+    gateway.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_agent_asking_faster_than_the_rate_limit_is_refused_and_other_agents_are_not() {
+    use countersign_core::console::gateway::{AgentCall, Gate, PolicyInput, MAX_ASKS_PER_WINDOW};
+    use countersign_core::console::view::GatedDecision;
+    use countersign_core::gateway::endpoint::GatewayConfig;
+    use countersign_core::ledger::gated::GatedMode;
+
+    let (demo, _dir, console, gateway, token) = in_process_gateway(GatewayConfig::default()).await;
+    let bot = console
+        .authenticate_agent(&token)
+        .await
+        .expect("the ledger answers")
+        .expect("bot's token");
+    let server = console
+        .server_named("demo")
+        .await
+        .expect("the ledger answers")
+        .expect("demo is registered");
+    let (_, other_token) = console.add_agent("other").await.expect("a second agent");
+    let other = console
+        .authenticate_agent(other_token.expose())
+        .await
+        .expect("the ledger answers")
+        .expect("other's token");
+    let ask = |agent, n: u64| {
+        let arguments = json!({"n": n}).as_object().cloned().unwrap_or_default();
+        let console = std::sync::Arc::clone(&console);
+        let server = server.clone();
+        async move {
+            console
+                .gate(
+                    AgentCall {
+                        agent: &agent,
+                        server: &server,
+                        tool: "get_time",
+                        arguments: &arguments,
+                        mode: GatedMode::Task,
+                        tool_info: None,
+                    },
+                    &PolicyInput::default(),
+                )
+                .await
+                .expect("the gate answers")
+        }
+    };
+    // Each request declined at once, so the cap on waiting calls is never what refuses.
+    for n in 0..MAX_ASKS_PER_WINDOW {
+        let Gate::Held(call) = ask(bot.clone(), n).await else {
+            panic!("request {n} within the limit waits for a person");
+        };
+        let decline = GatedDecision {
+            approve: false,
+            reason: None,
+            always_allow: false,
+        };
+        console
+            .decide_gated(&call.task_id, decline)
+            .await
+            .expect("declined");
+    }
+    for n in [MAX_ASKS_PER_WINDOW, MAX_ASKS_PER_WINDOW + 1] {
+        match ask(bot.clone(), n).await {
+            Gate::Denied(call) => assert!(
+                call.reason
+                    .as_deref()
+                    .is_some_and(|r| r.contains("within a minute")),
+                "refused by the rate limit, saying so: {call:?}"
+            ),
+            other => panic!("request {n} is over the limit, got {other:?}"),
+        }
+    }
+    assert!(
+        matches!(ask(other.clone(), 0).await, Gate::Held(_)),
+        "another agent still asks"
+    );
+    assert_eq!(demo.stats().requests_for("tools/call"), 0, "nothing ran");
+    gateway.shutdown().await;
 }

@@ -606,7 +606,21 @@ await step("an agent's call through the app's gateway waits in the inbox with a 
   closeNotifications();
   const info = await ui.js(`return window.__TAURI_INTERNALS__.invoke("app_info");`);
   assert.ok(info.gatewayUrl, `the app runs the gateway: ${JSON.stringify(info)}`);
-  const { token } = JSON.parse(execFileSync(cli, ["--data-dir", dataDir, "--json", "agents", "add", "e2e-agent"]).toString());
+  // The agent is added in the Agents view: its token is shown once, with the snippets to paste.
+  await ui.go("#/agents");
+  await ui.type('[data-testid="add-agent"] input[name="agent-name"]', "e2e-agent");
+  await ui.click('[data-testid="add-agent"] button[type="submit"]');
+  const token = (await until("the new agent's token", () => ui.text('[data-testid="agent-token"]'), 10000)).trim();
+  assert.match(token, /^csa_[0-9a-f]{64}$/, "a fresh token, shown once");
+  await ui.choose('[data-testid="snippet-server"]', "secure-demo");
+  const claude = await ui.text('[data-snippet="claude-code"] pre');
+  assert.equal(claude, `claude mcp add --transport http secure-demo ${info.gatewayUrl}secure-demo --header 'Authorization: Bearer ${token}'`);
+  assert.match(await ui.text('[data-snippet="cursor"] pre'), new RegExp(`"url": "${info.gatewayUrl}secure-demo"`));
+  await assertAccessible("the Agents view with a new token");
+  await ui.click('[data-testid="agent-created-done"]');
+  assert.equal(await ui.exists('[data-testid="agent-token"]'), false, "the token is gone from the window");
+  assert.match(await ui.text('[data-testid="agents"] tr[data-agent="e2e-agent"]'), /active/);
+  for (const b of ledgerBytes()) assert.equal(b.indexOf(token), -1, "the token is not in the ledger");
   // The fastmcp 4.1.4 client (not ours) with the tasks extension: it gets Countersign's task and
   // polls it until a person decides.
   const agent = spawn(python, [join(root, "tests/peers/gateway_agent.py"), "fastmcp", `${info.gatewayUrl}secure-demo`, token, "get_time", JSON.stringify({ why: "e2e <b>audit</b>" }), "--timeout", "90"], {
@@ -703,6 +717,55 @@ await step("with `countersign watch` holding the ledger: a banner, no notificati
   assert.match(await ui.text('[data-testid="result"]'), /approved, DEPLOYED/);
   assert.equal(notifications.calls.length, before, "only the engine's own app notifies");
   watch.kill();
+});
+
+await step("the first-launch demo: its agent's call waits in the inbox with a notification; Approve runs it (issue 13)", async () => {
+  await ui.quit();
+  closeNotifications();
+  // A fresh ledger, as a newcomer's: --demo runs the demo server, the gateway and the demo
+  // agent, which calls get_time (allowed by the demo's rule) and batch_export (waits).
+  const t0 = Date.now();
+  ui = await App.launch(app, ["--demo", "--data-dir", join(work, "demo-ledger")]);
+  await ui.go("#/inbox");
+  const card = '.gated-call[aria-label="demo-agent wants to run batch_export on demo"]';
+  await until("the demo agent's call in the inbox", () => ui.exists(card), 60000);
+  assert.match(await ui.text(card), /"rows": 20000/, "its exact arguments");
+  // What the demo server's tools/list says about batch_export, with its annotations in words.
+  assert.match(await ui.text(`${card} [data-testid="gated-description"]`), /^Exports `rows` rows to object storage/);
+  assert.match(await ui.text(`${card} [data-testid="gated-hints"]`), /says it only reads[\s\S]*reaches outside systems/);
+  await assertAccessible("the inbox with the demo agent's call");
+  await ui.shot(join(shots, "inbox-demo-agent.png"));
+  await until("its notification", () => notifications.fresh("demo-agent wants to run demo · batch_export").length >= 1, 10000);
+  console.log(`     the demo agent's call waited in the inbox ${((Date.now() - t0) / 1000).toFixed(1)} s after launch`);
+  await ui.click(`${card} [data-testid="gated-approve"]`);
+  await until("the card gone", async () => !(await ui.exists(card)));
+  await ui.go("#/agents");
+  await until("the demo agent listed", () => ui.exists('[data-testid="agents"] tr[data-agent="demo-agent"]'));
+  const rule = await ui.text('[data-testid="rules"]');
+  assert.match(rule, /demo-agent[\s\S]*demo[\s\S]*get_time[\s\S]*allow/, `the demo's rule is visible: ${rule}`);
+  await until(
+    "the approved call to run upstream and end",
+    async () => /demo-agent[\s\S]*batch_export[\s\S]*done · decided by/.test(await ui.text('[data-testid="agent-calls"]')),
+    60000,
+  );
+  // Its timeline: asked → approved → sent upstream → the upstream's task → its end.
+  await ui.click('[data-testid="agent-calls"] [data-testid="gated-timeline-toggle"]');
+  const steps = await until(
+    "the call's timeline to reach the upstream task's end",
+    async () => {
+      const kinds = await ui.js(`return [...document.querySelectorAll('[data-testid="gated-timeline"] li .kind')].map((k) => k.textContent);`);
+      return kinds.some((k) => k.startsWith("finished")) ? kinds : null;
+    },
+    60000,
+    500,
+  );
+  const at = (label) => steps.findIndex((k) => k.startsWith(label));
+  assert.ok(
+    at("agent asked") >= 0 && at("agent asked") < at("approved") && at("approved") < at("sent upstream") && at("sent upstream") < at("task created") && at("task created") < at("finished"),
+    `request → decision → upstream → its task → its end: ${steps.join(" | ")}`,
+  );
+  await assertAccessible("the Agents view with a call's timeline");
+  await ui.shot(join(shots, "agents-call-timeline.png"));
 });
 
 await ui.quit();

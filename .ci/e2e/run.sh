@@ -87,7 +87,8 @@ E2E_LOGS="$logs" node "$here/tray.mjs" || status=$?
 echo "e2e: the window's sign-in commands against the OAuth peer (no token in any IPC payload)"
 (cd "$root" && CARGO_TARGET_DIR="$target" COUNTERSIGN_PEER_PYTHON="$root/.ci/venv/bin/python" cargo test --locked -p countersign-desktop --test ipc -- --ignored) || status=$?
 # A token must never reach a log either.
-if grep -qs "e2e-fastmcp-\|e2e-demo-" "$logs/app-and-driver.log" "$logs/background-app.log" "$logs/tray-app.log"; then
+# (csa_: agent tokens, the one created in the window and the demo agent's.)
+if grep -qs "e2e-fastmcp-\|e2e-demo-\|csa_" "$logs/app-and-driver.log" "$logs/background-app.log" "$logs/tray-app.log"; then
   echo "FAIL a bearer token appears in the app's log ($logs/app-and-driver.log)" >&2
   status=1
 fi

@@ -10,12 +10,12 @@ use countersign_core::console::{Console, Error as ConsoleError};
 use countersign_core::mcp::ToolCall;
 
 use crate::ipc::{
-    AgentRef, AgentView, AgentsPage, AppInfo, AuditEntry, AuditExport, AuditExportRequest,
-    CommandError, DndRequest, ErrorCode, GatedCallView, GatedDecideRequest, InputAnswerRequest,
-    InputRequestView, RuleRef, ServerAddRequest, ServerRef, ServerUpdateRequest, ServerView,
-    ShellState, TaskAdoptRequest, TaskDetail, TaskListRequest, TaskRef, TaskView,
-    ToolCallAnswerRequest, ToolCallOutcome, ToolCallRequest, ToolView, UrlOpenRequest, ViewRequest,
-    ZoomRequest,
+    AgentCreated, AgentRef, AgentView, AgentsPage, AppInfo, AuditEntry, AuditExport,
+    AuditExportRequest, CommandError, DndRequest, ErrorCode, GatedCallView, GatedDecideRequest,
+    GatedRef, GatedTimeline, InputAnswerRequest, InputRequestView, RuleRef, ServerAddRequest,
+    ServerRef, ServerUpdateRequest, ServerView, ShellState, TaskAdoptRequest, TaskDetail,
+    TaskListRequest, TaskRef, TaskView, ToolCallAnswerRequest, ToolCallOutcome, ToolCallRequest,
+    ToolView, UrlOpenRequest, ViewRequest, ZoomRequest,
 };
 use crate::Shell;
 use tauri::{AppHandle, Manager, Runtime, State};
@@ -237,6 +237,12 @@ pub async fn gated_decide(
         .await)
 }
 
+/// One agent call from request to outcome: the call and its timeline.
+#[tauri::command]
+pub async fn gated_timeline(shell: State<'_, Shell>, request: GatedRef) -> Result<GatedTimeline> {
+    ipc(shell.console.gated_timeline(&request.task_id).await)
+}
+
 /// How many of the latest agents' calls the Agents view lists.
 const RECENT_CALLS: usize = 50;
 
@@ -247,6 +253,17 @@ pub async fn agents_get(shell: State<'_, Shell>) -> Result<AgentsPage> {
         agents: ipc(shell.console.agents().await)?,
         rules: ipc(shell.console.rules().await)?,
         calls: ipc(shell.console.gated_calls(RECENT_CALLS).await)?,
+        gateway_url: shell.gateway_url.lock().ok().and_then(|u| u.clone()),
+    })
+}
+
+/// Adds an agent and returns its token, the one time it crosses IPC (see [`AgentCreated`]).
+#[tauri::command]
+pub async fn agent_add(shell: State<'_, Shell>, request: AgentRef) -> Result<AgentCreated> {
+    let (agent, token) = ipc(shell.console.add_agent(&request.name).await)?;
+    Ok(AgentCreated {
+        agent,
+        token: token.expose().clone(),
         gateway_url: shell.gateway_url.lock().ok().and_then(|u| u.clone()),
     })
 }

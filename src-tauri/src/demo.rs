@@ -1,6 +1,8 @@
 //! `--demo`: the built-in demo MCP server in this process, registered as server `demo`, and on
 //! its first launch two calls so something is happening within seconds: a CI pipeline that
-//! progresses through its stages, and a deployment that stops to ask for approval.
+//! progresses through its stages, and a deployment that stops to ask for approval. The app also
+//! runs the local MCP gateway, and the demo agent (`countersign_core::gateway::demo_agent`) calls
+//! two demo tools through it: one a rule allows, one that waits in the inbox for approval.
 
 use std::net::SocketAddr;
 
@@ -15,6 +17,8 @@ use countersign_core::mcp::ToolCall;
 pub const NAME: &str = "demo";
 /// Preferred port (the README's CLI session uses it too); any free port if taken.
 const PORT: u16 = 8765;
+/// The gateway's preferred port with `--demo` (the README's); any free port if taken.
+pub const GATEWAY_PORT: u16 = 8788;
 
 /// The running demo server (stopped when dropped with the app).
 pub struct Demo {
@@ -106,5 +110,24 @@ pub async fn first_calls(console: &Console) {
         {
             tracing::warn!("demo call {tool} failed: {e}");
         }
+    }
+}
+
+/// The demo agent: enrolled through the console (its token stays in this process's memory) and
+/// run against the gateway at `gateway_url` (`http://127.0.0.1:P/mcp/`). Only the launch that
+/// enrols it runs it; what it did stays in the ledger.
+pub async fn agent(console: &Console, gateway_url: &str) {
+    use countersign_core::gateway::demo_agent;
+    let enrolled = match demo_agent::enrol(console, NAME).await {
+        Ok(Some(enrolled)) => enrolled,
+        Ok(None) => return,
+        Err(e) => {
+            tracing::warn!("{e}");
+            return;
+        }
+    };
+    match demo_agent::run(&format!("{gateway_url}{NAME}"), enrolled).await {
+        Ok(outcome) => tracing::info!(task = %outcome.gated_task, "the demo agent's calls ended"),
+        Err(e) => tracing::warn!("{e}"),
     }
 }

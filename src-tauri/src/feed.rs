@@ -28,9 +28,38 @@ pub async fn follow<R: Runtime>(app: AppHandle<R>) {
             return;
         }
     };
+    tell_early_calls(&app).await;
     loop {
         let changes = feed.next().await;
         publish(&app, changes, &mut inbox).await;
+    }
+}
+
+/// Agents' calls recorded after this launch but before the feed took its first cursor (the
+/// `--demo` agent's, or any agent quick off the mark) reach no batch of the feed: they are told
+/// now. Calls from before the launch are not (as for questions, a restart does not notify
+/// again); the notifier tells each call once, so one the feed also brings is not told twice.
+async fn tell_early_calls<R: Runtime>(app: &AppHandle<R>) {
+    let shell = app.state::<Shell>();
+    let launched_ms = std::time::SystemTime::now()
+        .checked_sub(shell.launch.at.elapsed())
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(i64::MAX, |d| {
+            i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+        });
+    let early: Vec<String> = match shell.console.pending_gated_calls().await {
+        Ok(pending) => pending
+            .into_iter()
+            .filter(|c| c.created_at >= launched_ms)
+            .map(|c| c.task_id)
+            .collect(),
+        Err(e) => {
+            tracing::warn!("cannot read the agents' held calls: {e}");
+            return;
+        }
+    };
+    if !early.is_empty() {
+        refresh_gated(app, &early, &[]).await;
     }
 }
 

@@ -121,7 +121,9 @@ contract! {
         demo_start: () => ServerView,
         gated_list: () => Vec<GatedCallView>,
         gated_decide: GatedDecideRequest => GatedCallView,
+        gated_timeline: GatedRef => GatedTimeline,
         agents_get: () => AgentsPage,
+        agent_add: AgentRef => AgentCreated,
         agent_remove: AgentRef => AgentView,
         rule_remove: RuleRef => (),
         tool_list: ServerRef => Vec<ToolView>,
@@ -239,7 +241,34 @@ pub struct AgentsPage {
     pub gateway_url: Option<String>,
 }
 
-/// `agent_remove` request: revoke an agent's token.
+/// `agent_add` reply: the new agent and its token. **The one place a credential crosses IPC**, on
+/// purpose: a person must copy the token into their agent's configuration, and it exists nowhere
+/// else (the ledger keeps only its digest). It is in this reply only, shown once by the window,
+/// never in an event, a log, or a later reply; `Debug` leaves it out.
+#[derive(Clone, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentCreated {
+    /// The agent.
+    pub agent: AgentView,
+    /// Its bearer token (`csa_…`), shown this once.
+    pub token: String,
+    /// The gateway's base URL when this app runs it (`…/mcp/`; agents add a server's name).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub gateway_url: Option<String>,
+}
+
+impl std::fmt::Debug for AgentCreated {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentCreated")
+            .field("agent", &self.agent)
+            .field("token", &"<redacted>")
+            .field("gateway_url", &self.gateway_url)
+            .finish()
+    }
+}
+
+/// `agent_add` and `agent_remove` request: an agent by name.
 #[derive(Debug, Clone, Deserialize, TS)]
 #[serde(rename_all = "camelCase")]
 pub struct AgentRef {
@@ -253,6 +282,14 @@ pub struct AgentRef {
 pub struct RuleRef {
     /// The rule's row id.
     pub id: i64,
+}
+
+/// `gated_timeline` request: one agent call by Countersign's task id.
+#[derive(Debug, Clone, Deserialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct GatedRef {
+    /// Countersign's task id of the call (`csg-…`).
+    pub task_id: String,
 }
 
 /// `gated_decide` request: a person's decision on an agent's call held by the gateway.

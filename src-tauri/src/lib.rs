@@ -169,15 +169,29 @@ pub fn run(options: Options, launch: Launch) -> Result<(), Error> {
         .plugin(settings::autostart_plugin(&options.data_dir))
         .plugin(links::plugin(options.link.clone()))
         .build(context)?;
-    // `--gateway PORT` overrides the gateway setting; the gateway starts (after the
-    // single-instance check) when the settings are applied, in `settings::follow`.
-    if let Some(port) = options.gateway {
-        app.state::<settings::Applied>().set_gateway_flag(port);
+    // After the single-instance check: only the app that runs the engine serves agents. The
+    // demo runs the gateway too (on the README's port when free), for its demo agent.
+    let gateway = match (options.gateway, options.demo) {
+        (Some(port), _) => start_gateway(&app, &console, port),
+        (None, Some(_)) => start_gateway(&app, &console, demo::GATEWAY_PORT)
+            .or_else(|| start_gateway(&app, &console, 0)),
+        (None, None) => None,
+    };
+    if let (Some(_), Some(gateway)) = (options.demo, &gateway) {
+        let (console, url) = (Arc::clone(&console), gateway.base_url());
+        tauri::async_runtime::spawn(async move { demo::agent(&console, &url).await });
+    }
+    // A gateway of the launch (`--gateway PORT`, or the demo's) overrides the gateway setting
+    // for this run: `settings` leaves it alone and the page says so.
+    if let Some(gateway) = &gateway {
+        app.state::<settings::Applied>()
+            .set_gateway_flag(gateway.addr().port());
     }
     if first_calls {
         tauri::async_runtime::spawn(async move { demo::first_calls(&console).await });
     }
     app.run(move |app, event| {
+        let _serving = &gateway;
         match event {
             // The last window closed (no exit code: not the tray's "Quit"): background mode.
             tauri::RunEvent::ExitRequested {
@@ -188,6 +202,36 @@ pub fn run(options: Options, launch: Launch) -> Result<(), Error> {
         }
     });
     Ok(())
+}
+
+/// Starts the local MCP gateway on 127.0.0.1:`port` for this app's console. A gateway that
+/// cannot start (the port is taken, another process runs the engine) is logged and the app runs
+/// without it: the window still shows and decides every held call the ledger has.
+fn start_gateway<R: Runtime>(
+    app: &tauri::App<R>,
+    console: &Arc<Console>,
+    port: u16,
+) -> Option<countersign_core::gateway::endpoint::Gateway> {
+    use countersign_core::gateway::endpoint::{Gateway, GatewayConfig};
+    let config = GatewayConfig {
+        addr: std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+        ..GatewayConfig::default()
+    };
+    match tauri::async_runtime::block_on(Gateway::start(Arc::clone(console), config)) {
+        Ok(gateway) => {
+            let url = gateway.base_url();
+            // One line for people and for the tests, as `countersign gateway` prints it.
+            eprintln!("countersign: gateway on {url}");
+            if let Ok(mut slot) = app.state::<Shell>().gateway_url.lock() {
+                *slot = Some(url);
+            }
+            Some(gateway)
+        }
+        Err(e) => {
+            tracing::error!("the gateway did not start: {e}");
+            None
+        }
+    }
 }
 
 /// Wires state, commands and the feed onto a builder (also used by the IPC tests).
@@ -222,7 +266,9 @@ pub fn builder<R: Runtime>(builder: tauri::Builder<R>, shell: Shell) -> tauri::B
             commands::demo_start,
             commands::gated_list,
             commands::gated_decide,
+            commands::gated_timeline,
             commands::agents_get,
+            commands::agent_add,
             commands::agent_remove,
             commands::rule_remove,
             commands::tool_list,

@@ -269,13 +269,15 @@ fn apply_autostart<R: Runtime>(app: &AppHandle<R>, applied: &Applied, wanted: bo
     }
 }
 
-/// Starts, moves or stops the gateway to match the flag or the setting. Only the app that runs
-/// the engine serves agents.
+/// Starts, moves or stops the gateway to match the setting. Only the app that runs the engine
+/// serves agents. A gateway the launch started (`--gateway PORT`, or the demo's, `lib.rs`)
+/// runs for the whole run and the setting is left for the next launch.
 async fn apply_gateway<R: Runtime>(app: &AppHandle<R>, applied: &Applied, settings: &Settings) {
+    if applied.gateway_flag().is_some() {
+        return;
+    }
     let shell = app.state::<Shell>();
-    let wanted = applied
-        .gateway_flag()
-        .or(settings.gateway.enabled.then_some(settings.gateway.port));
+    let wanted = settings.gateway.enabled.then_some(settings.gateway.port);
     let wanted = wanted.filter(|_| shell.console.runs_engine());
     let mut running = applied.gateway.lock().await;
     if running.as_ref().map(|(port, _)| *port) == wanted {

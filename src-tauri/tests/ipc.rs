@@ -436,7 +436,7 @@ fn an_agents_held_call_is_approved_from_the_window_and_the_agents_view_shows_rem
             tool: "deploy_service",
             arguments: &arguments,
             mode: GatedMode::Task,
-            read_only_hint: false,
+            tool_info: None,
         },
         &PolicyInput {
             rules: Vec::new(),
@@ -472,6 +472,28 @@ fn an_agents_held_call_is_approved_from_the_window_and_the_agents_view_shows_rem
     assert_eq!(again["code"], "already_answered", "{again}");
     let listed = invoke(&fx.window, "gated_list", json!({})).expect("gated_list");
     assert_eq!(listed, json!([]), "nothing waits any more");
+    // The call's timeline, from the ledger: asked, then approved (by this person).
+    let timeline = invoke(
+        &fx.window,
+        "gated_timeline",
+        json!({"request": {"taskId": record.task_id}}),
+    )
+    .expect("gated_timeline");
+    assert_eq!(timeline["call"]["state"], "approved", "{timeline}");
+    let states: Vec<&str> = timeline["events"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e["fact"]["state"].as_str())
+        .collect();
+    assert_eq!(states, ["pending", "approved"], "{timeline}");
+    let missing = invoke(
+        &fx.window,
+        "gated_timeline",
+        json!({"request": {"taskId": "csg-nope"}}),
+    )
+    .expect_err("no such call");
+    assert_eq!(missing["code"], "not_found", "{missing}");
     let rules = block_on(console.rules()).expect("rules");
     assert!(
         rules.iter().any(|r| r.agent.as_deref() == Some("ci-bot")
@@ -803,4 +825,59 @@ fn oauth_sign_in_shows_where_and_until_when_and_no_ipc_payload_carries_a_token()
     )
     .expect("removed");
     drop(peer);
+}
+
+#[test]
+fn an_agent_created_in_the_window_gets_its_token_once_and_nothing_else_carries_it() {
+    use tauri::Manager as _;
+
+    let fx = app("agent-add");
+    let console = Arc::clone(&fx._app.state::<Shell>().console);
+    let created = invoke(
+        &fx.window,
+        "agent_add",
+        json!({"request": {"name": "claude-code"}}),
+    )
+    .expect("agent_add");
+    assert_eq!(created["agent"]["name"], "claude-code", "{created}");
+    let token = created["token"]
+        .as_str()
+        .unwrap_or_else(|| panic!("the reply carries the token: {created}"))
+        .to_owned();
+    assert!(
+        block_on(console.authenticate_agent(&token))
+            .expect("the ledger answers")
+            .is_some_and(|a| a.name == "claude-code"),
+        "the token shown is the agent's"
+    );
+
+    let page = invoke(&fx.window, "agents_get", json!({})).expect("agents_get");
+    assert_eq!(page["agents"][0]["name"], "claude-code", "{page}");
+    assert!(
+        !page.to_string().contains(&token),
+        "the token is in the create reply only, never in a later one"
+    );
+    let audit = invoke(&fx.window, "audit_list", json!({})).expect("audit_list");
+    assert!(
+        audit.to_string().contains("agent_add") && !audit.to_string().contains(&token),
+        "the creation is audited, without the token: {audit}"
+    );
+    for file in ["ledger.sqlite3", "ledger.sqlite3-wal"] {
+        let bytes = std::fs::read(fx.dir.join(file)).unwrap_or_default();
+        assert!(
+            !bytes.windows(token.len()).any(|w| w == token.as_bytes()),
+            "the token is not in {file}"
+        );
+    }
+
+    let twice = invoke(
+        &fx.window,
+        "agent_add",
+        json!({"request": {"name": "claude-code"}}),
+    )
+    .expect_err("one agent per name");
+    assert_eq!(twice["code"], "invalid_input", "{twice}");
+    let bad = invoke(&fx.window, "agent_add", json!({"request": {"name": "a b"}}))
+        .expect_err("a name with a space");
+    assert_eq!(bad["code"], "invalid_input", "{bad}");
 }

@@ -169,6 +169,47 @@ impl GatewayRig {
             .unwrap_or_else(|e| panic!("agent output is not JSON ({e}): {line}"))
     }
 
+    /// The official TypeScript SDK's client (`tests/peers/ts_session_agent.mjs`, the 2025-11-25
+    /// session protocol, its own 60 s request time-out) calling `tool` through the gateway: its
+    /// result as `{"isError", "text", "meta", "protocolVersion", "sdkVersion"}`, or `{"error"}`.
+    pub async fn ts_agent(&self, tool: &str, args: Value) -> Value {
+        let tools = crate::peer::ci_tools();
+        let node = tools.join("node_modules/.bin/node");
+        let output = tokio::time::timeout(
+            DEADLINE,
+            Command::new(&node)
+                .arg(crate::peer::repo_root().join("tests/peers/ts_session_agent.mjs"))
+                .args([&self.url, &self.token, tool, &args.to_string()])
+                .env("COUNTERSIGN_CI_TOOLS", &tools)
+                .stdin(Stdio::null())
+                .kill_on_drop(true)
+                .output(),
+        )
+        .await
+        .unwrap_or_else(|_| {
+            panic!("the TypeScript agent calling {tool} ran longer than {DEADLINE:?}")
+        })
+        .unwrap_or_else(|e| {
+            panic!(
+                "cannot run {} (run .ci/setup-tools.sh): {e}",
+                node.display()
+            )
+        });
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let line = stdout
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or_else(|| {
+                panic!(
+                    "the TypeScript agent printed nothing (run .ci/setup-tools.sh?); stderr:\n{}",
+                    String::from_utf8_lossy(&output.stderr)
+                )
+            });
+        serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("agent output is not JSON ({e}): {line}"))
+    }
+
     /// A stdio-only host (the `mcp` package's stdio client) starting `countersign connect demo`,
     /// which relays to this gateway: the agent script's result.
     pub async fn stdio_agent(&self, tool: &str, args: Value) -> Value {
@@ -300,9 +341,17 @@ impl GatewayRig {
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream")
             .header("mcp-protocol-version", "2026-07-28")
-            .body(
-                json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string(),
-            );
+            .header("mcp-method", method);
+        // The name the request routes by, as SEP-2243 has a client send it.
+        if let Some(name) = ["name", "uri", "taskId"]
+            .iter()
+            .find_map(|f| params.get(*f).and_then(Value::as_str))
+        {
+            request = request.header("mcp-name", name);
+        }
+        request = request.body(
+            json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string(),
+        );
         if let Some(token) = token {
             request = request.bearer_auth(token);
         }

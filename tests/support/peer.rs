@@ -119,6 +119,15 @@ pub fn repo_root() -> PathBuf {
     root.canonicalize().unwrap_or(root)
 }
 
+/// The Node tools `.ci/setup-tools.sh` installs (Node 22, the conformance suite, the official
+/// TypeScript SDK): `$COUNTERSIGN_CI_TOOLS`, else `<repo>/.ci/tools`.
+pub fn ci_tools() -> PathBuf {
+    match std::env::var_os("COUNTERSIGN_CI_TOOLS") {
+        Some(p) if !p.is_empty() => PathBuf::from(p),
+        _ => repo_root().join(".ci/tools"),
+    }
+}
+
 /// The interop venv's python (`$COUNTERSIGN_PEER_PYTHON`, else `<repo>/.ci/venv/bin/python`).
 pub fn python() -> PathBuf {
     match std::env::var_os("COUNTERSIGN_PEER_PYTHON") {

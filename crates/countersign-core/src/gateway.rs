@@ -6,12 +6,14 @@
 //! - [`outcome`]: what the agent is told, as MCP results with SEP-2848 dispositions in `_meta`;
 //! - [`endpoint`]: the Streamable HTTP endpoint on 127.0.0.1 (`/mcp/<server-name>`), both
 //!   protocol generations, bearer token per agent;
-//! - [`relay`]: `countersign connect`, a stdio MCP server relaying to the running gateway.
+//! - [`relay`]: `countersign connect`, a stdio MCP server relaying to the running gateway;
+//! - [`demo_agent`]: the first-launch demo's agent, calling demo tools through the gateway.
 //!
 //! The records (agents, rules, gated calls) live in the ledger (`ledger::{agents, rules,
 //! gated}`); every action on them is a [`crate::console::Console`] method
 //! (`console/gateway.rs`), so the CLI, the app and the endpoint share one path.
 
+pub mod demo_agent;
 pub mod endpoint;
 pub mod outcome;
 pub mod policy;
@@ -21,6 +23,7 @@ use rand::RngCore;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
+use crate::ledger::gated::ToolInfo;
 use crate::sensitive::Sensitive;
 
 /// Prefix of Countersign's own task ids, so `tasks/*` for them are answered from the ledger and
@@ -55,6 +58,47 @@ pub fn new_token() -> Sensitive<String> {
 /// 256 random bits (nothing to guess), and it lets the endpoint find the agent in one lookup.
 pub fn token_digest(token: &str) -> String {
     hex(&Sha256::digest(token.as_bytes()))
+}
+
+/// Longest tool title kept for the person deciding (characters).
+const MAX_TITLE_CHARS: usize = 200;
+/// Longest tool description kept (characters): enough for any honest description, bounded so a
+/// server cannot fill the ledger or the inbox card through it.
+const MAX_DESCRIPTION_CHARS: usize = 4000;
+
+/// What a tool definition from `tools/list` says about the tool, bounded: its title, description
+/// and the four behaviour hints, each only when it has the schema's type (anything else is as
+/// if absent). The server's claims, shown to the person deciding; never a reason to allow.
+pub fn tool_info(definition: &Map<String, Value>) -> ToolInfo {
+    let text = |v: Option<&Value>, max: usize| {
+        v.and_then(Value::as_str)
+            .map(|s| s.trim())
+            .filter(|s| !s.is_empty())
+            .map(|s| bounded(s, max))
+    };
+    let annotations = definition.get("annotations").and_then(Value::as_object);
+    let hint = |name: &str| {
+        annotations
+            .and_then(|a| a.get(name))
+            .and_then(Value::as_bool)
+    };
+    ToolInfo {
+        title: text(definition.get("title"), MAX_TITLE_CHARS)
+            .or_else(|| text(annotations.and_then(|a| a.get("title")), MAX_TITLE_CHARS)),
+        description: text(definition.get("description"), MAX_DESCRIPTION_CHARS),
+        read_only_hint: hint("readOnlyHint"),
+        destructive_hint: hint("destructiveHint"),
+        idempotent_hint: hint("idempotentHint"),
+        open_world_hint: hint("openWorldHint"),
+    }
+}
+
+/// `s` cut to at most `max` characters, with "…" when cut.
+fn bounded(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        None => s.to_owned(),
+        Some((end, _)) => format!("{}…", &s[..end]),
+    }
 }
 
 /// A new id for Countersign's own task.
@@ -133,6 +177,42 @@ mod tests {
         let c = object(json!({"environment": ["staging"]}));
         assert_ne!(args_digest(&a), args_digest(&b));
         assert_ne!(args_digest(&a), args_digest(&c));
+    }
+
+    #[test]
+    fn tool_info_keeps_the_listed_claims_with_their_types_and_bounds_the_text() {
+        let info = tool_info(&object(json!({
+            "name": "deploy_service",
+            "title": "Deploy service",
+            "description": "  Deploys a service.  ",
+            "annotations": {"readOnlyHint": false, "destructiveHint": true,
+                            "idempotentHint": "yes", "openWorldHint": null},
+        })));
+        assert_eq!(
+            info,
+            ToolInfo {
+                title: Some("Deploy service".into()),
+                description: Some("Deploys a service.".into()),
+                read_only_hint: Some(false),
+                destructive_hint: Some(true),
+                // Not booleans: as if absent (the schema's defaults apply when shown).
+                idempotent_hint: None,
+                open_world_hint: None,
+            }
+        );
+        let long = tool_info(&object(json!({
+            "name": "t",
+            "description": "é".repeat(MAX_DESCRIPTION_CHARS + 10),
+            "annotations": {"title": "From annotations"},
+        })));
+        let description = long.description.unwrap_or_default();
+        assert_eq!(description.chars().count(), MAX_DESCRIPTION_CHARS + 1);
+        assert!(description.ends_with('…'), "a cut description says so");
+        assert_eq!(long.title.as_deref(), Some("From annotations"));
+        assert_eq!(
+            tool_info(&object(json!({"name": "bare"}))),
+            ToolInfo::default()
+        );
     }
 
     #[test]

@@ -40,7 +40,8 @@ pub use events::{
 const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0001_init.sql"),
     include_str!("../migrations/0002_gateway.sql"),
-    include_str!("../migrations/0003_settings.sql"),
+    include_str!("../migrations/0003_gated_tool.sql"),
+    include_str!("../migrations/0004_settings.sql"),
 ];
 
 /// Errors of the ledger.

@@ -1,5 +1,6 @@
 // Generated from src-tauri/src/ipc.rs (contract!). Do not edit: run
 // `COUNTERSIGN_BLESS=1 cargo test -p countersign-desktop bindings`.
+import type { AgentCreated } from "./AgentCreated";
 import type { AgentRef } from "./AgentRef";
 import type { AgentView } from "./AgentView";
 import type { AgentsPage } from "./AgentsPage";
@@ -11,6 +12,8 @@ import type { DndRequest } from "./DndRequest";
 import type { EventView } from "./EventView";
 import type { GatedCallView } from "./GatedCallView";
 import type { GatedDecideRequest } from "./GatedDecideRequest";
+import type { GatedRef } from "./GatedRef";
+import type { GatedTimeline } from "./GatedTimeline";
 import type { InputAnswerRequest } from "./InputAnswerRequest";
 import type { InputFocusRequested } from "./InputFocusRequested";
 import type { InputRequestView } from "./InputRequestView";
@@ -64,7 +67,9 @@ export interface Commands {
   demo_start: { req: null; res: ServerView };
   gated_list: { req: null; res: Array<GatedCallView> };
   gated_decide: { req: GatedDecideRequest; res: GatedCallView };
+  gated_timeline: { req: GatedRef; res: GatedTimeline };
   agents_get: { req: null; res: AgentsPage };
+  agent_add: { req: AgentRef; res: AgentCreated };
   agent_remove: { req: AgentRef; res: AgentView };
   rule_remove: { req: RuleRef; res: null };
   tool_list: { req: ServerRef; res: Array<ToolView> };

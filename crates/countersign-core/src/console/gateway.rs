@@ -6,23 +6,33 @@
 
 use serde_json::{json, Map, Value};
 
-use super::view::{AgentView, GatedCallView, GatedDecision, RuleSetRequest, RuleView};
-use super::{Console, Error, Result};
+use super::view::{
+    AgentView, GatedCallView, GatedDecision, GatedTimeline, RuleSetRequest, RuleView,
+};
+use super::{present, Console, Error, Result};
 use crate::actions::{self, Called};
 use crate::gateway::{self, outcome, policy};
 use crate::ledger::agents::{self, AgentRecord};
 use crate::ledger::audit::{self, NewAudit};
 use crate::ledger::events::NewEvent;
-use crate::ledger::gated::{self, GatedMode, GatedRecord, GatedState, NewGated};
+use crate::ledger::gated::{self, GatedMode, GatedRecord, GatedState, NewGated, ToolInfo};
 use crate::ledger::rules::{self, NewRule, RuleAction, RuleRecord};
 use crate::ledger::servers::ServerRecord;
-use crate::ledger::{self, now_ms, tasks, EventKind, Via, WriteCtx};
+use crate::ledger::{self, events, now_ms, tasks, EventKind, Via, WriteCtx};
 use crate::mcp::{self, Client, ToolCall};
 use crate::sensitive::Sensitive;
 
 /// At most this many of one agent's calls wait for a person at once; more are refused (not
 /// queued), so a looping agent cannot bury the inbox.
 pub const MAX_PENDING_PER_AGENT: u64 = 20;
+
+/// At most this many new approval requests per agent in [`ASK_RATE_WINDOW_MS`]; more are
+/// refused (not queued): the waiting cap bounds the inbox, this bounds how fast an agent that
+/// keeps asking (deciding or withdrawing each) can interrupt a person.
+pub const MAX_ASKS_PER_WINDOW: u64 = 30;
+
+/// The window of [`MAX_ASKS_PER_WINDOW`].
+pub const ASK_RATE_WINDOW_MS: i64 = 60 * 1000;
 
 /// How long a call waits for a decision before it expires (the tool then never runs).
 pub const APPROVAL_WINDOW_MS: i64 = 24 * 3600 * 1000;
@@ -55,8 +65,9 @@ pub struct AgentCall<'a> {
     pub arguments: &'a Map<String, Value>,
     /// How the agent can wait.
     pub mode: GatedMode,
-    /// The tool's `readOnlyHint` as the upstream last listed it (false when unknown).
-    pub read_only_hint: bool,
+    /// What the upstream last listed about the tool (its `readOnlyHint` counts for the
+    /// read-only switch; unknown = not read-only), recorded with a held call for the person.
+    pub tool_info: Option<&'a ToolInfo>,
 }
 
 /// What one agent request needs from the ledger, read at once (one blocking read, not three:
@@ -122,6 +133,7 @@ pub fn gated_view(call: &GatedRecord) -> GatedCallView {
         expires_at: call.expires_at,
         decided_at: call.decided_at,
         upstream_task: call.upstream_task,
+        tool_info: call.tool_info.clone(),
     }
 }
 
@@ -414,6 +426,33 @@ impl Console {
             .collect())
     }
 
+    /// One gated call from request to outcome, from the ledger (see [`GatedTimeline`]).
+    pub async fn gated_timeline(&self, task_id: &str) -> Result<GatedTimeline> {
+        let id = task_id.trim().to_owned();
+        let found = self
+            .read(move |c| {
+                let Some(call) = gated::by_task_id(c, &id)? else {
+                    return Ok(None);
+                };
+                let mut events = events::for_gated_call(c, &call.task_id)?;
+                if let Some(row) = call.upstream_task {
+                    events.extend(events::for_task(c, row)?);
+                }
+                Ok(Some((call, events)))
+            })
+            .await?;
+        let (call, mut events) =
+            found.ok_or_else(|| Error::NotFound(format!("gated call {:?}", task_id.trim())))?;
+        // Ids are commit order, so the call's own events and its upstream task's interleave
+        // as they happened.
+        events.sort_by_key(|e| e.id);
+        Ok(GatedTimeline {
+            call: gated_view(&call),
+            result: call.result.clone(),
+            events: events.iter().map(present::event).collect(),
+        })
+    }
+
     /// One gated call by Countersign's task id.
     pub async fn gated_call(&self, task_id: &str) -> Result<GatedRecord> {
         let id = task_id.trim().to_owned();
@@ -526,7 +565,7 @@ impl Console {
             agent_id,
             call.arguments,
             policy.allow_read_only,
-            call.read_only_hint,
+            call.tool_info.and_then(|t| t.read_only_hint) == Some(true),
         );
         if verdict.action == RuleAction::Allow {
             return Ok(Gate::Allow);
@@ -534,6 +573,7 @@ impl Console {
         let arguments = call.arguments.clone();
         let digest = gateway::args_digest(&arguments);
         let mode = call.mode;
+        let tool_info = call.tool_info.cloned();
         let deny_reason = match verdict.basis {
             policy::Basis::Rule(id) if verdict.action == RuleAction::Deny => {
                 Some(format!("rule #{id}"))
@@ -558,6 +598,7 @@ impl Console {
                             state,
                             reason,
                             expires_at: now_ms() + APPROVAL_WINDOW_MS,
+                            tool_info: tool_info.as_ref(),
                         },
                     )?;
                     changed(ctx, &call, Via::Call)?;
@@ -585,6 +626,18 @@ impl Console {
                 if gated::pending_count(ctx.conn, agent_id)? >= MAX_PENDING_PER_AGENT {
                     let reason = format!(
                         "{MAX_PENDING_PER_AGENT} calls of this agent already wait for approval"
+                    );
+                    return Ok(Gate::Denied(record(
+                        ctx,
+                        GatedState::Denied,
+                        Some(&reason),
+                    )?));
+                }
+                if gated::asked_since(ctx.conn, agent_id, now_ms() - ASK_RATE_WINDOW_MS)?
+                    >= MAX_ASKS_PER_WINDOW
+                {
+                    let reason = format!(
+                        "this agent asked for {MAX_ASKS_PER_WINDOW} approvals within a minute; ask again later"
                     );
                     return Ok(Gate::Denied(record(
                         ctx,

@@ -709,7 +709,7 @@ mod tests {
 
 // ---- the gateway ---------------------------------------------------------------------------
 
-pub use crate::ledger::gated::{GatedMode, GatedState};
+pub use crate::ledger::gated::{GatedMode, GatedState, ToolInfo};
 pub use crate::ledger::rules::RuleAction;
 
 /// An agent that may connect to the gateway (never its token: that is shown once, at creation).
@@ -811,6 +811,26 @@ pub struct GatedCallView {
     /// The ledger row of the upstream task carrying the outcome, when there is one.
     #[cfg_attr(feature = "ts", ts(type = "number | null"))]
     pub upstream_task: Option<i64>,
+    /// What the upstream's `tools/list` said about the tool when the call was recorded
+    /// (title, description, annotations: the server's claims, shown as text).
+    pub tool_info: Option<ToolInfo>,
+}
+
+/// One gated call from request to outcome: the call, and its timeline from the ledger (its own
+/// `gated_call_changed` events: requested, decided, sent upstream, answered; then the upstream
+/// task's events, when the upstream answered with a task), oldest first.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct GatedTimeline {
+    /// The call as it stands.
+    pub call: GatedCallView,
+    /// Its result as the agent gets it, once known (a complete result; an upstream task's
+    /// result is on the task).
+    #[cfg_attr(feature = "ts", ts(type = "Record<string, unknown> | null"))]
+    pub result: Option<Value>,
+    /// The events.
+    pub events: Vec<EventView>,
 }
 
 /// A person's decision on a gated call.

@@ -39,7 +39,7 @@ use super::TASK_PREFIX;
 use crate::console::gateway::{AgentCall, Claim, Gate, PolicyInput};
 use crate::console::{self, Console};
 use crate::ledger::agents::AgentRecord;
-use crate::ledger::gated::{GatedMode, GatedRecord, GatedState};
+use crate::ledger::gated::{GatedMode, GatedRecord, GatedState, ToolInfo};
 use crate::ledger::servers::ServerRecord;
 use crate::mcp::{self, Client};
 
@@ -200,12 +200,20 @@ impl Gateway {
     }
 }
 
-/// A client for one upstream server and what its `tools/list` said about read-only tools.
+/// A client for one upstream server and what its last `tools/list` said about each tool.
 #[derive(Clone)]
 struct Link {
     url: String,
     client: Client,
-    read_only: Arc<RwLock<HashMap<String, bool>>>,
+    tools: Arc<RwLock<HashMap<String, Arc<Listed>>>>,
+}
+
+/// What the upstream's `tools/list` said about one tool.
+struct Listed {
+    /// For the person deciding (and the read-only switch).
+    info: ToolInfo,
+    /// `execution.taskSupport` is `required`: a 2026-07-28 agent must declare tasks to call it.
+    task_required: bool,
 }
 
 struct Session {
@@ -237,11 +245,11 @@ impl Shared {
         let link = Link {
             url: server.url.clone(),
             client,
-            read_only: Arc::default(),
+            tools: Arc::default(),
         };
-        // Learn which arguments go into headers and which tools say they are read-only.
+        // Learn which arguments go into headers and what each tool says it does.
         if let Ok(list) = link.client.list_tools().await {
-            remember_read_only(&link, list.tools.iter().map(|t| &t.definition));
+            remember_tools(&link, list.tools.iter().map(|t| &t.definition));
         }
         if let Ok(mut links) = self.links.lock() {
             links.insert(server.id, link.clone());
@@ -250,16 +258,22 @@ impl Shared {
     }
 }
 
-fn remember_read_only<'a>(link: &Link, tools: impl Iterator<Item = &'a Map<String, Value>>) {
-    if let Ok(mut map) = link.read_only.write() {
+fn remember_tools<'a>(link: &Link, tools: impl Iterator<Item = &'a Map<String, Value>>) {
+    if let Ok(mut map) = link.tools.write() {
         for tool in tools {
             if let Some(name) = tool.get("name").and_then(Value::as_str) {
-                let hint = tool
-                    .get("annotations")
-                    .and_then(|a| a.get("readOnlyHint"))
-                    .and_then(Value::as_bool)
-                    == Some(true);
-                map.insert(name.to_owned(), hint);
+                let task_required = tool
+                    .get("execution")
+                    .and_then(|e| e.get("taskSupport"))
+                    .and_then(Value::as_str)
+                    == Some("required");
+                map.insert(
+                    name.to_owned(),
+                    Arc::new(Listed {
+                        info: super::tool_info(tool),
+                        task_required,
+                    }),
+                );
             }
         }
     }
@@ -307,9 +321,51 @@ fn upstream_error(id: &Value, e: &mcp::Error) -> Value {
         mcp::Error::Rpc { error, .. } => {
             rpc_error(id, error.code, &error.message, error.data.clone())
         }
+        // The client reads these JSON-RPC errors into variants of their own; the agent gets
+        // the code (and data) the upstream sent.
         mcp::Error::MethodNotFound { .. } => rpc_error(id, -32601, "Method not found", None),
+        mcp::Error::HeaderMismatch { message, .. } => rpc_error(id, -32020, message, None),
+        mcp::Error::MissingCapability {
+            required, message, ..
+        } => rpc_error(
+            id,
+            -32021,
+            message,
+            Some(json!({"requiredCapabilities": required})),
+        ),
+        mcp::Error::UnknownTask { message, .. } => rpc_error(id, -32602, message, None),
+        mcp::Error::InvalidParams { message, data, .. } => {
+            rpc_error(id, -32602, message, data.clone())
+        }
         e => rpc_error(id, -32603, &console::gateway::upstream_words(e), None),
     }
+}
+
+/// The HTTP status of a JSON-RPC error reply to a 2026-07-28 (stateless) request: 400 for the
+/// errors about the request's headers, version or capabilities, 404 for an unknown method;
+/// 200 otherwise, and always for session clients (to which 404 means "session gone").
+fn error_status(reply: &Value, stateless: bool) -> StatusCode {
+    match reply["error"]["code"].as_i64() {
+        Some(-32022..=-32020) if stateless => StatusCode::BAD_REQUEST,
+        Some(-32601) if stateless => StatusCode::NOT_FOUND,
+        _ => StatusCode::OK,
+    }
+}
+
+/// A JSON-RPC error reply with its HTTP status.
+fn error_reply(request: &Request, code: i64, message: &str, data: Option<Value>) -> Response {
+    let body = rpc_error(&request.id, code, message, data);
+    json_reply(error_status(&body, request.stateless), body)
+}
+
+/// -32021 to a 2026-07-28 agent that did not declare the tasks extension but needs it.
+fn tasks_required(request: &Request, why: &str) -> Response {
+    error_reply(
+        request,
+        -32021,
+        why,
+        Some(json!({"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}})),
+    )
 }
 
 fn console_error(id: &Value, e: &console::Error) -> Value {
@@ -329,6 +385,8 @@ struct Request {
     id: Value,
     method: String,
     params: Map<String, Value>,
+    /// A 2026-07-28 request (no session): stricter checks, HTTP statuses on errors.
+    stateless: bool,
 }
 
 impl Request {
@@ -356,6 +414,106 @@ impl Request {
             .iter()
             .flatten()
             .any(|v| v.as_str() >= STATELESS_VERSION)
+    }
+
+    /// A 2026-07-28 request's own consistency (SEP-2575, SEP-2243): `_meta` with the protocol
+    /// version and the client's capabilities; the `MCP-Protocol-Version`, `Mcp-Method` and
+    /// `Mcp-Name` headers, when sent, agreeing with the body; a version the gateway speaks;
+    /// none of the methods 2026-07-28 removed. The upstream checks its own copy, which the
+    /// gateway's client writes from the body, so the agent's headers are checked here.
+    fn check_stateless(&self, headers: &HeaderMap) -> Result<(), Response> {
+        let header = |name: &str| {
+            headers
+                .get(name)
+                .map(|v| v.to_str().map(str::trim).unwrap_or("\u{fffd}"))
+        };
+        let invalid = |what: &str| {
+            Err(json_reply(
+                StatusCode::BAD_REQUEST,
+                rpc_error(
+                    &self.id,
+                    -32602,
+                    &format!("Invalid params: {what} is required"),
+                    None,
+                ),
+            ))
+        };
+        let Some(meta) = self.params.get("_meta").and_then(Value::as_object) else {
+            return invalid("_meta");
+        };
+        let Some(version) = meta.get(META_VERSION).and_then(Value::as_str) else {
+            return invalid(&format!("_meta[\"{META_VERSION}\"]"));
+        };
+        if !meta.get(META_CAPABILITIES).is_some_and(Value::is_object) {
+            return invalid(&format!("_meta[\"{META_CAPABILITIES}\"]"));
+        }
+        let mismatch = |what: &str| {
+            Err(error_reply(
+                self,
+                -32020,
+                &format!("Header mismatch: {what} does not match the request body"),
+                None,
+            ))
+        };
+        if header("mcp-protocol-version").is_some_and(|h| h != version) {
+            return mismatch("MCP-Protocol-Version");
+        }
+        if header("mcp-method") != Some(self.method.as_str()) {
+            return mismatch("Mcp-Method (missing or different)");
+        }
+        // The name a request routes by must come as `Mcp-Name` too (plain, or the
+        // `=?base64?…?=` form), equal to the body's.
+        let routing = match self.method.as_str() {
+            "tools/call" | "prompts/get" => Some("name"),
+            "resources/read" => Some("uri"),
+            "tasks/get" | "tasks/update" | "tasks/cancel" => Some("taskId"),
+            _ => None,
+        };
+        if let Some(name) = routing
+            .and_then(|f| self.params.get(f))
+            .and_then(Value::as_str)
+        {
+            match header("mcp-name").map(crate::mcp::headers::decode_header_value) {
+                Some(Some(sent)) if sent == name => {}
+                _ => return mismatch("Mcp-Name (missing or different)"),
+            }
+        }
+        if version != STATELESS_VERSION {
+            return Err(error_reply(
+                self,
+                -32022,
+                &format!("Unsupported protocol version {version}"),
+                Some(json!({"supported": [STATELESS_VERSION], "requested": version})),
+            ));
+        }
+        if matches!(
+            self.method.as_str(),
+            "initialize"
+                | "ping"
+                | "logging/setLevel"
+                | "resources/subscribe"
+                | "resources/unsubscribe"
+        ) {
+            return Err(error_reply(
+                self,
+                -32601,
+                &format!(
+                    "Method not found: {} is not part of MCP 2026-07-28",
+                    self.method
+                ),
+                None,
+            ));
+        }
+        Ok(())
+    }
+
+    /// The `_meta.progressToken` the agent sent, if any (a string or a number).
+    fn progress_token(&self) -> Option<Value> {
+        self.params
+            .get("_meta")
+            .and_then(|m| m.get("progressToken"))
+            .filter(|t| t.is_string() || t.is_number())
+            .cloned()
     }
 
     /// The params to send upstream: the agent's `_meta` is the agent's (its version,
@@ -446,16 +604,23 @@ async fn handle(
             )
         }
     };
-    let request = Request {
+    let mut request = Request {
         id,
         method: method.to_owned(),
         params,
+        stateless: false,
     };
+    let session = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok());
+    if session.is_none() && request.stateless(&headers) {
+        request.stateless = true;
+        if let Err(refused) = request.check_stateless(&headers) {
+            return refused;
+        }
+    }
 
     if request.method == "initialize" {
         return initialize(&shared, &agent, &server, &request);
     }
-    let session = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok());
     let mode = match session {
         Some(session) => {
             let known = shared.sessions.lock().ok().is_some_and(|s| {
@@ -470,7 +635,7 @@ async fn handle(
             }
             GatedMode::Held
         }
-        None if request.stateless(&headers) => {
+        None if request.stateless => {
             if request.declares_tasks() {
                 GatedMode::Task
             } else {
@@ -500,6 +665,18 @@ async fn handle(
         .and_then(Value::as_str)
         .filter(|t| t.starts_with(TASK_PREFIX))
         .map(str::to_owned);
+    if request.stateless
+        && matches!(
+            request.method.as_str(),
+            "tasks/get" | "tasks/update" | "tasks/cancel"
+        )
+        && !request.declares_tasks()
+    {
+        return tasks_required(
+            &request,
+            "tasks/* needs the tasks extension (io.modelcontextprotocol/tasks) declared in _meta",
+        );
+    }
     match (request.method.as_str(), task_id) {
         ("ping", _) => json_reply(StatusCode::OK, rpc_result(&request.id, json!({}))),
         ("server/discover", _) => discover(&link, &request).await,
@@ -510,7 +687,7 @@ async fn handle(
                 .await;
             if let Ok(result) = &reply {
                 if let Some(tools) = result.get("tools").and_then(Value::as_array) {
-                    remember_read_only(&link, tools.iter().filter_map(Value::as_object));
+                    remember_tools(&link, tools.iter().filter_map(Value::as_object));
                 }
             }
             forwarded(&request, reply)
@@ -566,7 +743,10 @@ fn unknown_task(request: &Request) -> Response {
 fn forwarded(request: &Request, reply: mcp::Result<Value>) -> Response {
     match reply {
         Ok(result) => json_reply(StatusCode::OK, rpc_result(&request.id, result)),
-        Err(e) => json_reply(StatusCode::OK, upstream_error(&request.id, &e)),
+        Err(e) => {
+            let body = upstream_error(&request.id, &e);
+            json_reply(error_status(&body, request.stateless), body)
+        }
     }
 }
 
@@ -715,12 +895,19 @@ async fn call(
             )
         }
     };
-    let read_only_hint = link
-        .read_only
-        .read()
-        .ok()
-        .and_then(|m| m.get(&tool).copied())
-        .unwrap_or(false);
+    let listed = link.tools.read().ok().and_then(|m| m.get(&tool).cloned());
+    // The upstream would refuse a task-only tool to a 2026-07-28 agent without tasks; the
+    // gateway's own client declares tasks, so it says so for the upstream (a session agent,
+    // which cannot declare tasks, is served by the gateway waiting for the task instead).
+    if request.stateless
+        && !request.declares_tasks()
+        && listed.as_ref().is_some_and(|l| l.task_required)
+    {
+        return tasks_required(
+            &request,
+            &format!("{tool} runs only as a task: declare the tasks extension (io.modelcontextprotocol/tasks)"),
+        );
+    }
     let gate = shared
         .console
         .gate(
@@ -730,7 +917,7 @@ async fn call(
                 tool: &tool,
                 arguments: &arguments,
                 mode,
-                read_only_hint,
+                tool_info: listed.as_deref().map(|l| &l.info),
             },
             &policy,
         )
@@ -751,7 +938,7 @@ async fn call(
                     let hold = shared.config.hold;
                     let keep_alive = shared.config.keep_alive;
                     let id = request.id.clone();
-                    held_reply(keep_alive, async move {
+                    held_reply(keep_alive, request.progress_token(), async move {
                         rpc_result(&id, wait_upstream(&link, &result, hold).await)
                     })
                 }
@@ -776,7 +963,7 @@ async fn call(
         Ok(Gate::Held(call)) => {
             let id = request.id.clone();
             let keep_alive = shared.config.keep_alive;
-            held_reply(keep_alive, async move {
+            held_reply(keep_alive, request.progress_token(), async move {
                 rpc_result(&id, hold(shared, link, call).await)
             })
         }
@@ -784,18 +971,44 @@ async fn call(
 }
 
 /// The reply to a held request: an SSE stream with keep-alive comments until `answer` is ready,
-/// then the answer as the one event. A client that hangs up drops the hold (the call stays
-/// recorded; sending it is never tied to the request's life).
+/// then the answer as the one event. When the request carried `_meta.progressToken`, each
+/// keep-alive interval also brings a `notifications/progress` for it (a client such as the
+/// TypeScript SDK with `resetTimeoutOnProgress` then keeps waiting; comments reset no client's
+/// time-out). A client that hangs up drops the hold (the call stays recorded; sending it is
+/// never tied to the request's life).
 fn held_reply(
     keep_alive: Duration,
+    progress_token: Option<Value>,
     answer: impl std::future::Future<Output = Value> + Send + 'static,
 ) -> Response {
-    let stream = futures_util::stream::once(async move {
-        Ok::<_, Infallible>(
-            Event::default()
-                .event("message")
-                .data(answer.await.to_string()),
-        )
+    type Answer = std::pin::Pin<Box<dyn std::future::Future<Output = Value> + Send>>;
+    let message = |value: Value| Event::default().event("message").data(value.to_string());
+    let answer: Answer = Box::pin(answer);
+    let stream = futures_util::stream::unfold((Some(answer), 0u64), move |(answer, sent)| {
+        let token = progress_token.clone();
+        async move {
+            let mut answer = answer?;
+            let Some(token) = token else {
+                let last = message(answer.await);
+                return Some((Ok::<_, Infallible>(last), (None, sent)));
+            };
+            tokio::select! {
+                value = &mut answer => Some((Ok(message(value)), (None, sent))),
+                () = tokio::time::sleep(keep_alive) => {
+                    let sent = sent + 1;
+                    let note = json!({
+                        "jsonrpc": "2.0",
+                        "method": "notifications/progress",
+                        "params": {
+                            "progressToken": token,
+                            "progress": sent,
+                            "message": "waiting for a person to approve the call in Countersign",
+                        },
+                    });
+                    Some((Ok(message(note)), (Some(answer), sent)))
+                }
+            }
+        }
     });
     Sse::new(stream)
         .keep_alive(KeepAlive::new().interval(keep_alive).text("keep-alive"))

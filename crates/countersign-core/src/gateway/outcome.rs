@@ -271,6 +271,7 @@ mod tests {
             expires_at: 0,
             decided_at: None,
             updated_at: 1_700_000_000_000,
+            tool_info: None,
         }
     }
 

@@ -122,6 +122,23 @@ async fn send<W: AsyncWrite + Unpin>(
     if let Some(version) = link.version.lock().ok().and_then(|v| v.clone()) {
         request = request.header("mcp-protocol-version", version);
     }
+    // The routing headers an HTTP client sends (SEP-2243), which a stdio host cannot: the
+    // method, and the name the request routes by.
+    if let Some(method) = message.get("method").and_then(Value::as_str) {
+        request = request.header("mcp-method", method);
+        let field = match method {
+            "tools/call" | "prompts/get" => Some("name"),
+            "resources/read" => Some("uri"),
+            "tasks/get" | "tasks/update" | "tasks/cancel" => Some("taskId"),
+            _ => None,
+        };
+        if let Some(name) = field
+            .and_then(|f| message.get("params")?.get(f))
+            .and_then(Value::as_str)
+        {
+            request = request.header("mcp-name", crate::mcp::headers::encode_header_value(name));
+        }
+    }
     let failed = |message: String| {
         id.clone().map(
             |id| json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603, "message": message}}),

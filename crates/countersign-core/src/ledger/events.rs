@@ -551,6 +551,17 @@ pub fn for_task(conn: &Connection, task: i64) -> Result<Vec<StoredEvent>> {
     collect(rows)
 }
 
+/// The `gated_call_changed` events of one gated call (by Countersign's task id), oldest first
+/// (index `events_gated_task`).
+pub fn for_gated_call(conn: &Connection, task_id: &str) -> Result<Vec<StoredEvent>> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "{SELECT} WHERE e.kind = 'gated_call_changed' AND json_extract(e.data, '$.task_id') = ?1
+         ORDER BY e.id"
+    ))?;
+    let rows = stmt.query_map([task_id], from_row)?;
+    collect(rows)
+}
+
 /// Every event after `cursor`, oldest first, at most `limit`.
 pub fn since(conn: &Connection, cursor: i64, limit: usize) -> Result<Vec<StoredEvent>> {
     let mut stmt =

@@ -143,12 +143,41 @@ pub struct GatedRecord {
     pub decided_at: Option<i64>,
     /// When it last changed.
     pub updated_at: i64,
+    /// What the upstream's `tools/list` said about the tool when the call was recorded.
+    pub tool_info: Option<ToolInfo>,
+}
+
+/// What an upstream's `tools/list` says about one tool, as the person deciding on a call sees
+/// it: the server's own claims (untrusted hints, shown as text), bounded by
+/// [`crate::gateway::tool_info`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct ToolInfo {
+    /// `title` (or `annotations.title`).
+    #[serde(default)]
+    pub title: Option<String>,
+    /// `description`.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// `annotations.readOnlyHint` (absent: false, per the schema).
+    #[serde(default)]
+    pub read_only_hint: Option<bool>,
+    /// `annotations.destructiveHint` (absent: true).
+    #[serde(default)]
+    pub destructive_hint: Option<bool>,
+    /// `annotations.idempotentHint` (absent: false).
+    #[serde(default)]
+    pub idempotent_hint: Option<bool>,
+    /// `annotations.openWorldHint` (absent: true).
+    #[serde(default)]
+    pub open_world_hint: Option<bool>,
 }
 
 const SELECT: &str =
     "SELECT g.id, g.task_id, g.agent_id, a.name, g.server_id, s.name, g.tool, g.arguments,
         g.args_digest, g.mode, g.state, g.reason, g.decided_by, g.result, g.upstream_task,
-        g.created_at, g.expires_at, g.decided_at, g.updated_at
+        g.created_at, g.expires_at, g.decided_at, g.updated_at, g.tool_info
      FROM gated_calls g JOIN agents a ON a.id = g.agent_id JOIN servers s ON s.id = g.server_id";
 
 fn from_row(row: &Row<'_>) -> rusqlite::Result<GatedRecord> {
@@ -156,6 +185,7 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<GatedRecord> {
     let mode: String = row.get(9)?;
     let state: String = row.get(10)?;
     let result: Option<String> = row.get(13)?;
+    let tool_info: Option<String> = row.get(19)?;
     Ok(GatedRecord {
         id: row.get(0)?,
         task_id: row.get(1)?,
@@ -185,6 +215,8 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<GatedRecord> {
         expires_at: row.get(16)?,
         decided_at: row.get(17)?,
         updated_at: row.get(18)?,
+        // Written by us from a bounded ToolInfo; an unreadable one is shown as no listing.
+        tool_info: tool_info.and_then(|t| serde_json::from_str(&t).ok()),
     })
 }
 
@@ -211,6 +243,8 @@ pub struct NewGated<'a> {
     pub reason: Option<&'a str>,
     /// When an undecided call expires (Unix ms).
     pub expires_at: i64,
+    /// What the upstream listed about the tool, if the gateway has its listing.
+    pub tool_info: Option<&'a ToolInfo>,
 }
 
 /// Records a gated call.
@@ -218,8 +252,8 @@ pub fn insert(conn: &Connection, call: NewGated<'_>) -> Result<GatedRecord> {
     let now = now_ms();
     conn.execute(
         "INSERT INTO gated_calls (task_id, agent_id, server_id, tool, arguments, args_digest, mode,
-                                  state, reason, created_at, expires_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?10)",
+                                  state, reason, created_at, expires_at, updated_at, tool_info)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?10, ?12)",
         params![
             call.task_id,
             call.agent_id,
@@ -232,6 +266,8 @@ pub fn insert(conn: &Connection, call: NewGated<'_>) -> Result<GatedRecord> {
             call.reason,
             now,
             call.expires_at,
+            call.tool_info
+                .and_then(|info| serde_json::to_string(info).ok()),
         ],
     )?;
     get(conn, conn.last_insert_rowid())
@@ -295,6 +331,18 @@ pub fn pending_count(conn: &Connection, agent_id: i64) -> Result<u64> {
             "SELECT COUNT(*) FROM gated_calls WHERE agent_id = ?1 AND state = 'pending'",
         )?
         .query_row([agent_id], |r| r.get(0))?;
+    Ok(n.max(0) as u64)
+}
+
+/// How many calls of this agent asked a person since `since` (Unix ms): every recorded call but
+/// those refused outright, so refusals at the limit do not keep extending it.
+pub fn asked_since(conn: &Connection, agent_id: i64, since: i64) -> Result<u64> {
+    let n: i64 = conn
+        .prepare_cached(
+            "SELECT COUNT(*) FROM gated_calls
+             WHERE agent_id = ?1 AND created_at >= ?2 AND state != 'denied'",
+        )?
+        .query_row(params![agent_id, since], |r| r.get(0))?;
     Ok(n.max(0) as u64)
 }
 
@@ -370,6 +418,11 @@ mod tests {
                 let server = servers::add(ctx.conn, "demo", "http://127.0.0.1:1/mcp", false)?;
                 let agent = agents::add(ctx.conn, "bot", "digest")?;
                 let arguments = Map::new();
+                let listed = ToolInfo {
+                    description: Some("Deploys.".into()),
+                    destructive_hint: Some(true),
+                    ..ToolInfo::default()
+                };
                 let call = insert(
                     ctx.conn,
                     NewGated {
@@ -383,8 +436,14 @@ mod tests {
                         state: GatedState::Pending,
                         reason: None,
                         expires_at: i64::MAX,
+                        tool_info: Some(&listed),
                     },
                 )?;
+                assert_eq!(
+                    call.tool_info,
+                    Some(listed),
+                    "the listing is kept with the call"
+                );
                 // Two deciders: the first moves it, the second finds it moved.
                 let moved = [
                     transition(

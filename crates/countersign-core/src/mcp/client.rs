@@ -500,8 +500,8 @@ impl Client {
             return Ok(Polled::Unchanged);
         }
         let value = to_value(&result).map_err(|reason| invalid("tasks/get", reason))?;
-        let task =
-            interpret_task_result(task_id, &value).map_err(|reason| invalid("tasks/get", reason))?;
+        let task = interpret_task_result(task_id, &value)
+            .map_err(|reason| invalid("tasks/get", reason))?;
         Ok(Polled::Changed(task, digest))
     }
 

@@ -91,8 +91,8 @@ pub(crate) fn classify(text: &str, id: &Value, what: &str) -> Result<Message, St
     let has_method = members.method.is_some();
     let ours = match members.id {
         None if has_method => {
-            let notification = serde_json::from_str(text)
-                .map_err(|e| format!("{what} is not valid JSON: {e}"))?;
+            let notification =
+                serde_json::from_str(text).map_err(|e| format!("{what} is not valid JSON: {e}"))?;
             return Ok(Message::Notification(notification));
         }
         Some(_) if has_method => return Ok(Message::Other),
@@ -477,12 +477,16 @@ mod tests {
         let null_id = br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse"}}"#;
         assert!(matches!(read(Framing::Json, null_id), Ok(Err(e)) if e.code == -32700));
         // "7" (a string) is not 7; a result with a null id is not an answer.
-        assert!(read(Framing::Json, br#"{"jsonrpc":"2.0","id":"7","result":{}}"#)
-            .unwrap_err()
-            .contains("does not answer"));
-        assert!(read(Framing::Json, br#"{"jsonrpc":"2.0","id":null,"result":{}}"#)
-            .unwrap_err()
-            .contains("does not answer"));
+        assert!(
+            read(Framing::Json, br#"{"jsonrpc":"2.0","id":"7","result":{}}"#)
+                .unwrap_err()
+                .contains("does not answer")
+        );
+        assert!(
+            read(Framing::Json, br#"{"jsonrpc":"2.0","id":null,"result":{}}"#)
+                .unwrap_err()
+                .contains("does not answer")
+        );
     }
 
     #[test]

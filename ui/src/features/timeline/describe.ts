@@ -117,18 +117,21 @@ export function describe(f: EventKind): Line {
       return { label: "engine started", text: `resumed ${f.resumed} task(s)`, tone: "info" };
     case "settings_changed":
       return { label: "settings changed", text: f.keys.join(", "), tone: "user" };
-    case "gated_call_changed":
-      return {
-        label: `agent call ${f.state.replace("_", " ")}`,
-        text: `${f.agent} · ${f.tool} (${f.task_id})`,
-        tone:
-          f.state === "pending"
-            ? "warn"
-            : f.state === "done"
-              ? "ok"
-              : f.state === "approved" || f.state === "running"
-                ? "user"
-                : "bad",
+    case "gated_call_changed": {
+      // One step of an agent's call through the gateway, in the order they happen.
+      const steps: Record<typeof f.state, [string, Tone]> = {
+        pending: ["agent asked", "warn"],
+        approved: ["approved", "user"],
+        declined: ["declined", "bad"],
+        denied: ["denied by a rule", "bad"],
+        expired: ["expired undecided", "bad"],
+        cancelled: ["withdrawn by the agent", "bad"],
+        running: ["sent upstream", "user"],
+        done: ["upstream answered", "ok"],
+        outcome_unknown: ["outcome unknown", "bad"],
       };
+      const [label, tone] = steps[f.state];
+      return { label, text: `${f.agent} · ${f.tool} (${f.task_id})`, tone };
+    }
   }
 }
