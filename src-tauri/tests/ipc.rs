@@ -747,6 +747,8 @@ fn oauth_sign_in_shows_where_and_until_when_and_no_ipc_payload_carries_a_token()
     )
     .expect("removed");
     drop(peer);
+}
+
 #[test]
 fn an_agent_created_in_the_window_gets_its_token_once_and_nothing_else_carries_it() {
     use tauri::Manager as _;
