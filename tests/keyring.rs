@@ -468,7 +468,10 @@ async fn tokens_are_refreshed_while_a_task_runs_and_after_revocation_it_resumes_
         unauthorized_after(0)
     );
 
-    // Revocation at the authorization server (the access token and its refresh token).
+    // Revocation at the authorization server (the access token and its refresh token). The
+    // app's refresher keeps swapping 2 s tokens, so a pair read from the keyring may be replaced
+    // before the revocation lands (the new pair would then stay valid): revoke what the keyring
+    // holds until what it holds is a pair already revoked and stays so.
     let base = peer.url.trim_end_matches("/mcp");
     let secret = current
         .registration
@@ -476,18 +479,40 @@ async fn tokens_are_refreshed_while_a_task_runs_and_after_revocation_it_resumes_
         .as_ref()
         .map(|s| s.expose().clone())
         .unwrap_or_default();
-    let revoked = reqwest::Client::new()
-        .post(format!("{base}/revoke"))
-        .form(&[
-            ("token", current.tokens.access_token.expose().as_str()),
-            ("client_id", current.registration.client_id.as_str()),
-            ("client_secret", secret.as_str()),
-        ])
-        .send()
-        .await
-        .expect("revocation");
-    assert!(revoked.status().is_success(), "{}", revoked.status());
     let before_revocation = dir.ledger().events().last().map_or(0, |e| e.id);
+    let http = reqwest::Client::new();
+    let mut revoked_tokens = std::collections::HashSet::new();
+    for round in 0.. {
+        let live = stored();
+        let access = live.tokens.access_token.expose().clone();
+        if revoked_tokens.contains(&access) {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            if stored().tokens.access_token.expose() == &access {
+                break; // the live pair is revoked and no refresh replaced it
+            }
+            continue;
+        }
+        assert!(round < 20, "the tokens kept changing under the revocation");
+        let mut tokens = vec![access.clone()];
+        if let Some(refresh) = &live.tokens.refresh_token {
+            tokens.push(refresh.expose().clone());
+        }
+        // RFC 7009: 200 also for a token that is no longer valid (one replaced meanwhile).
+        for token in &tokens {
+            let revoked = http
+                .post(format!("{base}/revoke"))
+                .form(&[
+                    ("token", token.as_str()),
+                    ("client_id", live.registration.client_id.as_str()),
+                    ("client_secret", secret.as_str()),
+                ])
+                .send()
+                .await
+                .expect("revocation");
+            assert!(revoked.status().is_success(), "{}", revoked.status());
+        }
+        revoked_tokens.insert(access);
+    }
 
     let needed = wait_for(
         "the server to be marked sign-in needed after the revocation",
