@@ -15,7 +15,7 @@ import { execFileSync, spawn, spawnSync } from "node:child_process";
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
-import { NotificationLog, screenshot, sleep, until } from "./wd.mjs";
+import { NotificationLog, screenshot, sleep, until, stepper } from "./wd.mjs";
 
 const app = process.env.COUNTERSIGN_APP;
 const cli = process.env.COUNTERSIGN_CLI;
@@ -30,19 +30,7 @@ mkdirSync(shots, { recursive: true });
 const logs = process.env.E2E_LOGS ?? work;
 mkdirSync(logs, { recursive: true });
 
-async function step(name, fn) {
-  const t0 = Date.now();
-  try {
-    await fn();
-  } catch (e) {
-    console.log(`FAIL ${name}: ${e.stack ?? e.message}`);
-    try {
-      screenshot(join(shots, "background-failure.png"));
-    } catch {}
-    throw e;
-  }
-  console.log(`ok   ${name} (${((Date.now() - t0) / 1000).toFixed(1)} s)`);
-}
+const step = stepper(join(shots, "background-failure.png"));
 
 /** The direct children of `pid` by command name (as /proc has it: at most 15 characters). */
 function children(pid) {

@@ -11,7 +11,7 @@ import { execFileSync, spawn, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { App, NotificationLog, screenshot, sleep, startServer, until, windowTitled } from "./wd.mjs";
+import { App, NotificationLog, screenshot, sleep, startServer, until, windowTitled, stepper } from "./wd.mjs";
 
 const root = resolve(import.meta.dirname, "../..");
 const app = process.env.COUNTERSIGN_APP;
@@ -33,21 +33,7 @@ const XSS_SERVER = `peer <svg onload="window.__xss='svg'"></svg>`;
 
 const started = Date.now();
 const passed = [];
-async function step(name, fn) {
-  const t0 = Date.now();
-  try {
-    await fn();
-  } catch (e) {
-    console.log(`FAIL ${name}: ${e.stack ?? e.message}`);
-    try {
-      screenshot(join(shots, "failure.png"));
-      console.log(`     screenshot of the failure: ${join(shots, "failure.png")}`);
-    } catch {}
-    throw e;
-  }
-  passed.push(name);
-  console.log(`ok   ${name} (${((Date.now() - t0) / 1000).toFixed(1)} s)`);
-}
+const step = stepper(join(shots, "failure.png"), (name) => passed.push(name));
 
 const cleanups = [];
 process.on("exit", () => cleanups.reverse().forEach((f) => f()));

@@ -10,7 +10,7 @@ import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { App, screenshot, until } from "./wd.mjs";
+import { App, screenshot, until, stepper } from "./wd.mjs";
 
 const app = process.env.COUNTERSIGN_APP;
 const cli = process.env.COUNTERSIGN_CLI;
@@ -20,19 +20,7 @@ for (const [k, v] of Object.entries({ COUNTERSIGN_APP: app, COUNTERSIGN_CLI: cli
   assert.ok(v, `${k} must be set (run .ci/e2e/deb.sh)`);
 }
 
-async function step(name, fn) {
-  const t0 = Date.now();
-  try {
-    await fn();
-  } catch (e) {
-    console.log(`FAIL ${name}: ${e.stack ?? e.message}`);
-    try {
-      screenshot(join(shots, "installed-failure.png"));
-    } catch {}
-    throw e;
-  }
-  console.log(`ok   ${name} (${((Date.now() - t0) / 1000).toFixed(1)} s)`);
-}
+const step = stepper(join(shots, "installed-failure.png"));
 
 await step("the packaged CLI prints its version", async () => {
   const out = execFileSync(cli, ["--version"]).toString().trim();

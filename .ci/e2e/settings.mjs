@@ -12,7 +12,7 @@ import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { App, NotificationLog, screenshot, sleep, startServer, until } from "./wd.mjs";
+import { App, NotificationLog, screenshot, sleep, startServer, until, stepper } from "./wd.mjs";
 
 const app = process.env.COUNTERSIGN_APP;
 const cli = process.env.COUNTERSIGN_CLI;
@@ -26,19 +26,7 @@ mkdirSync(shots, { recursive: true });
 const dataDir = join(work, "settings-ledger");
 const autostartFile = join(home, ".config/autostart/Countersign.desktop");
 
-async function step(name, fn) {
-  const t0 = Date.now();
-  try {
-    await fn();
-  } catch (e) {
-    console.log(`FAIL ${name}: ${e.stack ?? e.message}`);
-    try {
-      screenshot(join(shots, "settings-failure.png"));
-    } catch {}
-    throw e;
-  }
-  console.log(`ok   ${name} (${((Date.now() - t0) / 1000).toFixed(1)} s)`);
-}
+const step = stepper(join(shots, "settings-failure.png"));
 
 const notifications = new NotificationLog();
 // The demo server as its own process (`--demo` would run the demo's gateway, which overrides the

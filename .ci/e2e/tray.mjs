@@ -11,7 +11,7 @@ import { execFileSync, spawn, spawnSync } from "node:child_process";
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
-import { screenshot, sleep, until } from "./wd.mjs";
+import { screenshot, sleep, until, stepper } from "./wd.mjs";
 
 const app = process.env.COUNTERSIGN_APP;
 const work = process.env.E2E_WORK;
@@ -23,19 +23,7 @@ const logs = process.env.E2E_LOGS ?? work;
 mkdirSync(logs, { recursive: true });
 mkdirSync(shots, { recursive: true });
 
-async function step(name, fn) {
-  const t0 = Date.now();
-  try {
-    await fn();
-  } catch (e) {
-    console.log(`FAIL ${name}: ${e.stack ?? e.message}`);
-    try {
-      screenshot(join(shots, "tray-failure.png"));
-    } catch {}
-    throw e;
-  }
-  console.log(`ok   ${name} (${((Date.now() - t0) / 1000).toFixed(1)} s)`);
-}
+const step = stepper(join(shots, "tray-failure.png"));
 
 /** Every process under `pid` (children, grandchildren…), with its command name. */
 function descendants(pid) {

@@ -187,6 +187,29 @@ export class App {
 }
 
 /** Saves what the X server shows (the window and any notification), as a person would see it. */
+/**
+ * The step runner every E2E script uses: runs `fn`, prints `ok   NAME (s)` or `FAIL NAME: …`
+ * (then a screenshot of the screen into `failureShot`, and rethrows), and tells `onPass` the
+ * name of each step that passed.
+ */
+export function stepper(failureShot, onPass = () => {}) {
+  return async function step(name, fn) {
+    const t0 = Date.now();
+    try {
+      await fn();
+    } catch (e) {
+      console.log(`FAIL ${name}: ${e.stack ?? e.message}`);
+      try {
+        screenshot(failureShot);
+        console.log(`     screenshot of the failure: ${failureShot}`);
+      } catch {}
+      throw e;
+    }
+    onPass(name);
+    console.log(`ok   ${name} (${((Date.now() - t0) / 1000).toFixed(1)} s)`);
+  };
+}
+
 export function screenshot(file) {
   execFileSync("import", ["-window", "root", file]);
 }
