@@ -570,14 +570,7 @@ mod tests {
     use crate::mcp;
 
     fn scratch() -> std::path::PathBuf {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0);
-        std::env::temp_dir().join(format!(
-            "countersign-actions-{}-{nanos}",
-            std::process::id()
-        ))
+        crate::ledger::scratch_dir("actions")
     }
 
     /// The demo server's deployment question, as the ledger stores it.

@@ -631,3 +631,14 @@ fn writer_loop(
         }
     }
 }
+
+/// A fresh directory for a unit test's ledger: `countersign-<what>-<pid>-<nanos>` under the
+/// system's temporary directory.
+#[cfg(test)]
+pub(crate) fn scratch_dir(what: &str) -> PathBuf {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    std::env::temp_dir().join(format!("countersign-{what}-{}-{nanos}", std::process::id()))
+}

@@ -402,11 +402,7 @@ mod tests {
     use crate::ledger::{agents, servers, Ledger};
 
     fn scratch() -> std::path::PathBuf {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0);
-        std::env::temp_dir().join(format!("countersign-gated-{}-{nanos}", std::process::id()))
+        crate::ledger::scratch_dir("gated")
     }
 
     #[test]

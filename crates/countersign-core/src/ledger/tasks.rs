@@ -486,11 +486,7 @@ mod tests {
     use serde_json::json;
 
     fn scratch() -> std::path::PathBuf {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0);
-        std::env::temp_dir().join(format!("countersign-tasks-{}-{nanos}", std::process::id()))
+        crate::ledger::scratch_dir("tasks")
     }
 
     #[test]
