@@ -71,7 +71,10 @@ async fn a_pooled_connection_the_server_closes_unanswered_is_replaced_and_the_po
     let sent = server.count("tasks/get");
     // Requests 2, 5, 8, … on the wire were the ones closed unanswered.
     let closed = sent / 3;
-    assert!(closed >= POLLS / 3, "the server closed {closed} pooled connections");
+    assert!(
+        closed >= POLLS / 3,
+        "the server closed {closed} pooled connections"
+    );
     assert_eq!(
         sent,
         POLLS + closed,

@@ -561,10 +561,9 @@ impl Client {
         extra_headers: Vec<(String, String)>,
     ) -> Result<Box<RawValue>> {
         let version = self.protocol_version();
-        match self
-            .send(method, &params, name, &extra_headers, &version)
-            .await
-        {
+        // Boxed for the same reason as the pooled request in `send_with`: the request's state is
+        // ~2 KB, and the poll loop spawns one of these per poll.
+        match Box::pin(self.send(method, &params, name, &extra_headers, &version)).await {
             Err(Error::UnsupportedVersion { supported, .. }) => {
                 // Retry once with a version the server lists: ours if it is there (the first
                 // rejection may have been transient), otherwise the server's first choice.
@@ -579,8 +578,7 @@ impl Client {
                     });
                 };
                 tracing::info!(from = %version, to = %retry, "server asked for another protocol version; retrying once");
-                let result = self
-                    .send(method, &params, name, &extra_headers, &retry)
+                let result = Box::pin(self.send(method, &params, name, &extra_headers, &retry))
                     .await
                     .map_err(|e| match e {
                         Error::UnsupportedVersion { supported, .. } => Error::UnsupportedVersion {
@@ -654,8 +652,10 @@ impl Client {
         let reply = match &inner.polls {
             Some(polls) if method == TASKS_GET => {
                 let deadline = tokio::time::Instant::now() + inner.options.request_timeout;
-                let reply = polls
-                    .post(headers()?, body.clone(), deadline)
+                // Boxed: the request's state (hyper's futures among it) is ~1.8 KB, and every
+                // future that awaits it inline, up to the poll loop's spawned task, would
+                // otherwise grow by as much and be copied at each level on every poll.
+                let reply = Box::pin(polls.post(headers()?, body.clone(), deadline))
                     .await
                     .map_err(|f| self.pooled_error(f))?;
                 if (300..400).contains(&reply.status) {
