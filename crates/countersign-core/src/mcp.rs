@@ -11,6 +11,7 @@
 pub mod client;
 pub mod error;
 pub mod headers;
+mod http1;
 pub mod response;
 pub mod sse;
 pub mod subscription;

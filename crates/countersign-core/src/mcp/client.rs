@@ -14,6 +14,7 @@ use tokio::sync::mpsc;
 
 use super::error::{Error, Result};
 use super::headers::{encode_header_value, header_params, param_headers};
+use super::http1::{self, Http1};
 use super::response::{parse_retry_after, rpc_error, to_value, Framing, ResponseReader};
 use super::subscription::{ListenDecoder, ListenEvent, ListenRequest, StreamFault, LISTEN_METHOD};
 use super::wire::{
@@ -230,6 +231,8 @@ struct Inner {
     /// For `subscriptions/listen` only: no whole-request timeout (the stream is meant to stay
     /// open), a separate pool so long-lived streams never hold connections requests wait for.
     listen_http: reqwest::Client,
+    /// `tasks/get`'s own keep-alive connections, when the URL allows them ([`Http1::for_url`]).
+    polls: Option<Http1>,
 }
 
 impl Client {
@@ -267,10 +270,12 @@ impl Client {
                 message: e.to_string(),
             })?;
         let fixed_meta = FixedMeta::new(&options)?;
+        let polls = Http1::for_url(&url, options.connect_timeout);
         Ok(Self {
             inner: Arc::new(Inner {
                 http,
                 listen_http,
+                polls,
                 token: RwLock::new(endpoint.bearer_token.clone()),
                 fixed_meta,
                 endpoint,
@@ -647,59 +652,46 @@ impl Client {
         }
         .encode()?;
 
-        let mut headers = HeaderMap::new();
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        headers.insert(
-            ACCEPT,
-            HeaderValue::from_static("application/json, text/event-stream"),
-        );
-        insert_known(&mut headers, MCP_PROTOCOL_VERSION, version)?;
-        insert_known(&mut headers, MCP_METHOD, method)?;
-        if let Some(name) = name {
-            insert_known(&mut headers, MCP_NAME, &encode_header_value(name))?;
-        }
-        for (header, value) in extra_headers {
-            insert_header(&mut headers, header, value)?;
-        }
-        if let Some(token) = token {
-            let mut value =
-                HeaderValue::from_str(&format!("Bearer {}", token.expose())).map_err(|_| {
-                    Error::InvalidRequest(
-                        "the bearer token has characters not allowed in a header".into(),
-                    )
-                })?;
-            value.set_sensitive(true);
-            headers.insert(reqwest::header::AUTHORIZATION, value);
-        }
+        let body = bytes::Bytes::from(body);
+        let headers = || request_headers(method, name, extra_headers, version, token);
+        let reply = match &inner.polls {
+            Some(polls) if method == TASKS_GET => {
+                let deadline = tokio::time::Instant::now() + inner.options.request_timeout;
+                let reply = polls
+                    .post(headers()?, body.clone(), deadline)
+                    .await
+                    .map_err(|f| self.pooled_error(f))?;
+                if (300..400).contains(&reply.status) {
+                    // Redirects follow reqwest's policy (same origin, at most 3): sent again
+                    // there. Nothing ran for a redirect, and tasks/get is idempotent anyway.
+                    self.post(headers()?, body).await?
+                } else {
+                    Reply::from(reply)
+                }
+            }
+            _ => self.post(headers()?, body).await?,
+        };
+        let Reply {
+            status,
+            headers,
+            body: mut stream,
+        } = reply;
 
-        let response = inner
-            .http
-            .post(inner.url.clone())
-            .headers(headers)
-            .body(body)
-            .send()
-            .await
-            .map_err(|e| self.transport_error(e))?;
-
-        let status = response.status().as_u16();
-        let content_type = response
-            .headers()
+        let content_type = headers
             .get(CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
-        let retry_after = response
-            .headers()
+        let retry_after = headers
             .get(reqwest::header::RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| parse_retry_after(v, std::time::SystemTime::now()));
-        let www_authenticate = response
-            .headers()
+        let www_authenticate = headers
             .get(reqwest::header::WWW_AUTHENTICATE)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
 
         if (300..400).contains(&status) {
-            return Err(redirected(method, status, response.headers()));
+            return Err(redirected(method, status, &headers));
         }
         if status == 406 {
             return Err(Error::NotAcceptable {
@@ -717,7 +709,7 @@ impl Client {
 
         if !(200..300).contains(&status) {
             // JSON-RPC errors come with 200, 400 or 404 depending on the peer: read them first.
-            let body = self.read_body_text(response).await;
+            let body = self.read_body_text(stream).await;
             return Err(failure(FailedAnswer {
                 method,
                 task_id,
@@ -740,7 +732,6 @@ impl Client {
             ));
         };
         let mut reader = ResponseReader::new(framing, Value::from(id));
-        let mut stream: Body = Box::pin(response.bytes_stream());
         let answer = loop {
             match stream.next().await {
                 Some(Ok(chunk)) => {
@@ -751,7 +742,7 @@ impl Client {
                         break answer;
                     }
                 }
-                Some(Err(e)) => return Err(self.transport_error(e)),
+                Some(Err(e)) => return Err(self.body_error(e)),
                 None => {
                     let answer = reader.finish().map_err(|f| f.into_error(method))?;
                     self.forward_notifications(&mut reader);
@@ -771,8 +762,44 @@ impl Client {
         }
     }
 
-    async fn read_body_text(&self, response: reqwest::Response) -> String {
-        let mut stream = response.bytes_stream();
+    /// POSTs through reqwest: every request but the pooled polls, and those when redirected.
+    async fn post(&self, headers: HeaderMap, body: bytes::Bytes) -> Result<Reply> {
+        let inner = &self.inner;
+        let mut response = inner
+            .http
+            .post(inner.url.clone())
+            .headers(headers)
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| self.transport_error(e))?;
+        Ok(Reply {
+            status: response.status().as_u16(),
+            headers: std::mem::take(response.headers_mut()),
+            body: ReplyBody::Reqwest(Box::pin(response.bytes_stream())),
+        })
+    }
+
+    fn pooled_error(&self, failure: http1::Failure) -> Error {
+        let url = self.inner.endpoint.url.clone();
+        match failure {
+            http1::Failure::Connect(message) => Error::Connect { url, message },
+            http1::Failure::Timeout => Error::Timeout {
+                url,
+                after: self.inner.options.request_timeout,
+            },
+            http1::Failure::Io(message) => Error::Transport { url, message },
+        }
+    }
+
+    fn body_error(&self, error: BodyError) -> Error {
+        match error {
+            BodyError::Reqwest(e) => self.transport_error(e),
+            BodyError::Pooled(f) => self.pooled_error(f),
+        }
+    }
+
+    async fn read_body_text(&self, mut stream: ReplyBody) -> String {
         let mut body = Vec::new();
         while let Some(Ok(chunk)) = stream.next().await {
             if body.len() + chunk.len() > 1024 * 1024 {
@@ -880,7 +907,7 @@ impl Client {
     async fn read_listen_body(&self, response: reqwest::Response) -> String {
         tokio::time::timeout(
             self.inner.options.request_timeout,
-            self.read_body_text(response),
+            self.read_body_text(ReplyBody::Reqwest(Box::pin(response.bytes_stream()))),
         )
         .await
         .unwrap_or_default()
@@ -901,24 +928,7 @@ impl Client {
             fixed: &inner.fixed_meta,
         }
         .encode()?;
-        let mut headers = HeaderMap::new();
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        headers.insert(
-            ACCEPT,
-            HeaderValue::from_static("application/json, text/event-stream"),
-        );
-        insert_known(&mut headers, MCP_PROTOCOL_VERSION, &version)?;
-        insert_known(&mut headers, MCP_METHOD, method)?;
-        if let Some(token) = self.bearer_token() {
-            let mut value =
-                HeaderValue::from_str(&format!("Bearer {}", token.expose())).map_err(|_| {
-                    Error::InvalidRequest(
-                        "the bearer token has characters not allowed in a header".into(),
-                    )
-                })?;
-            value.set_sensitive(true);
-            headers.insert(reqwest::header::AUTHORIZATION, value);
-        }
+        let headers = request_headers(method, None, &[], &version, self.bearer_token().as_ref())?;
 
         let timeout = inner.options.request_timeout;
         let url = inner.endpoint.url.clone();
@@ -938,25 +948,23 @@ impl Client {
             Ok(response) => response.map_err(|e| self.transport_error(e))?,
         };
         let status = response.status().as_u16();
-        let content_type = response
-            .headers()
+        let headers = response.headers();
+        let content_type = headers
             .get(CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
-        let retry_after = response
-            .headers()
+        let retry_after = headers
             .get(reqwest::header::RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| parse_retry_after(v, std::time::SystemTime::now()));
-        let www_authenticate = response
-            .headers()
+        let www_authenticate = headers
             .get(reqwest::header::WWW_AUTHENTICATE)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
         let framing = Framing::from_content_type(content_type.as_deref());
 
         if (300..400).contains(&status) {
-            return Err(redirected(method, status, response.headers()));
+            return Err(redirected(method, status, headers));
         }
         if status == 406 {
             return Err(Error::NotAcceptable {
@@ -1147,9 +1155,45 @@ const DRAIN_INLINE: Duration = Duration::from_millis(10);
 type Body =
     std::pin::Pin<Box<dyn futures_util::Stream<Item = reqwest::Result<bytes::Bytes>> + Send>>;
 
+/// A response's status and head, its body still to read, from either path.
+struct Reply {
+    status: u16,
+    headers: HeaderMap,
+    body: ReplyBody,
+}
+
+impl From<http1::Reply> for Reply {
+    fn from(reply: http1::Reply) -> Self {
+        Self {
+            status: reply.status,
+            headers: reply.headers,
+            body: ReplyBody::Pooled(reply.body),
+        }
+    }
+}
+
+enum ReplyBody {
+    Reqwest(Body),
+    Pooled(http1::Streaming),
+}
+
+enum BodyError {
+    Reqwest(reqwest::Error),
+    Pooled(http1::Failure),
+}
+
+impl ReplyBody {
+    async fn next(&mut self) -> Option<std::result::Result<bytes::Bytes, BodyError>> {
+        match self {
+            Self::Reqwest(stream) => stream.next().await.map(|r| r.map_err(BodyError::Reqwest)),
+            Self::Pooled(stream) => stream.next().await.map(|r| r.map_err(BodyError::Pooled)),
+        }
+    }
+}
+
 /// Reads the rest of an event stream whose answer we already have. Dropping a body before its
 /// end closes the connection, and every SSE-replying poll would then pay a new TCP connect.
-async fn drain_after_answer(mut stream: Body) {
+async fn drain_after_answer(mut stream: ReplyBody) {
     let mut read = 0usize;
     if tokio::time::timeout(DRAIN_INLINE, drain(&mut stream, &mut read))
         .await
@@ -1164,7 +1208,7 @@ async fn drain_after_answer(mut stream: Body) {
 }
 
 /// Reads until the stream ends (or fails), or `read` passes [`DRAIN_BYTES`].
-async fn drain(stream: &mut Body, read: &mut usize) {
+async fn drain(stream: &mut ReplyBody, read: &mut usize) {
     while let Some(Ok(chunk)) = stream.next().await {
         *read = read.saturating_add(chunk.len());
         if *read > DRAIN_BYTES {
@@ -1297,6 +1341,45 @@ impl Serialize for EnvelopeMeta<'_> {
         map.serialize_entry(META_CLIENT_INFO, &*envelope.fixed.client_info)?;
         map.end()
     }
+}
+
+/// The method whose requests may take the pooled path ([`Http1`]).
+const TASKS_GET: &str = "tasks/get";
+
+/// Every request's headers: content negotiation, version, method and name, the tool's
+/// `Mcp-Param-*`, and the bearer token (marked sensitive, so never printed).
+fn request_headers(
+    method: &str,
+    name: Option<&str>,
+    extra_headers: &[(String, String)],
+    version: &str,
+    token: Option<&Sensitive<String>>,
+) -> Result<HeaderMap> {
+    let mut headers = HeaderMap::new();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers.insert(
+        ACCEPT,
+        HeaderValue::from_static("application/json, text/event-stream"),
+    );
+    insert_known(&mut headers, MCP_PROTOCOL_VERSION, version)?;
+    insert_known(&mut headers, MCP_METHOD, method)?;
+    if let Some(name) = name {
+        insert_known(&mut headers, MCP_NAME, &encode_header_value(name))?;
+    }
+    for (header, value) in extra_headers {
+        insert_header(&mut headers, header, value)?;
+    }
+    if let Some(token) = token {
+        let mut value =
+            HeaderValue::from_str(&format!("Bearer {}", token.expose())).map_err(|_| {
+                Error::InvalidRequest(
+                    "the bearer token has characters not allowed in a header".into(),
+                )
+            })?;
+        value.set_sensitive(true);
+        headers.insert(reqwest::header::AUTHORIZATION, value);
+    }
+    Ok(headers)
 }
 
 fn insert_header(headers: &mut HeaderMap, name: &str, value: &str) -> Result<()> {
