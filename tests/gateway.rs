@@ -1173,3 +1173,72 @@ async fn subscriptions_listen_is_relayed_as_a_stream_tagged_with_the_agents_own_
         "the subscription stays open after the acknowledgement: {more:?}"
     );
 }
+
+#[tokio::test]
+async fn an_approved_call_whose_upstream_asks_first_puts_its_questions_in_the_inbox_and_runs_with_the_answers(
+) {
+    let config = DemoConfig {
+        time_scale: 0.05,
+        poll_interval_ms: 100,
+        ..DemoConfig::default()
+    };
+    let rig = GatewayRig::start_with(5, config).await;
+    // `test_tool_with_task` asks for a name over MRTR (input_required with requestState) before
+    // it runs; re-sent with the answer, it creates a task whose result greets that name.
+    let agent = rig.spawn_agent("fastmcp", "test_tool_with_task", json!({}));
+    let task_id = rig.wait_for_pending("test_tool_with_task").await;
+    rig.cli(&["answer", &task_id, "--accept", "{}"])
+        .await
+        .assert_code(0);
+
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    let asked = loop {
+        if let Some(item) = rig
+            .pending_questions()
+            .await
+            .into_iter()
+            .find(|q| q["kind"] == "tool_call_questions" && q["task_id"] == task_id.as_str())
+        {
+            break item;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the upstream's questions never reached the inbox"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(
+        asked["questions"]["user_name"].is_object(),
+        "the upstream's own question, for the person: {asked}"
+    );
+    let seen = rig.task_request("tasks/get", &task_id).await;
+    assert_eq!(
+        seen["result"]["status"], "working",
+        "the agent's task stays working, the question is not the agent's: {seen}"
+    );
+    assert_eq!(rig.upstream_calls(), 1, "one round so far");
+
+    rig.cli(&["answer", &task_id, "--accept", r#"{"name": "Ada"}"#])
+        .await
+        .assert_code(0);
+    let result = agent.await.expect("the agent task");
+
+    assert_eq!(
+        result["isError"], false,
+        "approved, answered, run: {result}"
+    );
+    assert!(
+        result["text"].as_str().unwrap_or("").contains("Ada"),
+        "the result of the round sent with the person's answer: {result}"
+    );
+    assert_eq!(disposition(&result), "approved-executed", "{result}");
+    assert_eq!(
+        rig.upstream_calls(),
+        2,
+        "the question round and the answered one, nothing more"
+    );
+    assert!(
+        rig.pending_questions().await.is_empty(),
+        "nothing left to answer"
+    );
+}

@@ -1280,6 +1280,12 @@ async fn hold(shared: Arc<Shared>, link: Link, call: GatedRecord) -> Value {
             }
         }
         if tokio::time::Instant::now() >= deadline {
+            if call.questions.is_some() {
+                return outcome::notice(&format!(
+                    "{} was approved, but {} asked questions before running it, which a person must answer in Countersign. It has not run yet. Repeat the identical call later: it runs once, with the answers.",
+                    call.tool, call.server
+                ));
+            }
             return outcome::notice(&outcome::awaiting_text(&call));
         }
         tokio::time::sleep(WATCH_INTERVAL).await;
@@ -1390,6 +1396,40 @@ async fn send_approved(shared: Arc<Shared>, mut stopped: watch::Receiver<bool>) 
                 continue;
             }
         };
+        // Calls whose upstream asked questions (MRTR) that a person answered, in any mode: the
+        // next round goes out from here (a held request only watches its row).
+        match shared.console.answered_gated_calls().await {
+            Ok(answered) => {
+                for call in answered {
+                    if !sending.insert(call.id) {
+                        continue;
+                    }
+                    let (shared, done) = (shared.clone(), done_tx.clone());
+                    tokio::spawn(async move {
+                        match shared.console.server(call.server_id).await {
+                            Ok(server) => match shared.link(&server).await {
+                                Ok(link) => {
+                                    if let Err(e) =
+                                        shared.console.resend_gated(&call, &link.client).await
+                                    {
+                                        // Taken but not recorded: the row stays `running`
+                                        // without questions, and the next start calls it
+                                        // outcome_unknown.
+                                        tracing::error!(task = %call.task_id, "recording a gated call's next round failed: {e}");
+                                    }
+                                }
+                                Err(e) => {
+                                    tracing::warn!(task = %call.task_id, "no upstream client: {e}")
+                                }
+                            },
+                            Err(e) => tracing::warn!(task = %call.task_id, "no server: {e}"),
+                        }
+                        let _ = done.send(call.id);
+                    });
+                }
+            }
+            Err(e) => tracing::warn!("reading answered gated calls failed: {e}"),
+        }
         for call in approved {
             if !sending.insert(call.id) {
                 continue;

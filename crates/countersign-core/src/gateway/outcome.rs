@@ -156,6 +156,15 @@ pub fn agent_task(call: &GatedRecord, upstream: Option<&TaskRecord>) -> Value {
                 )),
                 None,
             ),
+            // The upstream's questions (MRTR) go to the person's inbox, never to the agent.
+            (GatedState::Running, None) if call.questions.is_some() => (
+                "working",
+                Some(format!(
+                    "{} on {} asked questions before running; waiting for a person to answer them in Countersign.",
+                    call.tool, call.server
+                )),
+                None,
+            ),
             (GatedState::Approved, _) | (GatedState::Running, None) => (
                 "working",
                 Some(format!(
@@ -272,6 +281,8 @@ mod tests {
             decided_at: None,
             updated_at: 1_700_000_000_000,
             tool_info: None,
+            questions: None,
+            answers: None,
         }
     }
 
