@@ -915,8 +915,8 @@ impl Console {
         .await
     }
 
-    /// The agent withdraws its call (`tasks/cancel`): one not yet sent is `cancelled` and never
-    /// runs; one running as an upstream task is cancelled upstream (cooperatively). `None`
+    /// The agent withdraws its call (`tasks/cancel`): one not yet sent (or whose upstream asked
+    /// questions before running, not yet sent again) is `cancelled` and never runs; one running as an upstream task is cancelled upstream (cooperatively). `None`
     /// when that agent has no such task.
     pub async fn withdraw_gated(
         &self,
@@ -945,6 +945,12 @@ impl Console {
                         changed(ctx, &call, Via::Call)?;
                         return Ok(Some(call));
                     }
+                }
+                // Approved, but its upstream asked questions first: nothing ran yet.
+                if gated::withdraw_asking(ctx.conn, call.id)? {
+                    let call = gated::get(ctx.conn, call.id)?;
+                    changed(ctx, &call, Via::Call)?;
+                    return Ok(Some(call));
                 }
                 Ok(Some(call))
             })

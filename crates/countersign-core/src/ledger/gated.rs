@@ -464,6 +464,19 @@ pub fn take_answered(
     Ok((changed == 1).then_some((questions, answers)))
 }
 
+/// The agent withdraws a call whose upstream's questions are open or answered but not yet taken
+/// for sending: nothing ran, so it is `cancelled` and never sent. `false` when a sender took
+/// the round first (it goes out; the agent may cancel the task it makes), or there are none.
+pub fn withdraw_asking(conn: &Connection, id: i64) -> Result<bool> {
+    let changed = conn.execute(
+        "UPDATE gated_calls SET state = 'cancelled', questions = NULL, answers = NULL,
+            updated_at = ?2
+         WHERE id = ?1 AND state = 'running' AND questions IS NOT NULL",
+        params![id, now_ms()],
+    )?;
+    Ok(changed == 1)
+}
+
 /// Running calls whose questions were answered and not yet sent, oldest first.
 pub fn answered_calls(conn: &Connection) -> Result<Vec<GatedRecord>> {
     let mut stmt = conn.prepare_cached(&format!(
@@ -644,6 +657,20 @@ mod tests {
                     take_answered(ctx.conn, call.id)?,
                 ];
                 let after = get(ctx.conn, call.id)?;
+                let withdrawn_after_take = withdraw_asking(ctx.conn, call.id)?;
+                ask(ctx.conn, call.id, &questions)?;
+                let withdrawn_while_asking = withdraw_asking(ctx.conn, call.id)?;
+                let cancelled = get(ctx.conn, call.id)?;
+                assert!(
+                    !withdrawn_after_take,
+                    "a taken round is on its way: the withdrawal must lose"
+                );
+                assert!(withdrawn_while_asking, "nothing ran: it can be withdrawn");
+                assert_eq!(cancelled.state, GatedState::Cancelled);
+                assert!(
+                    !answer(ctx.conn, call.id, &answers)?,
+                    "a withdrawn call takes no answers"
+                );
                 Ok((
                     asked_before_running,
                     taken_unanswered,
