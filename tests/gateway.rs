@@ -1242,3 +1242,34 @@ async fn an_approved_call_whose_upstream_asks_first_puts_its_questions_in_the_in
         "nothing left to answer"
     );
 }
+
+#[tokio::test]
+async fn a_session_agent_is_refused_a_tool_that_would_ask_it_questions_it_cannot_answer() {
+    let rig = GatewayRig::start(5).await;
+    rig.cli(&["policy", "set", "demo", "confirm_delete", "allow"])
+        .await
+        .assert_code(0);
+
+    // A 2025-11-25 session has no round in which the upstream's questions could reach the
+    // agent: the upstream must hear that this agent cannot answer them.
+    let started = tokio::time::Instant::now();
+    let result = rig
+        .agent(
+            "session",
+            &rig.token,
+            "confirm_delete",
+            json!({"filename": "notes.txt"}),
+        )
+        .await;
+
+    let error = result["error"].as_str().unwrap_or("");
+    assert!(
+        error.contains("elicitation"),
+        "refused at once by the upstream for want of elicitation, not left to hang: {result}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "answered before the hold ran out: {:?}",
+        started.elapsed()
+    );
+}

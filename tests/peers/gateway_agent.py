@@ -114,6 +114,9 @@ def main() -> int:
             call = via_session(a.url, a.token, a.tool, json.loads(a.args), a.timeout)
         out = asyncio.run(call)
     except BaseException as e:  # noqa: BLE001 - every failure is reported to the test
+        # anyio wraps what went wrong inside a client's task group: report the first cause.
+        while isinstance(e, BaseExceptionGroup) and e.exceptions:
+            e = e.exceptions[0]
         print(json.dumps({"error": f"{type(e).__name__}: {e}"}), flush=True)
         return 2
     print(json.dumps(out), flush=True)

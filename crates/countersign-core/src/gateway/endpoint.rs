@@ -525,21 +525,26 @@ impl Request {
     }
 
     /// The params to send upstream. The agent's `_meta` is the agent's (its version, identity);
-    /// the gateway's client sends its own, but with a 2026-07-28 agent's declared capabilities
-    /// (`mcp::Client::forward`): the upstream must know what this agent can do (a task, an
-    /// elicitation) to serve or refuse it as it would the agent itself. A session agent has no
-    /// such declaration in this generation; the gateway's own (tasks) let it wait for a task
-    /// for the agent.
+    /// the gateway's client sends its own, but with the capabilities of the agent it speaks
+    /// for (`mcp::Client::forward`): the upstream must know what this agent can do to serve
+    /// or refuse it as it would the agent itself. A 2026-07-28 agent's are the ones it
+    /// declares. A session agent's are tasks only: the gateway waits for an upstream task on
+    /// its behalf, but cannot put an upstream's questions (MRTR) to it, as 2025-11-25 has no
+    /// such round, so the upstream must not plan on asking (it refuses with -32021 instead,
+    /// which the agent understands). Approved calls are the gateway's own and go through the
+    /// console, whose questions go to the person.
     fn upstream_params(&self) -> Map<String, Value> {
         let mut params = self.params.clone();
         let meta = params.remove("_meta");
-        if self.stateless {
-            if let Some(capabilities) = meta.as_ref().and_then(|m| m.get(META_CAPABILITIES)) {
-                params.insert(
-                    "_meta".into(),
-                    json!({ META_CAPABILITIES: capabilities.clone() }),
-                );
-            }
+        let capabilities = if self.stateless {
+            meta.as_ref()
+                .and_then(|m| m.get(META_CAPABILITIES))
+                .cloned()
+        } else {
+            Some(json!({"extensions": {TASKS_EXTENSION: {}}}))
+        };
+        if let Some(capabilities) = capabilities {
+            params.insert("_meta".into(), json!({ META_CAPABILITIES: capabilities }));
         }
         params
     }
