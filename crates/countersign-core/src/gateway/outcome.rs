@@ -298,6 +298,33 @@ mod tests {
     }
 
     #[test]
+    fn an_approved_call_whose_upstream_asks_first_is_working_and_hands_the_agent_no_question() {
+        let mut asking = call(GatedState::Running, None);
+        asking.result = None;
+        asking.questions = Some(crate::ledger::gated::GatedQuestions {
+            input_requests: json!({"user_name": {"method": "elicitation/create"}})
+                .as_object()
+                .cloned()
+                .unwrap_or_default(),
+            request_state: Some("s".into()),
+            rounds: 1,
+        });
+        let task = agent_task(&asking, None);
+        assert_eq!(task["status"], "working", "{task}");
+        assert!(
+            task["statusMessage"]
+                .as_str()
+                .unwrap_or("")
+                .contains("a person to answer"),
+            "{task}"
+        );
+        assert!(
+            task.get("inputRequests").is_none() && !task.to_string().contains("user_name"),
+            "the upstream's question is the person's, not the agent's: {task}"
+        );
+    }
+
+    #[test]
     fn a_declined_call_completes_with_is_error_and_the_disposition() {
         let task = agent_task(&call(GatedState::Declined, Some("not today")), None);
         assert_eq!(task["status"], "completed");
