@@ -42,6 +42,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0002_gateway.sql"),
     include_str!("../migrations/0003_gated_tool.sql"),
     include_str!("../migrations/0004_settings.sql"),
+    include_str!("../migrations/0005_gated_questions.sql"),
 ];
 
 /// Errors of the ledger.

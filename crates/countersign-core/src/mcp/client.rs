@@ -453,7 +453,10 @@ impl Client {
 
     /// Sends `method` with `params` as the agent sent them and returns the result verbatim,
     /// task handles included: the gateway's pass-through. The agent's `_meta` is replaced by
-    /// this client's own (its protocol version, capabilities and identity); `Mcp-Name` is set
+    /// this client's own (its protocol version, capabilities and identity), except the client
+    /// capabilities it declares (`_meta["io.modelcontextprotocol/clientCapabilities"]`), which
+    /// go upstream instead of ours: the upstream decides what it may ask of, or must refuse to,
+    /// the agent (-32021 for a task-only tool to an agent without tasks); `Mcp-Name` is set
     /// as for the typed methods, and a `tools/call` mirrors its `x-mcp-header` arguments as
     /// learnt from the last `tools/list`.
     pub async fn forward(&self, method: &str, params: Map<String, Value>) -> Result<Value> {
@@ -833,15 +836,94 @@ impl Client {
     /// [`Error::MethodNotFound`], -32021 → [`Error::MissingCapability`], ...); errors and events
     /// after it opens come from [`Listening::next`].
     pub async fn listen(&self, request: &ListenRequest) -> Result<Listening> {
+        let OpenedListen {
+            id,
+            response,
+            framing,
+        } = self.open_listen(&request.params()).await?;
+        let mut listening = Listening {
+            id,
+            url: self.inner.endpoint.url.clone(),
+            body: Box::pin(futures_util::stream::empty()),
+            decoder: ListenDecoder::new(Value::from(id)),
+            queue: std::collections::VecDeque::new(),
+            idle_timeout: request.idle_timeout,
+            ended: false,
+            client: self.clone(),
+        };
+        match framing {
+            Framing::Sse => listening.body = Box::pin(response.bytes_stream()),
+            // A JSON body is a single message: an error (some servers send -32601 with 200), or
+            // a result, which means the subscription ended as soon as it began.
+            Framing::Json => {
+                let text = self.read_listen_body(response).await;
+                match listening.decoder.message(&text, "response") {
+                    Ok(Some(event)) => listening.queue.push_back(Ok(event)),
+                    Ok(None) => {
+                        return Err(invalid(
+                            LISTEN_METHOD,
+                            "the JSON body does not answer the listen request",
+                        ))
+                    }
+                    Err(fault) => return Err(stream_fault(fault)),
+                }
+                listening.ended = true;
+            }
+        }
+        Ok(listening)
+    }
+
+    /// Opens `subscriptions/listen` with `params` as an agent sent them, for the gateway to
+    /// relay: the stream's bytes untouched (the caller decodes them), or the one JSON message
+    /// that answered instead. `params._meta` may carry the agent's client capabilities (see
+    /// [`Client::forward`]). Bounded as [`Client::listen`] is up to the response headers; the
+    /// caller bounds the silence.
+    pub async fn relay_listen(&self, params: Map<String, Value>) -> Result<RelayedListen> {
+        let OpenedListen {
+            id,
+            response,
+            framing,
+        } = self.open_listen(&params).await?;
+        Ok(match framing {
+            Framing::Sse => {
+                let client = self.clone();
+                RelayedListen::Stream {
+                    id,
+                    body: Box::pin(
+                        response
+                            .bytes_stream()
+                            .map(move |chunk| chunk.map_err(|e| client.transport_error(e))),
+                    ),
+                }
+            }
+            Framing::Json => RelayedListen::Message {
+                id,
+                text: self.read_listen_body(response).await,
+            },
+        })
+    }
+
+    /// A JSON answer to a listen request, read within the request timeout.
+    async fn read_listen_body(&self, response: reqwest::Response) -> String {
+        tokio::time::timeout(
+            self.inner.options.request_timeout,
+            self.read_body_text(ReplyBody::Reqwest(Box::pin(response.bytes_stream()))),
+        )
+        .await
+        .unwrap_or_default()
+    }
+
+    /// Sends `subscriptions/listen` and reads the answer's status and headers: errors typed as
+    /// for every other request, else the response with its framing.
+    async fn open_listen(&self, params: &Map<String, Value>) -> Result<OpenedListen> {
         let method = LISTEN_METHOD;
         let inner = &self.inner;
         let version = self.protocol_version();
         let id = inner.next_id.fetch_add(1, Ordering::Relaxed);
-        let params = request.params();
         let body = Envelope {
             id,
             method,
-            params: &params,
+            params,
             version: &version,
             fixed: &inner.fixed_meta,
         }
@@ -880,14 +962,6 @@ impl Client {
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
         let framing = Framing::from_content_type(content_type.as_deref());
-        let read_all = |response: reqwest::Response| async move {
-            tokio::time::timeout(
-                timeout,
-                self.read_body_text(ReplyBody::Reqwest(Box::pin(response.bytes_stream()))),
-            )
-            .await
-            .unwrap_or_default()
-        };
 
         if (300..400).contains(&status) {
             return Err(redirected(method, status, headers));
@@ -904,7 +978,7 @@ impl Client {
             });
         }
         if !(200..300).contains(&status) {
-            let text = read_all(response).await;
+            let text = self.read_listen_body(response).await;
             return Err(failure(FailedAnswer {
                 method,
                 task_id: None,
@@ -917,45 +991,62 @@ impl Client {
             }));
         }
 
-        let mut listening = Listening {
-            id,
-            url,
-            body: Box::pin(futures_util::stream::empty()),
-            decoder: ListenDecoder::new(Value::from(id)),
-            queue: std::collections::VecDeque::new(),
-            idle_timeout: request.idle_timeout,
-            ended: false,
-            client: self.clone(),
+        let Some(framing) = framing else {
+            return Err(invalid(
+                method,
+                format!(
+                    "unexpected Content-Type {:?} (expected text/event-stream)",
+                    content_type.unwrap_or_default()
+                ),
+            ));
         };
-        match framing {
-            Some(Framing::Sse) => listening.body = Box::pin(response.bytes_stream()),
-            // A JSON body is a single message: an error (some servers send -32601 with 200), or
-            // a result, which means the subscription ended as soon as it began.
-            Some(Framing::Json) => {
-                let text = read_all(response).await;
-                match listening.decoder.message(&text, "response") {
-                    Ok(Some(event)) => listening.queue.push_back(Ok(event)),
-                    Ok(None) => {
-                        return Err(invalid(
-                            method,
-                            "the JSON body does not answer the listen request",
-                        ))
-                    }
-                    Err(fault) => return Err(stream_fault(fault)),
-                }
-                listening.ended = true;
-            }
-            None => {
-                return Err(invalid(
-                    method,
-                    format!(
-                        "unexpected Content-Type {:?} (expected text/event-stream)",
-                        content_type.unwrap_or_default()
-                    ),
-                ))
-            }
+        Ok(OpenedListen {
+            id,
+            response,
+            framing,
+        })
+    }
+}
+
+/// A listen request's answer, its status read.
+struct OpenedListen {
+    id: u64,
+    response: reqwest::Response,
+    framing: Framing,
+}
+
+/// What the upstream answered a relayed `subscriptions/listen` with ([`Client::relay_listen`]).
+pub enum RelayedListen {
+    /// An event stream: the bytes as they come. Dropping it closes the connection, which ends
+    /// the subscription upstream.
+    Stream {
+        /// The JSON-RPC id the upstream knows the subscription by (its `subscriptionId`).
+        id: u64,
+        /// The body.
+        body: futures_util::stream::BoxStream<'static, Result<bytes::Bytes>>,
+    },
+    /// A single JSON message (an error sent with 200, or a result: the subscription is over).
+    Message {
+        /// The JSON-RPC id of the request.
+        id: u64,
+        /// The body.
+        text: String,
+    },
+}
+
+impl std::fmt::Debug for RelayedListen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Stream { id, .. } => f
+                .debug_struct("Stream")
+                .field("id", id)
+                .finish_non_exhaustive(),
+            Self::Message { id, text } => f
+                .debug_struct("Message")
+                .field("id", id)
+                .field("text", text)
+                .finish(),
         }
-        Ok(listening)
     }
 }
 
@@ -1184,8 +1275,9 @@ impl FixedMeta {
 /// One JSON-RPC request, written straight into the body's bytes: `params` as given, then the
 /// `_meta` every request carries (protocol version, capabilities, `clientInfo`). Building a
 /// `Value` tree for the body and printing it through `Display` was about a fifth of the CPU of
-/// an unchanged poll. `params` never carries `_meta` of its own (every caller builds its params
-/// here); one that did would be skipped, not merged.
+/// an unchanged poll. A `_meta` among `params` is not sent: only its client capabilities, when
+/// it has them, are, instead of the client's own (the gateway forwarding an agent's request,
+/// see [`Client::forward`]); its other entries are dropped, not merged.
 struct Envelope<'a> {
     id: u64,
     method: &'a str,
@@ -1237,7 +1329,15 @@ impl Serialize for EnvelopeMeta<'_> {
         let envelope = self.0;
         let mut map = serializer.serialize_map(Some(3))?;
         map.serialize_entry(META_PROTOCOL_VERSION, envelope.version)?;
-        map.serialize_entry(META_CLIENT_CAPABILITIES, &*envelope.fixed.capabilities)?;
+        // The gateway speaks for an agent: the agent's declared capabilities, not ours.
+        match envelope
+            .params
+            .get("_meta")
+            .and_then(|meta| meta.get(META_CLIENT_CAPABILITIES))
+        {
+            Some(agents) => map.serialize_entry(META_CLIENT_CAPABILITIES, agents)?,
+            None => map.serialize_entry(META_CLIENT_CAPABILITIES, &*envelope.fixed.capabilities)?,
+        }
         map.serialize_entry(META_CLIENT_INFO, &*envelope.fixed.client_info)?;
         map.end()
     }
@@ -1542,6 +1642,43 @@ mod tests {
         .expect("encodable");
         let expected = built_as_a_value(42, "tasks/update", &params, PROTOCOL_VERSION).to_string();
         assert_eq!(String::from_utf8(body).expect("UTF-8"), expected);
+    }
+
+    #[test]
+    fn capabilities_among_the_params_replace_the_clients_own_and_nothing_else_does() {
+        let fixed = FixedMeta::new(&ClientOptions::default()).expect("encodable");
+        let mut params = Map::new();
+        params.insert("name".into(), json!("failing_job"));
+        params.insert(
+            "_meta".into(),
+            json!({META_CLIENT_CAPABILITIES: {"sampling": {}}, META_PROTOCOL_VERSION: "1999-01-01"}),
+        );
+        let body = Envelope {
+            id: 7,
+            method: "tools/call",
+            params: &params,
+            version: PROTOCOL_VERSION,
+            fixed: &fixed,
+        }
+        .encode()
+        .expect("encodable");
+        let sent: Value = serde_json::from_slice(&body).expect("valid JSON");
+        let meta = &sent["params"]["_meta"];
+        assert_eq!(
+            meta[META_CLIENT_CAPABILITIES],
+            json!({"sampling": {}}),
+            "{sent}"
+        );
+        assert_eq!(
+            meta[META_PROTOCOL_VERSION],
+            json!(PROTOCOL_VERSION),
+            "{sent}"
+        );
+        assert_eq!(
+            meta[META_CLIENT_INFO]["name"],
+            json!("countersign"),
+            "{sent}"
+        );
     }
 
     #[test]
