@@ -28,6 +28,8 @@ const COMMANDS: &[&str] = &[
     "gated_list",
     "gated_decide",
     "gated_timeline",
+    "gated_questions_list",
+    "gated_answer",
     "agents_get",
     "agent_add",
     "agent_remove",

@@ -11,11 +11,12 @@ use countersign_core::mcp::ToolCall;
 
 use crate::ipc::{
     AgentCreated, AgentRef, AgentView, AgentsPage, AppInfo, AuditEntry, AuditExport,
-    AuditExportRequest, CommandError, DndRequest, ErrorCode, GatedCallView, GatedDecideRequest,
-    GatedRef, GatedTimeline, InputAnswerRequest, InputRequestView, RuleRef, ServerAddRequest,
-    ServerRef, ServerUpdateRequest, ServerView, ShellState, TaskAdoptRequest, TaskDetail,
-    TaskListRequest, TaskRef, TaskView, ToolCallAnswerRequest, ToolCallOutcome, ToolCallRequest,
-    ToolView, UrlOpenRequest, ViewRequest, ZoomRequest,
+    AuditExportRequest, CommandError, DndRequest, ErrorCode, GatedAnswerRequest, GatedCallView,
+    GatedDecideRequest, GatedQuestionsView, GatedRef, GatedTimeline, InputAnswerRequest,
+    InputRequestView, RuleRef, ServerAddRequest, ServerRef, ServerUpdateRequest, ServerView,
+    ShellState, TaskAdoptRequest, TaskDetail, TaskListRequest, TaskRef, TaskView,
+    ToolCallAnswerRequest, ToolCallOutcome, ToolCallRequest, ToolView, UrlOpenRequest, ViewRequest,
+    ZoomRequest,
 };
 use crate::Shell;
 use tauri::{AppHandle, Manager, Runtime, State};
@@ -235,6 +236,23 @@ pub async fn gated_decide(
         .console
         .decide_gated(&request.task_id, request.decision)
         .await)
+}
+
+/// Approved agents' calls whose upstream asks questions before running them, oldest first.
+#[tauri::command]
+pub async fn gated_questions_list(shell: State<'_, Shell>) -> Result<Vec<GatedQuestionsView>> {
+    ipc(shell.console.gated_questions_views().await)
+}
+
+/// Answers the questions an approved call's upstream asked (accept with the form's content, or
+/// decline); the gateway sends the call again with them.
+#[tauri::command]
+pub async fn gated_answer(
+    shell: State<'_, Shell>,
+    request: GatedAnswerRequest,
+) -> Result<GatedCallView> {
+    let answers = ipc(Console::call_responses(request.answers))?;
+    ipc(shell.console.answer_gated(&request.task_id, answers).await)
 }
 
 /// One agent call from request to outcome: the call and its timeline.

@@ -119,7 +119,60 @@ async fn refresh_gated<R: Runtime>(
         }
     }
     emit(app, event::GATED_CHANGED, pending);
+    refresh_gated_questions(app, left).await;
     crate::refresh_shell_state(app, &shell).await;
+}
+
+/// Approved calls whose upstream asks questions before running them: the window's list, and
+/// one notification per call and round, told when its questions arrive in this batch (its
+/// `running` change is in `left`; so a restart does not tell again), closed when they leave.
+async fn refresh_gated_questions<R: Runtime>(app: &AppHandle<R>, left: &[(String, String)]) {
+    let shell = app.state::<Shell>();
+    let asking = match shell.console.gated_questions_views().await {
+        Ok(asking) => asking,
+        Err(e) => {
+            tracing::warn!("cannot read the agents' calls with questions: {e}");
+            return;
+        }
+    };
+    let id_of = |task_id: &str| format!("{task_id}/questions");
+    for (task_id, how) in left {
+        if !asking.iter().any(|a| a.call.task_id == *task_id) {
+            shell.notifier.input_closed(&id_of(task_id), how);
+        }
+    }
+    if shell.console.runs_engine() {
+        let arrived = asking
+            .iter()
+            .filter(|a| left.iter().any(|(id, _)| *id == a.call.task_id));
+        for asked in arrived {
+            let call = &asked.call;
+            if shell.notifier.holding() {
+                shell
+                    .notifier
+                    .hold([(id_of(&call.task_id), call.server.clone())]);
+                continue;
+            }
+            let on_open = app.clone();
+            let title = format!(
+                "{} asks before running {} · {}",
+                call.server, call.tool, call.agent
+            );
+            // The first question's text from the core (plain, truncated, a link's host first;
+            // the notifier escapes it); the inbox shows them all.
+            let body = asked.questions.first().map_or_else(
+                || notice::form_body("Approved; the server asks before running it."),
+                |q| notifications::body_text(&q.request, false),
+            );
+            shell
+                .notifier
+                .call_asking(&id_of(&call.task_id), title, body, move || {
+                    crate::window::open(&on_open, Some(crate::window::Page::Inbox(None)))
+                });
+            tracing::info!("notified: questions on agent call {}", call.task_id);
+        }
+    }
+    emit(app, event::GATED_QUESTIONS_CHANGED, asking);
 }
 
 /// One notification for an agent's call waiting for approval: Approve/Decline decide it.

@@ -122,6 +122,8 @@ contract! {
         gated_list: () => Vec<GatedCallView>,
         gated_decide: GatedDecideRequest => GatedCallView,
         gated_timeline: GatedRef => GatedTimeline,
+        gated_questions_list: () => Vec<GatedQuestionsView>,
+        gated_answer: GatedAnswerRequest => GatedCallView,
         agents_get: () => AgentsPage,
         agent_add: AgentRef => AgentCreated,
         agent_remove: AgentRef => AgentView,
@@ -143,6 +145,7 @@ contract! {
         SHELL_STATE_CHANGED = "shell_state_changed": ShellState,
         INPUT_FOCUS_REQUESTED = "input_focus_requested": InputFocusRequested,
         GATED_CHANGED = "gated_changed": Vec<GatedCallView>,
+        GATED_QUESTIONS_CHANGED = "gated_questions_changed": Vec<GatedQuestionsView>,
     }
 }
 
@@ -300,6 +303,17 @@ pub struct GatedDecideRequest {
     pub task_id: String,
     /// Approve or decline, why, and whether to always allow this tool for this agent.
     pub decision: GatedDecision,
+}
+
+/// `gated_answer` request: the person's answers to the questions an approved call's upstream
+/// asked before running it.
+#[derive(Debug, Clone, Deserialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct GatedAnswerRequest {
+    /// Countersign's task id of the call (`csg-…`).
+    pub task_id: String,
+    /// One answer per question, by its key (every key asked, and only those).
+    pub answers: Vec<CallAnswer>,
 }
 
 /// `view_zoom_set` request: the window's text size (page zoom).

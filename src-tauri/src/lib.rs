@@ -267,6 +267,8 @@ pub fn builder<R: Runtime>(builder: tauri::Builder<R>, shell: Shell) -> tauri::B
             commands::gated_list,
             commands::gated_decide,
             commands::gated_timeline,
+            commands::gated_questions_list,
+            commands::gated_answer,
             commands::agents_get,
             commands::agent_add,
             commands::agent_remove,

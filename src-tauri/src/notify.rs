@@ -247,6 +247,62 @@ impl Notifier {
         }
     }
 
+    /// Posts the notification for an approved agent call whose upstream asks questions before
+    /// running it (`id`: the notifier's identity of that round, claimed once until
+    /// [`Notifier::input_closed`]). No buttons: the answers need the inbox's form; a click on the
+    /// body calls `on_open`.
+    pub fn call_asking(
+        self: &Arc<Self>,
+        id: &str,
+        title: String,
+        body: String,
+        on_open: impl FnOnce() + Send + 'static,
+    ) {
+        if !self.claim(id) {
+            return;
+        }
+        if self.live.load(Ordering::Relaxed) >= countersign_core::console::notifications::MAX_LIVE {
+            return;
+        }
+        self.live.fetch_add(1, Ordering::Relaxed);
+        let guard = LiveGuard(Arc::clone(self));
+        let (me, id) = (Arc::clone(self), id.to_owned());
+        let spawned = std::thread::Builder::new()
+            .name("notify-asking".into())
+            .spawn(move || {
+                let _guard = guard;
+                me.post_asking(&id, title, body, on_open);
+            });
+        if let Err(e) = spawned {
+            tracing::warn!("cannot spawn notification thread: {e}");
+        }
+    }
+
+    #[cfg(target_os = "linux")]
+    fn post_asking(&self, id: &str, title: String, body: String, on_open: impl FnOnce()) {
+        let body = if self.renders_markup() {
+            escape(&body)
+        } else {
+            body
+        };
+        let handle = match question_notification(&title, &body, self.sound()).show() {
+            Ok(h) => h,
+            Err(e) => {
+                tracing::warn!("notification for {id} not shown: {e}");
+                return;
+            }
+        };
+        self.remember(id, handle.id(), title);
+        handle.wait_for_action(|action| {
+            if action == "default" {
+                on_open();
+            }
+        });
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn post_asking(&self, _id: &str, _title: String, _body: String, _on_open: impl FnOnce()) {}
+
     #[cfg(target_os = "linux")]
     fn post_call(
         &self,

@@ -532,6 +532,143 @@ fn an_agents_held_call_is_approved_from_the_window_and_the_agents_view_shows_rem
     );
 }
 
+#[test]
+fn an_approved_calls_upstream_questions_are_listed_and_answered_from_the_window_once() {
+    use countersign_core::console::gateway::{AgentCall, Claim, Gate, PolicyInput};
+    use countersign_core::console::view::ServerAddRequest;
+    use countersign_core::ledger::gated::GatedMode;
+    use tauri::Manager as _;
+
+    let (fx, url) = app_with_demo("gated-questions");
+    let console = Arc::clone(&fx._app.state::<Shell>().console);
+    let (_agent, token) = block_on(console.add_agent("ci-bot")).expect("an agent");
+    let agent = block_on(console.authenticate_agent(token.expose()))
+        .expect("the ledger answers")
+        .expect("its token authenticates it");
+    let server = block_on(console.add_server(ServerAddRequest {
+        name: "demo".into(),
+        url,
+        token: None,
+        discover: false,
+    }))
+    .expect("the demo server");
+    let arguments = serde_json::Map::new();
+    // What the gateway does: hold the agent's call, and once a person approved it, claim it and
+    // send it upstream; the demo's test_tool_with_task answers with an MRTR question first.
+    let held = block_on(console.gate(
+        AgentCall {
+            agent: &agent,
+            server: &server,
+            tool: "test_tool_with_task",
+            arguments: &arguments,
+            mode: GatedMode::Task,
+            tool_info: None,
+        },
+        &PolicyInput {
+            rules: Vec::new(),
+            allow_read_only: false,
+        },
+    ))
+    .expect("the call is recorded");
+    let Gate::Held(record) = held else {
+        panic!("with no rule the call waits for a person, got {held:?}")
+    };
+    invoke(
+        &fx.window,
+        "gated_decide",
+        json!({"request": {"taskId": record.task_id, "decision": {"approve": true, "reason": null, "always_allow": false}}}),
+    )
+    .expect("gated_decide");
+    let Claim::Run(running) = block_on(console.claim_gated(record.id)).expect("claim") else {
+        panic!("an approved call is ours to send");
+    };
+    let client = block_on(console.client(&server)).expect("a client for the demo");
+    let asked = block_on(console.run_gated(&running, &client)).expect("sent upstream");
+    assert!(
+        asked.questions.is_some(),
+        "the upstream asked first: {asked:?}"
+    );
+
+    let listed = invoke(&fx.window, "gated_questions_list", json!({})).expect("list");
+    assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed}");
+    let entry = &listed[0];
+    assert_eq!(entry["call"]["task_id"], record.task_id, "{entry}");
+    assert_eq!(entry["call"]["agent"], "ci-bot");
+    assert_eq!(entry["call"]["server"], "demo");
+    assert_eq!(entry["call"]["tool"], "test_tool_with_task");
+    assert_eq!(
+        entry["call"]["state"], "running",
+        "approved, nothing ran yet"
+    );
+    assert_eq!(entry["round"], 1);
+    assert_eq!(entry["questions"][0]["key"], "user_name", "{entry}");
+    assert_eq!(entry["questions"][0]["request"]["mode"], "form", "{entry}");
+    assert_eq!(
+        entry["questions"][0]["request"]["message"],
+        "What is your name?"
+    );
+    assert!(
+        entry["questions"][0]["request"]["requestedSchema"]["properties"]["name"].is_object(),
+        "the schema the inbox's form is built from: {entry}"
+    );
+
+    let wrong = invoke(
+        &fx.window,
+        "gated_answer",
+        json!({"request": {"taskId": record.task_id, "answers": [
+            {"key": "someone_else", "response": {"action": "decline"}}
+        ]}}),
+    )
+    .expect_err("only the keys asked are answered");
+    assert_eq!(wrong["code"], "invalid_input", "{wrong}");
+    let answered = invoke(
+        &fx.window,
+        "gated_answer",
+        json!({"request": {"taskId": record.task_id, "answers": [
+            {"key": "user_name", "response": {"action": "accept", "content": {"name": "Ada"}}}
+        ]}}),
+    )
+    .expect("gated_answer");
+    assert_eq!(answered["task_id"], record.task_id, "{answered}");
+    let again = invoke(
+        &fx.window,
+        "gated_answer",
+        json!({"request": {"taskId": record.task_id, "answers": [
+            {"key": "user_name", "response": {"action": "decline"}}
+        ]}}),
+    )
+    .expect_err("questions are answered once");
+    assert_eq!(again["code"], "already_answered", "{again}");
+    let listed = invoke(&fx.window, "gated_questions_list", json!({})).expect("list");
+    assert_eq!(listed, json!([]), "nothing asks any more");
+    let audit = block_on(console.audit()).expect("audit");
+    assert!(
+        audit.iter().any(|a| a.action == "gated_call_answer"),
+        "the answer is audited: {audit:?}"
+    );
+
+    // What the gateway's sender does next: the same call, with the window's answer, upstream.
+    let call = block_on(console.gated_call(&record.task_id)).expect("the call");
+    let sent = block_on(console.resend_gated(&call, &client))
+        .expect("sent again")
+        .expect("the answered round is ours to send");
+    let row = sent
+        .upstream_task
+        .expect("the answered round started a task");
+    let done = until(
+        "the greeting task completes",
+        Duration::from_secs(20),
+        || {
+            let task = invoke(&fx.window, "task_get", json!({"request": {"row": row}})).ok()?;
+            (task["task"]["status"] == "completed").then_some(task)
+        },
+    );
+    assert!(
+        done.to_string().contains("Hello, Ada!"),
+        "the answer given in the window reached the upstream: {done}"
+    );
+}
+
 /// `HH:MM`, `minutes` from now in local time (wrapping past midnight).
 fn local_hhmm(minutes: i64) -> String {
     (chrono::Local::now() + chrono::Duration::minutes(minutes))

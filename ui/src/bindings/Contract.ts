@@ -10,8 +10,10 @@ import type { AuditExport } from "./AuditExport";
 import type { AuditExportRequest } from "./AuditExportRequest";
 import type { DndRequest } from "./DndRequest";
 import type { EventView } from "./EventView";
+import type { GatedAnswerRequest } from "./GatedAnswerRequest";
 import type { GatedCallView } from "./GatedCallView";
 import type { GatedDecideRequest } from "./GatedDecideRequest";
+import type { GatedQuestionsView } from "./GatedQuestionsView";
 import type { GatedRef } from "./GatedRef";
 import type { GatedTimeline } from "./GatedTimeline";
 import type { InputAnswerRequest } from "./InputAnswerRequest";
@@ -68,6 +70,8 @@ export interface Commands {
   gated_list: { req: null; res: Array<GatedCallView> };
   gated_decide: { req: GatedDecideRequest; res: GatedCallView };
   gated_timeline: { req: GatedRef; res: GatedTimeline };
+  gated_questions_list: { req: null; res: Array<GatedQuestionsView> };
+  gated_answer: { req: GatedAnswerRequest; res: GatedCallView };
   agents_get: { req: null; res: AgentsPage };
   agent_add: { req: AgentRef; res: AgentCreated };
   agent_remove: { req: AgentRef; res: AgentView };
@@ -91,4 +95,5 @@ export interface Events {
   shell_state_changed: ShellState;
   input_focus_requested: InputFocusRequested;
   gated_changed: Array<GatedCallView>;
+  gated_questions_changed: Array<GatedQuestionsView>;
 }

@@ -7,7 +7,8 @@
 use serde_json::{json, Map, Value};
 
 use super::view::{
-    AgentView, GatedCallView, GatedDecision, GatedTimeline, RuleSetRequest, RuleView,
+    AgentView, CallQuestion, GatedCallView, GatedDecision, GatedQuestionsView, GatedTimeline,
+    RuleSetRequest, RuleView,
 };
 use super::{present, Console, Error, Result};
 use crate::actions::{self, Called};
@@ -889,6 +890,31 @@ impl Console {
     /// Approved calls whose upstream's questions wait for the person, oldest first.
     pub async fn gated_questions(&self) -> Result<Vec<GatedRecord>> {
         self.read(gated::asking).await
+    }
+
+    /// [`Console::gated_questions`] as the window shows them: each call with its open questions
+    /// in the form the inbox's question forms read ([`present::input_kind`]), oldest first.
+    pub async fn gated_questions_views(&self) -> Result<Vec<GatedQuestionsView>> {
+        Ok(self
+            .gated_questions()
+            .await?
+            .iter()
+            .filter_map(|call| {
+                let asked = call.questions.as_ref()?;
+                Some(GatedQuestionsView {
+                    call: gated_view(call),
+                    questions: asked
+                        .input_requests
+                        .iter()
+                        .map(|(key, request)| CallQuestion {
+                            key: key.clone(),
+                            request: present::input_kind(request),
+                        })
+                        .collect(),
+                    round: u32::try_from(asked.rounds).unwrap_or(u32::MAX),
+                })
+            })
+            .collect())
     }
 
     /// Approved calls whose questions were answered and whose next round is not sent yet: the

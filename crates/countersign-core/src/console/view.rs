@@ -816,6 +816,23 @@ pub struct GatedCallView {
     pub tool_info: Option<ToolInfo>,
 }
 
+/// An approved agent call whose upstream asks questions before running it (MRTR): the call,
+/// and the round's questions, which the person answers in the inbox
+/// ([`Console::answer_gated`](crate::console::Console::answer_gated)); the gateway then sends the
+/// call again with the answers.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct GatedQuestionsView {
+    /// The call (approved: its state is `running`, nothing ran upstream yet).
+    pub call: GatedCallView,
+    /// The upstream's questions, by key, as the window's forms read them.
+    pub questions: Vec<CallQuestion>,
+    /// `tools/call` requests sent for this call so far, the first included: a later round of
+    /// questions on the same call is a new entry for the inbox and the notifier.
+    pub round: u32,
+}
+
 /// One gated call from request to outcome: the call, and its timeline from the ledger (its own
 /// `gated_call_changed` events: requested, decided, sent upstream, answered; then the upstream
 /// task's events, when the upstream answered with a task), oldest first.
