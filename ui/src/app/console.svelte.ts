@@ -3,6 +3,8 @@ import type { AppInfo } from "../bindings/AppInfo";
 import type { EventView } from "../bindings/EventView";
 import type { GatedCallView } from "../bindings/GatedCallView";
 import type { GatedDecision } from "../bindings/GatedDecision";
+import type { GatedQuestionsView } from "../bindings/GatedQuestionsView";
+import type { CallAnswer } from "../bindings/CallAnswer";
 import type { InputFocusRequested } from "../bindings/InputFocusRequested";
 import type { InputRequestView } from "../bindings/InputRequestView";
 import type { InputResponse } from "../bindings/InputResponse";
@@ -26,6 +28,8 @@ export class ConsoleStore {
   servers: ServerView[] = $state([]);
   /** Agents' calls the gateway holds for a decision, oldest first. */
   gated: GatedCallView[] = $state([]);
+  /** Approved agents' calls whose upstream asks questions before running them, oldest first. */
+  asking: GatedQuestionsView[] = $state([]);
   /** Set when the shell cannot be reached (e.g. running outside the app). */
   offline: CommandError | undefined = $state();
   /** The question the user asked to see from a notification. */
@@ -43,6 +47,7 @@ export class ConsoleStore {
       listen("shell_state_changed", (s) => (this.shell = s)),
       listen("input_focus_requested", (f) => (this.focus = f)),
       listen("gated_changed", (list) => (this.gated = list)),
+      listen("gated_questions_changed", (list) => (this.asking = list)),
       listen("event_recorded", (e) => {
         for (const cb of this.eventListeners) cb(e);
         if (e.fact.kind === "server_removed") void this.reloadTasks();
@@ -83,14 +88,16 @@ export class ConsoleStore {
 
   async reload(): Promise<void> {
     try {
-      const [info, inputs, tasks, servers, gated] = await Promise.all([
+      const [info, inputs, tasks, servers, gated, asking] = await Promise.all([
         call("app_info"),
         call("input_list"),
         call("task_list", {}),
         call("server_list"),
         call("gated_list"),
+        call("gated_questions_list"),
       ]);
       this.gated = gated;
+      this.asking = asking;
       this.info = info;
       this.shell = info.shell;
       this.inputs = inputs;
@@ -113,6 +120,12 @@ export class ConsoleStore {
   async decide(call_: GatedCallView, decision: GatedDecision): Promise<void> {
     await call("gated_decide", { taskId: call_.task_id, decision });
     this.gated = this.gated.filter((c) => c.task_id !== call_.task_id);
+  }
+
+  /** Answers the questions an approved call's upstream asked; the call leaves the list at once. */
+  async answerCall(entry: GatedQuestionsView, answers: CallAnswer[]): Promise<void> {
+    await call("gated_answer", { taskId: entry.call.task_id, answers });
+    this.asking = this.asking.filter((a) => a.call.task_id !== entry.call.task_id);
   }
 
   async cancel(row: number): Promise<void> {

@@ -1,0 +1,91 @@
+import { afterEach, describe, expect, it, vi } from "vitest";
+import type { CallAnswer } from "../../bindings/CallAnswer";
+import type { GatedQuestionsView } from "../../bindings/GatedQuestionsView";
+import { buttonByText, click, render, settle, type } from "../../test/mount";
+import GatedQuestions from "./GatedQuestions.svelte";
+import Inbox from "./Inbox.svelte";
+
+const nameForm = { type: "object", properties: { name: { type: "string", title: "Name" } }, required: ["name"] };
+
+const asking = (questions: GatedQuestionsView["questions"]): GatedQuestionsView => ({
+  call: {
+    kind: "tool_call",
+    task_id: "csg-1",
+    agent: "ci-bot",
+    server: "demo",
+    tool: "test_tool_with_task",
+    arguments: { env: "staging" },
+    state: "running",
+    mode: "task",
+    reason: null,
+    decided_by: "ada",
+    created_at: Date.now() - 60_000,
+    expires_at: Date.now() + 600_000,
+    decided_at: Date.now() - 30_000,
+    upstream_task: null,
+    tool_info: null,
+  },
+  questions,
+  round: 1,
+});
+
+let destroy: (() => void) | undefined;
+afterEach(() => {
+  destroy?.();
+  destroy = undefined;
+});
+
+describe("GatedQuestions", () => {
+  it("shows who, what, that it was approved, and sends every answer together once all are given", async () => {
+    const sent: [string, CallAnswer[]][] = [];
+    const onanswer = vi.fn(async (a: GatedQuestionsView, answers: CallAnswer[]) => void sent.push([a.call.task_id, answers]));
+    const entry = asking([
+      { key: "user_name", request: { mode: "form", message: "What is your name?", requestedSchema: nameForm } },
+      { key: "proceed", request: { mode: "form", message: "Proceed?", requestedSchema: { type: "object", properties: {} } } },
+    ]);
+    const r = render(GatedQuestions, { asking: [entry], onanswer });
+    destroy = r.destroy;
+    const text = r.target.textContent ?? "";
+    expect(text).toContain("ci-bot");
+    expect(text).toContain("test_tool_with_task");
+    expect(text).toContain("demo");
+    expect(r.target.querySelector('[data-testid="gated-asks"]')?.textContent).toContain("You approved this call; demo asks before running it");
+    expect(text, "the question comes from the schema-built form").toContain("What is your name?");
+
+    type(r.target.querySelector("#f-name"), "Ada");
+    click(buttonByText(r.target, "Review answer"));
+    click(buttonByText(r.target, "Send"));
+    await settle();
+    expect(onanswer, "nothing goes upstream while a question is open").not.toHaveBeenCalled();
+    expect(r.target.textContent).toContain("waiting for the other questions");
+
+    click(buttonByText(r.target, "Decline this question"));
+    await settle();
+    expect(sent).toEqual([
+      [
+        "csg-1",
+        [
+          { key: "user_name", response: { action: "accept", content: { name: "Ada" } } },
+          { key: "proceed", response: { action: "decline" } },
+        ],
+      ],
+    ]);
+  });
+
+  it("appears in the inbox beside the other questions, which is then not empty", () => {
+    const entry = asking([{ key: "user_name", request: { mode: "form", message: "What is your name?", requestedSchema: nameForm } }]);
+    const r = render(Inbox, {
+      inputs: [],
+      selectedRow: undefined,
+      selectedKey: undefined,
+      onselect: () => {},
+      onanswer: async () => {},
+      oncancel: async () => {},
+      asking: [entry],
+      onanswercall: async () => {},
+    });
+    destroy = r.destroy;
+    expect(r.target.querySelector('[data-testid="gated-questions"] [data-task-id="csg-1"]')).not.toBeNull();
+    expect(r.target.textContent).not.toContain("Nothing waits for you.");
+  });
+});
