@@ -39,11 +39,17 @@ pub async fn app_info(shell: State<'_, Shell>) -> Result<AppInfo> {
         version: env!("CARGO_PKG_VERSION").to_owned(),
         data_dir: shell.console.data_dir().display().to_string(),
         user: shell.console.actor().to_owned(),
-        // The resident runs the engine: the window's console says who serves the ledger.
+        // The resident's engine is this app's: the window shows it as running here.
         engine: shell.console.engine_state().unwrap_or_else(|| {
-            let pid = shell.resident_state().pid;
-            crate::ipc::EngineState::Elsewhere {
-                pid: (pid != 0).then_some(pid),
+            let resident = shell.resident_state();
+            if resident.runs_engine {
+                crate::ipc::EngineState::Running {
+                    resumed: resident.resumed,
+                }
+            } else {
+                crate::ipc::EngineState::Elsewhere {
+                    pid: resident.engine_pid,
+                }
             }
         }),
         demo_url: shell.resident_state().demo_url,

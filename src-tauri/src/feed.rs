@@ -21,15 +21,25 @@ pub async fn follow<R: Runtime>(app: AppHandle<R>) {
             return;
         }
     };
+    let mut last = Shown::default();
     loop {
         let changes = feed.next().await;
-        publish(&app, changes).await;
+        publish(&app, changes, &mut last).await;
     }
+}
+
+/// The inbox and held calls as last sent to the webview. A batch that touches them without
+/// changing them (the resident's engine delivering an answer already taken off the list) sends
+/// nothing: a list sent again re-renders the question under the person's keys.
+#[derive(Default)]
+struct Shown {
+    inbox: Option<Vec<countersign_core::console::view::InputRequestView>>,
+    gated: Option<Vec<countersign_core::console::view::GatedCallView>>,
 }
 
 /// Emits one batch: every event, the tasks it touched, and the inbox, agents' calls and servers
 /// if they changed.
-async fn publish<R: Runtime>(app: &AppHandle<R>, changes: Changes) {
+async fn publish<R: Runtime>(app: &AppHandle<R>, changes: Changes, last: &mut Shown) {
     let shell = app.state::<Shell>();
     let console = Arc::clone(&shell.console);
     for e in &changes.events {
@@ -49,13 +59,21 @@ async fn publish<R: Runtime>(app: &AppHandle<R>, changes: Changes) {
     // The inbox as it is: the resident marks questions told (`look_at_inbox`), never the window.
     if changes.inbox {
         match console.inbox().await {
-            Ok(inbox) => emit(app, event::INBOX_CHANGED, inbox),
+            Ok(inbox) if last.inbox.as_ref() != Some(&inbox) => {
+                emit(app, event::INBOX_CHANGED, inbox.clone());
+                last.inbox = Some(inbox);
+            }
+            Ok(_) => {}
             Err(e) => tracing::warn!("cannot read the inbox: {e}"),
         }
     }
     if changes.gated {
         match console.pending_gated_calls().await {
-            Ok(pending) => emit(app, event::GATED_CHANGED, pending),
+            Ok(pending) if last.gated.as_ref() != Some(&pending) => {
+                emit(app, event::GATED_CHANGED, pending.clone());
+                last.gated = Some(pending);
+            }
+            Ok(_) => {}
             Err(e) => tracing::warn!("cannot read the agents' held calls: {e}"),
         }
     }

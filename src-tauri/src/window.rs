@@ -165,6 +165,13 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_title_counts_waiting_inputs() {
+        assert_eq!(title(0), "Countersign");
+        assert_eq!(title(1), "Countersign — 1 waiting");
+        assert_eq!(title(12), "Countersign — 12 waiting");
+    }
+
+    #[test]
     fn a_hostile_key_stays_inside_the_script_string() {
         let page = Page::Inbox {
             question: Some((1, "';alert(1)//\"</script>\u{2028}".into())),

@@ -150,6 +150,14 @@ pub enum Request {
 pub struct ResidentState {
     /// The resident's process id.
     pub pid: u32,
+    /// Whether the resident runs the engine (else another process holds the ledger's engine
+    /// lock, e.g. `countersign watch`: nothing here polls or notifies).
+    pub runs_engine: bool,
+    /// Unfinished tasks the resident's engine resumed at its start.
+    pub resumed: u32,
+    /// The process that runs the engine instead, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine_pid: Option<u32>,
     /// Do-not-disturb by hand.
     pub dnd: bool,
     /// The do-not-disturb schedule holds notifications now.

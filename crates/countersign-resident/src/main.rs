@@ -25,6 +25,7 @@ mod window;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
+use countersign_core::console::view::EngineState;
 use countersign_core::console::{self, Console, Setup, Start};
 use countersign_core::resident::{self, Page, ResidentState};
 use notify::Notifier;
@@ -106,11 +107,19 @@ impl Resident {
     pub fn state(&self) -> ResidentState {
         let (gateway_url, gateway_flag, gateway_error, autostart_error, start_at_login_active) =
             self.applied.snapshot();
+        let (runs_engine, resumed, engine_pid) = match self.console.engine_state() {
+            Some(EngineState::Running { resumed }) => (true, resumed, None),
+            Some(EngineState::Elsewhere { pid }) => (false, 0, pid),
+            None => (false, 0, None),
+        };
         ResidentState {
             pid: std::process::id(),
+            runs_engine,
+            resumed,
+            engine_pid,
             dnd: self.notifier.dnd(),
             dnd_scheduled: self.notifier.scheduled(),
-            notification_actions: self.notifier.actions_supported(),
+            notification_actions: self.notifier.actions_known(),
             start_at_login_active,
             autostart_error,
             gateway_url,
@@ -262,9 +271,15 @@ async fn run(options: Options) -> Result<(), Error> {
     } else if let Some(port) = options.gateway {
         settings::start_flag_gateway(&resident, &[port]).await;
     }
-    // Ask the notification daemon for its capabilities off the runtime, once.
-    let notifier = Arc::clone(&resident.notifier);
-    std::thread::spawn(move || notifier.actions_supported());
+    // Ask the notification daemon for its capabilities off the runtime, once (a D-Bus round
+    // trip that a missing daemon can hold up for the bus's timeout); windows learn the answer
+    // through the state.
+    let asking = Arc::clone(&resident);
+    std::thread::spawn(move || {
+        asking.notifier.actions_supported();
+        let runtime = asking.runtime.clone();
+        runtime.spawn(async move { asking.refresh().await });
+    });
     tokio::spawn(control::serve(Arc::clone(&resident), listener));
     tray::show(&resident).await;
     tokio::spawn(settings::follow(Arc::clone(&resident)));
@@ -290,24 +305,39 @@ async fn run(options: Options) -> Result<(), Error> {
     Ok(())
 }
 
-/// Another resident runs on this data directory: hand it the link, if any, and end.
+/// Another resident runs on this data directory: hand it the link (and `--demo`), if any, and
+/// end. It may hold the lock but not answer yet (it is still opening the ledger): asked again
+/// for a while.
 async fn hand_over(options: &Options) -> Result<(), Error> {
+    let dir = &options.data_dir;
+    let mut requests = Vec::new();
     if let Some(link) = &options.link {
-        resident::ask(
-            &options.data_dir,
-            &resident::Request::Open {
-                page: None,
-                link: Some(link.clone()),
-            },
-        )
-        .await?;
+        requests.push(resident::Request::Open {
+            page: None,
+            link: Some(link.clone()),
+        });
     }
     if options.demo.is_some() {
-        resident::ask(&options.data_dir, &resident::Request::Demo).await?;
+        requests.push(resident::Request::Demo);
+    }
+    for request in requests {
+        let deadline = Instant::now() + HAND_OVER_TIMEOUT;
+        loop {
+            match resident::ask(dir, &request).await {
+                Ok(_) => break,
+                Err(resident::ControlError::NotRunning { .. }) if Instant::now() < deadline => {
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
     }
     eprintln!(
         "countersign: Countersign already runs in the background on {}",
-        options.data_dir.display()
+        dir.display()
     );
     Ok(())
 }
+
+/// How long a second start waits for the running resident to answer.
+const HAND_OVER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15);

@@ -153,6 +153,15 @@ impl Notifier {
             .any(|c| c == "body-markup" || c == "body-hyperlinks")
     }
 
+    /// Whether Approve/Decline buttons can be offered, as far as known without asking the
+    /// daemon (false until [`Notifier::actions_supported`] has asked once): for state replies,
+    /// which must never wait on the daemon.
+    pub fn actions_known(&self) -> bool {
+        self.caps
+            .get()
+            .is_some_and(|caps| caps.iter().any(|c| c == "actions"))
+    }
+
     /// Whether Approve/Decline buttons can be offered.
     pub fn actions_supported(&self) -> bool {
         self.capabilities().iter().any(|c| c == "actions")
