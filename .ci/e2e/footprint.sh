@@ -20,6 +20,6 @@ export COUNTERSIGN_APP="$target/$profile/countersign-desktop"
 export COUNTERSIGN_CLI="$target/$profile/countersign"
 export COUNTERSIGN_RESIDENT="$target/$profile/countersign-resident"
 export MEASURE_WORK="$(mktemp -d /tmp/countersign-footprint.XXXXXX)"
-trap '"$COUNTERSIGN_RESIDENT" --quit --data-dir "$MEASURE_WORK/thousand" 2>/dev/null; rm -rf "$MEASURE_WORK"' EXIT
+trap '"$COUNTERSIGN_RESIDENT" --quit --data-dir "$MEASURE_WORK/thousand" 2>/dev/null || true; rm -rf "$MEASURE_WORK"' EXIT
 echo "measuring the $profile build on $(nproc) CPU(s), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | xargs)"
 node "$here/footprint.mjs"

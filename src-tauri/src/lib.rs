@@ -162,10 +162,19 @@ pub fn run(options: Options, launch: Launch) -> Result<(), Error> {
     if options.background {
         return Ok(());
     }
+    // Where a window's cold start goes (RUST_LOG=info): the reopen-time budget.
+    let phase = |what: &str| {
+        tracing::info!(
+            "startup: {what} {} ms after launch",
+            launch.at.elapsed().as_millis()
+        )
+    };
+    phase("resident answers");
     // The engine is the resident's: no resume work here, so the window comes up fast.
     let mut setup = Setup::new(&options.data_dir);
     setup.start = Start::WhenNeeded;
     let console = tauri::async_runtime::block_on(Console::open(setup))?;
+    phase("ledger open");
     let launch = Launch {
         asked_at_ms: options.asked_at,
         ..launch
@@ -188,10 +197,15 @@ pub fn run(options: Options, launch: Launch) -> Result<(), Error> {
         .plugin(tauri_plugin_deep_link::init())
         .plugin(links::plugin(options.link.clone()))
         .build(context)?;
+    phase("Tauri and GTK up");
     // Closing the window ends the process (Tauri's default with no window left).
     app.run(move |app, event| {
         if let tauri::RunEvent::Ready = event {
             window::open(app, page.take());
+            tracing::info!(
+                "startup: window built {} ms after launch",
+                launch.at.elapsed().as_millis()
+            );
         }
     });
     Ok(())
