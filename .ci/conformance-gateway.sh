@@ -53,6 +53,9 @@ mapfile -t tools < <("$bin" --json tools "$demo_url" | "$PWD/.ci/tools/node_modu
     let s = ""; process.stdin.on("data", (d) => (s += d)).on("end", () => {
         const v = JSON.parse(s); for (const t of v.tools ?? v) console.log(t.name);
     });')
+# server-stateless also calls tools the demo server does not list (hooks to change its lists);
+# the upstream answers them with an error, but unallowed they would wait for a person's approval.
+tools+=(test_trigger_tool_change test_trigger_prompt_change)
 for tool in "${tools[@]}"; do
     cs policy set demo "$tool" allow > /dev/null
 done

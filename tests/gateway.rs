@@ -1098,3 +1098,178 @@ async fn an_agent_asking_faster_than_the_rate_limit_is_refused_and_other_agents_
     assert_eq!(demo.stats().requests_for("tools/call"), 0, "nothing ran");
     gateway.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_call_whose_param_headers_do_not_mirror_its_body_is_refused_before_any_policy() {
+    let rig = GatewayRig::start(5).await;
+    rig.cli(&["policy", "set", "demo", "echo", "allow"])
+        .await
+        .assert_code(0);
+    let mut params = json!({"name": "echo", "arguments": {"text": "hi", "region": "eu-west-1"}});
+    params["_meta"] = tasks_meta();
+
+    // The raw rpc sends no Mcp-Param-Region although `region` is declared with x-mcp-header.
+    let (status, body) = rig.rpc(Some(&rig.token), "tools/call", params).await;
+
+    assert_eq!(status, 400, "a header mismatch is a bad request: {body}");
+    assert_eq!(body["error"]["code"], -32020, "HeaderMismatch: {body}");
+    assert_eq!(body["id"], 1, "the error answers the request: {body}");
+    assert_eq!(rig.upstream_calls(), 0, "nothing reached the upstream");
+    assert!(rig.pending_calls().await.is_empty(), "nobody is asked");
+}
+
+#[tokio::test]
+async fn subscriptions_listen_is_relayed_as_a_stream_tagged_with_the_agents_own_id() {
+    let rig = GatewayRig::start(5).await;
+    let body = json!({"jsonrpc": "2.0", "id": "agent-listen-1", "method": "subscriptions/listen",
+        "params": {"_meta": tasks_meta(), "notifications": {"toolsListChanged": true}}});
+    let mut response = reqwest::Client::new()
+        .post(&rig.url)
+        .bearer_auth(&rig.token)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "subscriptions/listen")
+        .body(body.to_string())
+        .send()
+        .await
+        .expect("the gateway answers");
+    assert_eq!(response.status(), 200);
+    assert!(
+        response
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream")),
+        "the answer is a stream: {:?}",
+        response.headers()
+    );
+
+    // The first message is the upstream's acknowledgement; the stream stays open after it.
+    let mut text = String::new();
+    let first = tokio::time::timeout(DEADLINE, async {
+        while let Some(chunk) = response.chunk().await.expect("bytes") {
+            text.push_str(&String::from_utf8_lossy(&chunk));
+            if let Some(data) = text.lines().find_map(|l| l.strip_prefix("data:")) {
+                return serde_json::from_str::<Value>(data.trim()).expect("JSON");
+            }
+        }
+        panic!("the stream ended before any message: {text}");
+    })
+    .await
+    .expect("a first message in time");
+
+    assert_eq!(
+        first["method"], "notifications/subscriptions/acknowledged",
+        "{first}"
+    );
+    assert_eq!(
+        first["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], "agent-listen-1",
+        "tagged with the agent's id, not the gateway's upstream request id: {first}"
+    );
+    let more = tokio::time::timeout(Duration::from_millis(300), response.chunk()).await;
+    assert!(
+        more.is_err(),
+        "the subscription stays open after the acknowledgement: {more:?}"
+    );
+}
+
+#[tokio::test]
+async fn an_approved_call_whose_upstream_asks_first_puts_its_questions_in_the_inbox_and_runs_with_the_answers(
+) {
+    let config = DemoConfig {
+        time_scale: 0.05,
+        poll_interval_ms: 100,
+        ..DemoConfig::default()
+    };
+    let rig = GatewayRig::start_with(5, config).await;
+    // `test_tool_with_task` asks for a name over MRTR (input_required with requestState) before
+    // it runs; re-sent with the answer, it creates a task whose result greets that name.
+    let agent = rig.spawn_agent("fastmcp", "test_tool_with_task", json!({}));
+    let task_id = rig.wait_for_pending("test_tool_with_task").await;
+    rig.cli(&["answer", &task_id, "--accept", "{}"])
+        .await
+        .assert_code(0);
+
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    let asked = loop {
+        if let Some(item) = rig
+            .pending_questions()
+            .await
+            .into_iter()
+            .find(|q| q["kind"] == "tool_call_questions" && q["task_id"] == task_id.as_str())
+        {
+            break item;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the upstream's questions never reached the inbox"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(
+        asked["questions"]["user_name"].is_object(),
+        "the upstream's own question, for the person: {asked}"
+    );
+    let seen = rig.task_request("tasks/get", &task_id).await;
+    assert_eq!(
+        seen["result"]["status"], "working",
+        "the agent's task stays working, the question is not the agent's: {seen}"
+    );
+    assert_eq!(rig.upstream_calls(), 1, "one round so far");
+
+    rig.cli(&["answer", &task_id, "--accept", r#"{"name": "Ada"}"#])
+        .await
+        .assert_code(0);
+    let result = agent.await.expect("the agent task");
+
+    assert_eq!(
+        result["isError"], false,
+        "approved, answered, run: {result}"
+    );
+    assert!(
+        result["text"].as_str().unwrap_or("").contains("Ada"),
+        "the result of the round sent with the person's answer: {result}"
+    );
+    assert_eq!(disposition(&result), "approved-executed", "{result}");
+    assert_eq!(
+        rig.upstream_calls(),
+        2,
+        "the question round and the answered one, nothing more"
+    );
+    assert!(
+        rig.pending_questions().await.is_empty(),
+        "nothing left to answer"
+    );
+}
+
+#[tokio::test]
+async fn a_session_agent_is_refused_a_tool_that_would_ask_it_questions_it_cannot_answer() {
+    let rig = GatewayRig::start(5).await;
+    rig.cli(&["policy", "set", "demo", "confirm_delete", "allow"])
+        .await
+        .assert_code(0);
+
+    // A 2025-11-25 session has no round in which the upstream's questions could reach the
+    // agent: the upstream must hear that this agent cannot answer them.
+    let started = tokio::time::Instant::now();
+    let result = rig
+        .agent(
+            "session",
+            &rig.token,
+            "confirm_delete",
+            json!({"filename": "notes.txt"}),
+        )
+        .await;
+
+    let error = result["error"].as_str().unwrap_or("");
+    assert!(
+        error.contains("elicitation"),
+        "refused at once by the upstream for want of elicitation, not left to hang: {result}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "answered before the hold ran out: {:?}",
+        started.elapsed()
+    );
+}

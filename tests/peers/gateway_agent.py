@@ -39,6 +39,10 @@ async def via_fastmcp(url: str, token: str, tool: str, args: dict, timeout: floa
         request.name_param = "taskId"
 
     async with Client(url, auth=token, timeout=timeout) as client:
+        # As agents do: list first, which is how the client learns the arguments it must mirror
+        # into Mcp-Param-* headers (SEP-2243); the gateway, like any server, refuses a call
+        # whose headers do not match its body.
+        await client.list_tools()
         result = await client.call_tool(tool, args, raise_on_error=False, timeout=timeout)
         return {"isError": bool(result.is_error), "text": text_of(result.content), "meta": result.meta or {}}
 
@@ -110,6 +114,9 @@ def main() -> int:
             call = via_session(a.url, a.token, a.tool, json.loads(a.args), a.timeout)
         out = asyncio.run(call)
     except BaseException as e:  # noqa: BLE001 - every failure is reported to the test
+        # anyio wraps what went wrong inside a client's task group: report the first cause.
+        while isinstance(e, BaseExceptionGroup) and e.exceptions:
+            e = e.exceptions[0]
         print(json.dumps({"error": f"{type(e).__name__}: {e}"}), flush=True)
         return 2
     print(json.dumps(out), flush=True)

@@ -10,6 +10,7 @@ use std::net::SocketAddr;
 use std::process::Stdio;
 use std::time::Duration;
 
+use countersign_core::mcp::headers::{header_params, param_headers};
 use countersign_demo::{DemoConfig, DemoServer};
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -335,6 +336,17 @@ impl GatewayRig {
     /// One JSON-RPC request with `token` (none: no Authorization header): the HTTP status and
     /// the body (SSE bodies: the data of the last event).
     pub async fn rpc(&self, token: Option<&str>, method: &str, params: Value) -> (u16, Value) {
+        self.rpc_with(token, method, params, &[]).await
+    }
+
+    /// [`GatewayRig::rpc`] with extra headers.
+    async fn rpc_with(
+        &self,
+        token: Option<&str>,
+        method: &str,
+        params: Value,
+        headers: &[(String, String)],
+    ) -> (u16, Value) {
         let mut request = self
             .http
             .post(&self.url)
@@ -348,6 +360,9 @@ impl GatewayRig {
             .find_map(|f| params.get(*f).and_then(Value::as_str))
         {
             request = request.header("mcp-name", name);
+        }
+        for (name, value) in headers {
+            request = request.header(name, value);
         }
         request = request.body(
             json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string(),
@@ -367,11 +382,27 @@ impl GatewayRig {
         (status, serde_json::from_str(body).unwrap_or(Value::Null))
     }
 
-    /// `tools/call` as a tasks-declaring 2026-07-28 agent: the JSON-RPC result.
+    /// `tools/call` as a tasks-declaring 2026-07-28 agent: the JSON-RPC result. Lists the tools
+    /// first, as agents do, to send the `Mcp-Param-*` headers the tool's schema declares.
     pub async fn call_as_task_agent(&self, tool: &str, arguments: Value) -> Value {
+        let (_, listed) = self
+            .rpc(
+                Some(&self.token),
+                "tools/list",
+                json!({"_meta": tasks_meta()}),
+            )
+            .await;
+        let schema = listed["result"]["tools"]
+            .as_array()
+            .and_then(|tools| tools.iter().find(|t| t["name"] == tool))
+            .map(|t| t["inputSchema"].clone());
+        let declared = header_params(schema.as_ref()).expect("valid x-mcp-header annotations");
+        let headers = param_headers(&declared, arguments.as_object());
         let mut params = json!({"name": tool, "arguments": arguments});
         params["_meta"] = tasks_meta();
-        let (status, body) = self.rpc(Some(&self.token), "tools/call", params).await;
+        let (status, body) = self
+            .rpc_with(Some(&self.token), "tools/call", params, &headers)
+            .await;
         assert_eq!(status, 200, "tools/call through the gateway: {body}");
         body["result"].clone()
     }

@@ -311,13 +311,14 @@ fn plan(args: &RunArgs) -> Result<Plan> {
                 workloads.dedup();
                 workloads
             }
-            (true, true) => vec![Workload::Calm],
+            (true, true) => vec![Workload::Calm, Workload::Unchanged],
             (true, false) if args.fastmcp_python.is_some() => vec![
                 Workload::Calm,
+                Workload::Unchanged,
                 Workload::SseEveryPoll,
                 Workload::PeerEveryPoll,
             ],
-            (true, false) => vec![Workload::Calm, Workload::SseEveryPoll],
+            (true, false) => vec![Workload::Calm, Workload::Unchanged, Workload::SseEveryPoll],
         },
         compare_exe: args.compare_exe.clone(),
         count_syncs: false,

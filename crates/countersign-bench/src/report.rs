@@ -330,7 +330,7 @@ pub fn render(document: &Document, plan: &Plan) -> String {
                 .map(|us| format!("{us:.0} µs"))
                 .unwrap_or_else(|| "—".into())
         }),
-        "≤ 50 µs",
+        "",
     );
     line(
         "new TCP connections in the window",
@@ -657,7 +657,7 @@ fn render_shapes(out: &mut String, document: &Document) {
                 .map(|us| format!("{us:.0} µs"))
                 .unwrap_or_else(|| "—".into())
         }),
-        "",
+        "≤ 50 µs unchanged",
     );
     line(
         "engine CPU-ms per tracked task-minute",
@@ -737,6 +737,12 @@ fn render_shapes(out: &mut String, document: &Document) {
                     verdicts.push(format!(
                         "connection reuse {}",
                         met(connections_per_100_polls(r).is_some_and(|c| c <= 1.0))
+                    ));
+                }
+                if s.workload == crate::run::Workload::Unchanged {
+                    verdicts.push(format!(
+                        "CPU per unchanged poll {}",
+                        met(cpu_per_poll_us(r).is_some_and(|us| us <= 50.0))
                     ));
                 }
                 if s.workload == crate::run::Workload::SseEveryPoll {

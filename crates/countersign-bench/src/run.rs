@@ -74,6 +74,10 @@ pub enum Workload {
     Calm,
     /// SSE replies (the stream ends after the answer, as rmcp's do), calm changes.
     Sse,
+    /// JSON replies and no change at all in the window: every poll is an unchanged one, the
+    /// figure the "≤ 50 µs per unchanged poll" target is about (calm mixes in a change every
+    /// fourth poll, with its ledger write).
+    Unchanged,
     /// JSON replies, a change before every poll.
     EveryPoll,
     /// SSE replies and a change before every poll: the shape of the rmcp server.
@@ -98,6 +102,8 @@ impl Workload {
                 Duration::from_millis(CHANGE_EVERY_MS.0),
                 Duration::from_millis(CHANGE_EVERY_MS.1),
             ),
+            // Far beyond any run: the task's first change would come after the window.
+            Self::Unchanged => (UNCHANGED_FOR, UNCHANGED_FOR),
             // 40–60 % of the interval: every poll finds at least one change.
             Self::EveryPoll | Self::SseEveryPoll => (interval * 2 / 5, interval * 3 / 5),
             // The peer has one step length for all its tasks: half the interval.
@@ -110,12 +116,17 @@ impl Workload {
         match self {
             Self::Calm => "JSON, calm",
             Self::Sse => "SSE, calm",
+            Self::Unchanged => "JSON, no change",
             Self::EveryPoll => "JSON, change every poll",
             Self::SseEveryPoll => "SSE, change every poll",
             Self::PeerEveryPoll => "fastmcp peer, every poll",
         }
     }
 }
+
+/// The change period of [`Workload::Unchanged`]: a task's first change comes an hour after its
+/// creation, long after any steady window (and `bench_job`'s 24 h limit allows its two steps).
+const UNCHANGED_FOR: Duration = Duration::from_secs(3600);
 
 /// The demo server's simulated-time factor: its other tools run 100× faster (bench_job is exact).
 pub const TIME_SCALE: f64 = 0.01;

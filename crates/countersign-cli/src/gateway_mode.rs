@@ -11,7 +11,7 @@ use countersign_core::console::Console;
 use countersign_core::gateway::endpoint::{self, Gateway, GatewayConfig};
 use countersign_core::gateway::relay;
 use countersign_core::ledger::{self, inputs};
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
 use crate::ledger_mode::Desk;
 use crate::terminal::{self, say, tell};
@@ -227,14 +227,51 @@ pub(crate) fn inbox_line(call: &GatedCallView) {
 }
 
 /// `answer ID --accept JSON | --decline [--reason TEXT]` for a gated call. `accept` may say
-/// `{"alwaysAllow": true}` to also allow this tool for this agent from now on.
+/// `{"alwaysAllow": true}` to also allow this tool for this agent from now on. For an approved
+/// call whose upstream asked questions before running, it answers them instead: `--accept
+/// JSON` is the content of the answer to each question (or to the one `--key` names, when it is
+/// the only one), `--decline` declines them.
 pub(crate) async fn answer(
     desk: &Desk,
     id: &str,
+    key: Option<&str>,
     accept: Option<&str>,
     reason: Option<String>,
     json_out: bool,
 ) -> Result<u8, CliError> {
+    let call = desk.console().gated_call(id).await?;
+    if let Some(questions) = call.questions.as_ref().filter(|_| call.answers.is_none()) {
+        if let Some(key) = key.filter(|k| !questions.input_requests.contains_key(*k)) {
+            return Err(CliError::Usage(format!(
+                "{} has no open question {key:?}",
+                call.task_id
+            )));
+        }
+        let response = match accept {
+            Some(text) => {
+                json!({"action": "accept", "content": crate::parse_object("--accept", text)?})
+            }
+            None => json!({"action": "decline"}),
+        };
+        let answers: Map<String, Value> = questions
+            .input_requests
+            .keys()
+            .map(|k| (k.clone(), response.clone()))
+            .collect();
+        let answered = desk.console().answer_gated(id, answers).await?;
+        if json_out {
+            terminal::json(&serde_json::to_value(&answered).unwrap_or(Value::Null));
+        } else {
+            say!(
+                "{} answered: {} of {} by agent {} goes upstream again with the answers",
+                answered.task_id,
+                answered.tool,
+                answered.server,
+                answered.agent
+            );
+        }
+        return Ok(EXIT_COMPLETED);
+    }
     let decision = match accept {
         Some(text) => {
             let content = crate::parse_object("--accept", text)?;
@@ -270,6 +307,7 @@ pub(crate) async fn answer(
 /// array: the questions as before, then the calls (`"kind": "tool_call"`).
 pub(crate) async fn inbox(desk: &Desk, json_out: bool) -> Result<u8, CliError> {
     let calls = pending(desk).await?;
+    let asking = desk.console().gated_questions().await?;
     let questions = desk.ledger().read(inputs::inbox)?;
     if json_out {
         let mut items = match serde_json::to_value(&questions) {
@@ -277,13 +315,36 @@ pub(crate) async fn inbox(desk: &Desk, json_out: bool) -> Result<u8, CliError> {
             _ => Vec::new(),
         };
         items.extend(calls.iter().filter_map(|c| serde_json::to_value(c).ok()));
+        items.extend(asking.iter().map(|c| {
+            json!({
+                "kind": "tool_call_questions", "task_id": c.task_id, "agent": c.agent,
+                "server": c.server, "tool": c.tool, "arguments": c.arguments,
+                "questions": c.questions.as_ref().map(|q| &q.input_requests),
+            })
+        }));
         terminal::json(&Value::Array(items));
         return Ok(EXIT_COMPLETED);
     }
     for call in &calls {
         inbox_line(call);
     }
-    if calls.is_empty() || !questions.is_empty() {
+    for call in &asking {
+        let asked = call
+            .questions
+            .as_ref()
+            .map(|q| Value::Object(q.input_requests.clone()))
+            .unwrap_or_default();
+        say!(
+            "{} {} [{}] approved for agent {}; the server asks first: {} (answer: countersign answer {} --accept JSON)",
+            call.server,
+            call.task_id,
+            call.tool,
+            call.agent,
+            asked,
+            call.task_id
+        );
+    }
+    if (calls.is_empty() && asking.is_empty()) || !questions.is_empty() {
         crate::ledger_mode::inbox(desk, false)?;
     }
     Ok(EXIT_COMPLETED)

@@ -857,14 +857,15 @@ async fn run(cli: Cli) -> Result<u8, CliError> {
         }
         Command::Answer {
             task_id,
+            key,
             answer,
             reason,
             ..
         } if gateway_mode::is_gated(&task_id) => {
             with_desk(&global, |desk| {
                 Box::pin(async move {
-                    gateway_mode::answer(desk, &task_id, answer.accept.as_deref(), reason, json)
-                        .await
+                    let accept = answer.accept.as_deref();
+                    gateway_mode::answer(desk, &task_id, key.as_deref(), accept, reason, json).await
                 })
             })
             .await

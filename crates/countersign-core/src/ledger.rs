@@ -42,6 +42,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0002_gateway.sql"),
     include_str!("../migrations/0003_gated_tool.sql"),
     include_str!("../migrations/0004_settings.sql"),
+    include_str!("../migrations/0005_gated_questions.sql"),
 ];
 
 /// Errors of the ledger.
@@ -525,6 +526,34 @@ impl Drop for Ledger {
     }
 }
 
+/// The writer's open transaction: committed by [`Batch::commit`], rolled back when dropped
+/// uncommitted (a job's SQL failed, or the commit itself did), so nothing half-written stays.
+struct Batch<'c>(&'c Connection);
+
+impl Batch<'_> {
+    fn commit(self) -> Result<()> {
+        self.0.prepare_cached("COMMIT")?.execute([])?;
+        Ok(())
+    }
+}
+
+impl Drop for Batch<'_> {
+    fn drop(&mut self) {
+        if !self.0.is_autocommit() {
+            if let Err(e) = self.0.execute_batch("ROLLBACK") {
+                tracing::error!(error = %e, "cannot roll back a failed ledger batch");
+            }
+        }
+    }
+}
+
+impl std::ops::Deref for Batch<'_> {
+    type Target = Connection;
+    fn deref(&self) -> &Connection {
+        self.0
+    }
+}
+
 /// Most jobs one transaction takes: bounds the latency of the first job in a burst.
 const MAX_BATCH: usize = 512;
 
@@ -560,7 +589,7 @@ fn next_batch(jobs: &std_mpsc::Receiver<Job>) -> Option<Vec<Job>> {
 }
 
 fn writer_loop(
-    mut conn: Connection,
+    conn: Connection,
     jobs: std_mpsc::Receiver<Job>,
     events: broadcast::Sender<StoredEvent>,
 ) {
@@ -590,9 +619,14 @@ fn writer_loop(
                     Err(e) => return Err(e.into()),
                 }
             }
-            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            // The batch's transaction by hand, with cached statements: rusqlite's `Transaction`
+            // parses BEGIN and COMMIT afresh for every batch, and when polls arrive one at a
+            // time (a server whose tasks were created over seconds) every change is a batch.
+            conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
+            let tx = Batch(&conn);
             for job in batch.drain(..) {
-                tx.execute_batch("SAVEPOINT job")?;
+                // Two statements per job, every job: cached, not parsed afresh each time.
+                tx.prepare_cached("SAVEPOINT job")?.execute([])?;
                 let mut ctx = WriteCtx {
                     conn: &tx,
                     appended: Vec::new(),
@@ -601,15 +635,14 @@ fn writer_loop(
                 let job_events = std::mem::take(&mut ctx.appended);
                 finishes.push(finish);
                 if ok {
-                    tx.execute_batch("RELEASE job")?;
+                    tx.prepare_cached("RELEASE job")?.execute([])?;
                     appended.extend(job_events);
                 } else {
                     // The job failed: nothing half-written stays in the ledger.
                     tx.execute_batch("ROLLBACK TO job; RELEASE job")?;
                 }
             }
-            tx.commit()?;
-            Ok(())
+            tx.commit()
         })();
         let error = commit.err();
         if let Some(e) = &error {

@@ -11,6 +11,7 @@
 pub mod client;
 pub mod error;
 pub mod headers;
+mod http1;
 pub mod response;
 pub mod sse;
 pub mod subscription;
@@ -28,7 +29,7 @@ pub const MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
 
 pub use client::{
     check_server_url, client_capabilities, Client, ClientOptions, Digest, Endpoint, Listening,
-    Polled, ToolCall,
+    Polled, RelayedListen, ToolCall,
 };
 pub use error::{Error, ErrorClass, Result};
 pub use subscription::{ListenEvent, ListenRequest};

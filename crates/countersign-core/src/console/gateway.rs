@@ -15,7 +15,9 @@ use crate::gateway::{self, outcome, policy};
 use crate::ledger::agents::{self, AgentRecord};
 use crate::ledger::audit::{self, NewAudit};
 use crate::ledger::events::NewEvent;
-use crate::ledger::gated::{self, GatedMode, GatedRecord, GatedState, NewGated, ToolInfo};
+use crate::ledger::gated::{
+    self, GatedMode, GatedQuestions, GatedRecord, GatedState, NewGated, ToolInfo,
+};
 use crate::ledger::rules::{self, NewRule, RuleAction, RuleRecord};
 use crate::ledger::servers::ServerRecord;
 use crate::ledger::{self, events, now_ms, tasks, EventKind, Via, WriteCtx};
@@ -701,41 +703,94 @@ impl Console {
     /// that will carry it (the engine tracks it). A request that may have reached the server
     /// without an answer is `outcome_unknown`, never sent again.
     pub async fn run_gated(&self, call: &GatedRecord, client: &Client) -> Result<GatedRecord> {
-        let server = self.server(call.server_id).await?;
         let tool_call = ToolCall::new(call.tool.clone(), Some(call.arguments.clone()));
+        self.send_gated(call, client, tool_call, 1).await
+    }
+
+    /// Sends the next round of a call whose upstream asked questions, once the person answered
+    /// them: the same call with the answers and the upstream's `requestState` (MRTR). Only one
+    /// caller takes an answered round; `None` for the others (nothing sent).
+    pub async fn resend_gated(
+        &self,
+        call: &GatedRecord,
+        client: &Client,
+    ) -> Result<Option<GatedRecord>> {
+        let id = call.id;
+        let Some((questions, answers)) = self
+            .ledger
+            .write(move |ctx| gated::take_answered(ctx.conn, id))
+            .await?
+        else {
+            return Ok(None);
+        };
+        let tool_call = ToolCall {
+            name: call.tool.clone(),
+            arguments: Some(call.arguments.clone()),
+            input_responses: Some(answers),
+            request_state: questions.request_state,
+        };
+        self.send_gated(call, client, tool_call, questions.rounds + 1)
+            .await
+            .map(Some)
+    }
+
+    /// Sends one round of a `running` call and records what came back: a result, the upstream
+    /// task that will carry it, or the upstream's questions (MRTR: nothing ran; they wait for
+    /// the person, and [`Console::resend_gated`] sends the answers).
+    async fn send_gated(
+        &self,
+        call: &GatedRecord,
+        client: &Client,
+        tool_call: ToolCall,
+        rounds: usize,
+    ) -> Result<GatedRecord> {
+        let server = self.server(call.server_id).await?;
         let actor = format!(
             "{} (agent {} via the gateway)",
             call.decided_by.as_deref().unwrap_or(&self.actor),
             call.agent
         );
         let outcome = actions::call(&self.ledger, client, &server, &tool_call, &actor).await;
-        let (result, upstream_task, unknown) = match outcome {
-            Ok(Called::Complete(result)) => (Some(Value::Object(result.0)), None, false),
+        enum Recorded {
+            Finished(Option<Value>, Option<i64>),
+            Asked(GatedQuestions),
+            Unknown,
+        }
+        let recorded = match outcome {
+            Ok(Called::Complete(result)) => Recorded::Finished(Some(Value::Object(result.0)), None),
             Ok(Called::Task(record)) => {
                 self.nudge();
-                (None, Some(record.id), false)
+                Recorded::Finished(None, Some(record.id))
             }
-            Ok(Called::InputRequired(_)) => (
+            // A server that answers every round with new questions must not keep a call going
+            // for ever (as for the console's own calls).
+            Ok(Called::InputRequired(_)) if rounds >= mcp::MAX_MRTR_ROUNDS => Recorded::Finished(
                 Some(outcome::refusal(
                     &format!(
-                        "{} on {} asked questions before running, which the gateway does not relay yet; the tool did not run.",
+                        "{} on {} asked questions {rounds} times without running; Countersign stopped there. The tool did not run.",
                         call.tool, call.server
                     ),
                     outcome::Disposition::ExecutionError,
                 )),
                 None,
-                false,
             ),
+            Ok(Called::InputRequired(question)) => Recorded::Asked(GatedQuestions {
+                input_requests: match serde_json::to_value(&question.input_requests) {
+                    Ok(Value::Object(map)) => map,
+                    _ => Map::new(),
+                },
+                request_state: question.request_state,
+                rounds,
+            }),
             Err(actions::Error::Mcp(
                 mcp::Error::Timeout { .. } | mcp::Error::Transport { .. },
-            )) => (None, None, true),
-            Err(actions::Error::Mcp(e)) => (
+            )) => Recorded::Unknown,
+            Err(actions::Error::Mcp(e)) => Recorded::Finished(
                 Some(outcome::refusal(
                     &format!("{} on {} failed: {}", call.tool, call.server, upstream_words(&e)),
                     outcome::Disposition::ExecutionError,
                 )),
                 None,
-                false,
             ),
             Err(e) => return Err(e.into()),
         };
@@ -743,23 +798,103 @@ impl Console {
         Ok(self
             .ledger
             .write(move |ctx| {
-                if unknown {
-                    gated::transition(
-                        ctx.conn,
-                        id,
-                        GatedState::Running,
-                        GatedState::OutcomeUnknown,
-                        None,
-                        None,
-                    )?;
-                } else {
-                    gated::finish(ctx.conn, id, result.as_ref(), upstream_task)?;
+                match &recorded {
+                    Recorded::Unknown => {
+                        gated::transition(
+                            ctx.conn,
+                            id,
+                            GatedState::Running,
+                            GatedState::OutcomeUnknown,
+                            None,
+                            None,
+                        )?;
+                    }
+                    Recorded::Finished(result, upstream_task) => {
+                        gated::finish(ctx.conn, id, result.as_ref(), *upstream_task)?;
+                    }
+                    Recorded::Asked(questions) => {
+                        gated::ask(ctx.conn, id, questions)?;
+                    }
                 }
                 let call = gated::get(ctx.conn, id)?;
                 changed(ctx, &call, Via::Call)?;
                 Ok(call)
             })
             .await?)
+    }
+
+    /// Answers the questions an approved call's upstream asked before running (MRTR), by
+    /// input-request key; the gateway then sends the call again with them. Every key asked must
+    /// be answered, and only those.
+    pub async fn answer_gated(
+        &self,
+        task_id: &str,
+        answers: Map<String, Value>,
+    ) -> Result<GatedCallView> {
+        let call = self.gated_call(task_id).await?;
+        let Some(questions) = call.questions.as_ref().filter(|_| call.answers.is_none()) else {
+            return Err(Error::AlreadyAnswered(format!(
+                "{} has no open questions ({}).",
+                call.task_id,
+                call.state.as_str()
+            )));
+        };
+        let asked: Vec<&String> = questions.input_requests.keys().collect();
+        if answers.len() != asked.len() || asked.iter().any(|k| !answers.contains_key(*k)) {
+            return Err(Error::Invalid(format!(
+                "answer each question of {} by its key: {}",
+                call.task_id,
+                asked
+                    .iter()
+                    .map(|k| k.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
+        let actor = self.actor.clone();
+        let answered = self
+            .ledger
+            .write(move |ctx| {
+                if !gated::answer(ctx.conn, call.id, &answers)? {
+                    return Err(ledger::Error::Conflict(
+                        "These questions were answered meanwhile.".into(),
+                    ));
+                }
+                let answered = gated::get(ctx.conn, call.id)?;
+                audit::record(
+                    ctx.conn,
+                    NewAudit {
+                        actor: &actor,
+                        action: "gated_call_answer",
+                        server: Some(&answered.server),
+                        task_id: Some(&answered.task_id),
+                        input_key: None,
+                        detail: json!({
+                            "agent": answered.agent, "tool": answered.tool,
+                            "inputResponses": answers,
+                        }),
+                    },
+                )?;
+                changed(ctx, &answered, Via::User)?;
+                Ok(answered)
+            })
+            .await
+            .map_err(|e| match e {
+                ledger::Error::Conflict(why) => Error::AlreadyAnswered(why),
+                e => e.into(),
+            })?;
+        Ok(gated_view(&answered))
+    }
+
+    /// Approved calls whose upstream's questions wait for the person, oldest first.
+    pub async fn gated_questions(&self) -> Result<Vec<GatedRecord>> {
+        self.read(gated::asking).await
+    }
+
+    /// Approved calls whose questions were answered and whose next round is not sent yet: the
+    /// gateway sends them ([`Console::resend_gated`]).
+    pub async fn answered_gated_calls(&self) -> Result<Vec<GatedRecord>> {
+        self.read(gated::answered_calls).await
     }
 
     /// The agent's view of its task `task_id` (`tasks/get`), or `None` when that agent has no
@@ -780,8 +915,8 @@ impl Console {
         .await
     }
 
-    /// The agent withdraws its call (`tasks/cancel`): one not yet sent is `cancelled` and never
-    /// runs; one running as an upstream task is cancelled upstream (cooperatively). `None`
+    /// The agent withdraws its call (`tasks/cancel`): one not yet sent (or whose upstream asked
+    /// questions before running, not yet sent again) is `cancelled` and never runs; one running as an upstream task is cancelled upstream (cooperatively). `None`
     /// when that agent has no such task.
     pub async fn withdraw_gated(
         &self,
@@ -810,6 +945,12 @@ impl Console {
                         changed(ctx, &call, Via::Call)?;
                         return Ok(Some(call));
                     }
+                }
+                // Approved, but its upstream asked questions first: nothing ran yet.
+                if gated::withdraw_asking(ctx.conn, call.id)? {
+                    let call = gated::get(ctx.conn, call.id)?;
+                    changed(ctx, &call, Via::Call)?;
+                    return Ok(Some(call));
                 }
                 Ok(Some(call))
             })
@@ -841,8 +982,10 @@ impl Console {
     /// so they become `outcome_unknown` (never sent again). Only the process that runs the
     /// engine (and so the gateway) calls this, at its start. Returns how many.
     pub async fn conclude_interrupted_gated(&self) -> Result<usize> {
+        // A call whose upstream asked questions did not run: it waits for its answers, or to
+        // be sent with them, across the restart.
         self.sweep_gated(GatedState::Running, GatedState::OutcomeUnknown, |g| {
-            g.result.is_none() && g.upstream_task.is_none()
+            g.result.is_none() && g.upstream_task.is_none() && g.questions.is_none()
         })
         .await
     }

@@ -41,7 +41,11 @@ use crate::console::{self, Console};
 use crate::ledger::agents::AgentRecord;
 use crate::ledger::gated::{GatedMode, GatedRecord, GatedState, ToolInfo};
 use crate::ledger::servers::ServerRecord;
-use crate::mcp::{self, Client};
+use crate::mcp::headers::{check_param_headers, header_params};
+use crate::mcp::sse::SseDecoder;
+use crate::mcp::subscription::{DEFAULT_IDLE_TIMEOUT, META_SUBSCRIPTION_ID};
+use crate::mcp::wire::HeaderParam;
+use crate::mcp::{self, Client, RelayedListen};
 
 /// The session-era protocol versions the gateway answers `initialize` with (the agent's own
 /// when it is one of these, else the newest).
@@ -214,6 +218,9 @@ struct Listed {
     info: ToolInfo,
     /// `execution.taskSupport` is `required`: a 2026-07-28 agent must declare tasks to call it.
     task_required: bool,
+    /// The arguments its `x-mcp-header` annotations mirror into `Mcp-Param-*` headers (none
+    /// when the annotations are invalid: the gateway's client then leaves the tool out).
+    header_params: Vec<HeaderParam>,
 }
 
 struct Session {
@@ -272,6 +279,7 @@ fn remember_tools<'a>(link: &Link, tools: impl Iterator<Item = &'a Map<String, V
                     Arc::new(Listed {
                         info: super::tool_info(tool),
                         task_required,
+                        header_params: header_params(tool.get("inputSchema")).unwrap_or_default(),
                     }),
                 );
             }
@@ -516,12 +524,55 @@ impl Request {
             .cloned()
     }
 
-    /// The params to send upstream: the agent's `_meta` is the agent's (its version,
-    /// capabilities, identity); the gateway's client sends its own.
+    /// The params to send upstream. The agent's `_meta` is the agent's (its version, identity);
+    /// the gateway's client sends its own, but with the capabilities of the agent it speaks
+    /// for (`mcp::Client::forward`): the upstream must know what this agent can do to serve
+    /// or refuse it as it would the agent itself. A 2026-07-28 agent's are the ones it
+    /// declares. A session agent's are tasks only: the gateway waits for an upstream task on
+    /// its behalf, but cannot put an upstream's questions (MRTR) to it, as 2025-11-25 has no
+    /// such round, so the upstream must not plan on asking (it refuses with -32021 instead,
+    /// which the agent understands). Approved calls are the gateway's own and go through the
+    /// console, whose questions go to the person.
     fn upstream_params(&self) -> Map<String, Value> {
         let mut params = self.params.clone();
-        params.remove("_meta");
+        let meta = params.remove("_meta");
+        let capabilities = if self.stateless {
+            meta.as_ref()
+                .and_then(|m| m.get(META_CAPABILITIES))
+                .cloned()
+        } else {
+            Some(json!({"extensions": {TASKS_EXTENSION: {}}}))
+        };
+        if let Some(capabilities) = capabilities {
+            params.insert("_meta".into(), json!({ META_CAPABILITIES: capabilities }));
+        }
         params
+    }
+
+    /// A 2026-07-28 `tools/call`'s `Mcp-Param-*` headers against its arguments, as a server
+    /// checks them (SEP-2243): the gateway's client writes the upstream's copy from the body,
+    /// so a mismatch the agent sent would otherwise go unseen. 400 and -32020 when they differ.
+    fn check_param_headers(
+        &self,
+        listed: Option<&Listed>,
+        headers: &HeaderMap,
+    ) -> Result<(), Response> {
+        let Some(listed) = listed.filter(|l| !l.header_params.is_empty()) else {
+            return Ok(());
+        };
+        let arguments = self.params.get("arguments").and_then(Value::as_object);
+        let sent = |name: &str| {
+            let mut values = headers.get_all(name).iter();
+            let first = values.next()?;
+            // Sent twice, or not visible ASCII: a value that cannot decode.
+            Some(match (first.to_str(), values.next()) {
+                (Ok(value), None) => value,
+                _ => "\u{fffd}",
+            })
+        };
+        check_param_headers(&listed.header_params, arguments, sent).map_err(|mismatch| {
+            error_reply(self, -32020, &format!("Header mismatch: {mismatch}"), None)
+        })
     }
 }
 
@@ -693,6 +744,13 @@ async fn handle(
             forwarded(&request, reply)
         }
         ("tools/call", _) => {
+            if request.stateless {
+                let tool = request.params.get("name").and_then(Value::as_str);
+                let listed = tool.and_then(|t| link.tools.read().ok()?.get(t).cloned());
+                if let Err(refused) = request.check_param_headers(listed.as_deref(), &headers) {
+                    return refused;
+                }
+            }
             let policy = admission.policy.unwrap_or_default();
             call(shared, agent, server, link, request, mode, policy).await
         }
@@ -726,11 +784,166 @@ async fn handle(
                 Err(e) => json_reply(StatusCode::OK, console_error(&request.id, &e)),
             }
         }
+        ("subscriptions/listen", _) => listen(&shared, &link, &request).await,
         (method, _) => {
             let reply = link.client.forward(method, request.upstream_params()).await;
             forwarded(&request, reply)
         }
     }
+}
+
+// ---- subscriptions/listen -----------------------------------------------------------------
+
+/// `subscriptions/listen`, relayed to the upstream as a stream: the agent's filter goes up, each
+/// message comes back retagged with the agent's own subscription id (the agent's request id;
+/// the upstream knows the gateway's), the upstream's closing response or cancellation ends the
+/// relay. Bounded as the engine's own listen is: at most [`DEFAULT_IDLE_TIMEOUT`] of upstream
+/// silence (its keep-alives count), an event no larger than a response body; the agent hears
+/// the gateway's keep-alives. An agent that hangs up drops the relay at the next write, which
+/// closes the upstream connection, which ends the subscription there.
+///
+/// Countersign's own tasks (`csg-…`) are not the upstream's: their ids are kept out of the
+/// upstream's filter, so its acknowledgement leaves them out and the agent polls them with
+/// `tasks/get` (notifications are optional, polling is what every agent does anyway).
+async fn listen(shared: &Shared, link: &Link, request: &Request) -> Response {
+    let mut params = request.upstream_params();
+    if let Some(ids) = params
+        .get_mut("notifications")
+        .and_then(|n| n.get_mut("taskIds"))
+        .and_then(Value::as_array_mut)
+    {
+        ids.retain(|id| !id.as_str().is_some_and(|id| id.starts_with(TASK_PREFIX)));
+    }
+    match link.client.relay_listen(params).await {
+        Err(e) => forwarded(request, Err(e)),
+        Ok(RelayedListen::Message { id, text }) => match serde_json::from_str::<Value>(&text) {
+            Ok(message) => {
+                let (message, _) = retag(message, id, &request.id);
+                json_reply(error_status(&message, request.stateless), message)
+            }
+            Err(_) => json_reply(
+                StatusCode::BAD_GATEWAY,
+                rpc_error(
+                    &request.id,
+                    -32603,
+                    "the upstream answered subscriptions/listen with a body that is not JSON",
+                    None,
+                ),
+            ),
+        },
+        Ok(RelayedListen::Stream { id, body }) => {
+            let relay = Relay {
+                body,
+                decoder: SseDecoder::new(),
+                upstream_id: id,
+                agent_id: request.id.clone(),
+                queue: std::collections::VecDeque::new(),
+                ended: false,
+            };
+            let stream = futures_util::stream::unfold(relay, |mut relay| async move {
+                let event = relay.next().await?;
+                Some((Ok::<_, Infallible>(event), relay))
+            });
+            Sse::new(stream)
+                .keep_alive(
+                    KeepAlive::new()
+                        .interval(shared.config.keep_alive)
+                        .text("keep-alive"),
+                )
+                .into_response()
+        }
+    }
+}
+
+/// One relayed listen stream.
+struct Relay {
+    body: futures_util::stream::BoxStream<'static, mcp::Result<Bytes>>,
+    decoder: SseDecoder,
+    upstream_id: u64,
+    agent_id: Value,
+    queue: std::collections::VecDeque<Event>,
+    /// The upstream closed the subscription, broke the stream's rules, or went silent.
+    ended: bool,
+}
+
+impl Relay {
+    /// The next message for the agent; `None` when the relay is over.
+    async fn next(&mut self) -> Option<Event> {
+        use futures_util::StreamExt as _;
+        loop {
+            if let Some(event) = self.queue.pop_front() {
+                return Some(event);
+            }
+            if self.ended {
+                return None;
+            }
+            let mut events = Vec::new();
+            match tokio::time::timeout(DEFAULT_IDLE_TIMEOUT, self.body.next()).await {
+                Ok(Some(Ok(bytes))) => {
+                    if self.decoder.feed(&bytes, &mut events).is_err() {
+                        tracing::warn!(
+                            "an upstream listen event passed the size limit; the relay ends"
+                        );
+                        self.ended = true;
+                    }
+                }
+                Ok(None) => {
+                    self.decoder.finish(&mut events);
+                    self.ended = true;
+                }
+                Ok(Some(Err(e))) => {
+                    tracing::debug!("the upstream listen stream broke: {e}");
+                    self.ended = true;
+                }
+                Err(_) => {
+                    tracing::debug!("the upstream listen stream went silent; the relay ends");
+                    self.ended = true;
+                }
+            }
+            for event in events {
+                let Ok(message) = serde_json::from_str::<Value>(&event.data) else {
+                    continue;
+                };
+                // A request on a listen stream could not be answered through the relay.
+                if message.get("method").is_some() && message.get("id").is_some() {
+                    continue;
+                }
+                let (message, last) = retag(message, self.upstream_id, &self.agent_id);
+                self.queue
+                    .push_back(Event::default().event("message").data(message.to_string()));
+                if last {
+                    self.ended = true;
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// An upstream listen-stream message as the agent's: the subscription id, the response's id and
+/// a cancellation's `requestId` become the agent's request id. Also says whether it ends the
+/// subscription (the response, or a cancellation of it).
+fn retag(mut message: Value, upstream_id: u64, agent_id: &Value) -> (Value, bool) {
+    let upstream = Value::from(upstream_id);
+    if message.get("method").is_none() {
+        if let Some(id) = message.get_mut("id") {
+            *id = agent_id.clone();
+        }
+        return (message, true);
+    }
+    let cancels = message["method"] == "notifications/cancelled"
+        && message["params"]["requestId"] == upstream;
+    if cancels {
+        message["params"]["requestId"] = agent_id.clone();
+    }
+    if let Some(tag) = message
+        .get_mut("params")
+        .and_then(|p| p.get_mut("_meta"))
+        .and_then(|m| m.get_mut(META_SUBSCRIPTION_ID))
+    {
+        *tag = agent_id.clone();
+    }
+    (message, cancels)
 }
 
 fn unknown_task(request: &Request) -> Response {
@@ -1072,6 +1285,12 @@ async fn hold(shared: Arc<Shared>, link: Link, call: GatedRecord) -> Value {
             }
         }
         if tokio::time::Instant::now() >= deadline {
+            if call.questions.is_some() {
+                return outcome::notice(&format!(
+                    "{} was approved, but {} asked questions before running it, which a person must answer in Countersign. It has not run yet. Repeat the identical call later: it runs once, with the answers.",
+                    call.tool, call.server
+                ));
+            }
             return outcome::notice(&outcome::awaiting_text(&call));
         }
         tokio::time::sleep(WATCH_INTERVAL).await;
@@ -1182,6 +1401,40 @@ async fn send_approved(shared: Arc<Shared>, mut stopped: watch::Receiver<bool>) 
                 continue;
             }
         };
+        // Calls whose upstream asked questions (MRTR) that a person answered, in any mode: the
+        // next round goes out from here (a held request only watches its row).
+        match shared.console.answered_gated_calls().await {
+            Ok(answered) => {
+                for call in answered {
+                    if !sending.insert(call.id) {
+                        continue;
+                    }
+                    let (shared, done) = (shared.clone(), done_tx.clone());
+                    tokio::spawn(async move {
+                        match shared.console.server(call.server_id).await {
+                            Ok(server) => match shared.link(&server).await {
+                                Ok(link) => {
+                                    if let Err(e) =
+                                        shared.console.resend_gated(&call, &link.client).await
+                                    {
+                                        // Taken but not recorded: the row stays `running`
+                                        // without questions, and the next start calls it
+                                        // outcome_unknown.
+                                        tracing::error!(task = %call.task_id, "recording a gated call's next round failed: {e}");
+                                    }
+                                }
+                                Err(e) => {
+                                    tracing::warn!(task = %call.task_id, "no upstream client: {e}")
+                                }
+                            },
+                            Err(e) => tracing::warn!(task = %call.task_id, "no server: {e}"),
+                        }
+                        let _ = done.send(call.id);
+                    });
+                }
+            }
+            Err(e) => tracing::warn!("reading answered gated calls failed: {e}"),
+        }
         for call in approved {
             if !sending.insert(call.id) {
                 continue;
@@ -1200,5 +1453,47 @@ async fn send_approved(shared: Arc<Shared>, mut stopped: watch::Receiver<bool>) 
                 let _ = done.send(call.id);
             });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_relayed_listen_message_carries_the_agents_subscription_id() {
+        let agent = json!("agent-7");
+        let (ack, last) = retag(
+            json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+                   "params": {"_meta": {META_SUBSCRIPTION_ID: 12}, "notifications": {}}}),
+            12,
+            &agent,
+        );
+        assert_eq!(ack["params"]["_meta"][META_SUBSCRIPTION_ID], agent);
+        assert!(!last, "an acknowledgement opens the stream");
+        let (cancel, last) = retag(
+            json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 12}}),
+            12,
+            &agent,
+        );
+        assert_eq!(cancel["params"]["requestId"], agent);
+        assert!(
+            last,
+            "the upstream's cancellation of the listen request ends the relay"
+        );
+        let (other, last) = retag(
+            json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 3}}),
+            12,
+            &agent,
+        );
+        assert_eq!(other["params"]["requestId"], json!(3));
+        assert!(!last, "a cancellation of something else is relayed as is");
+        let (closing, last) = retag(
+            json!({"jsonrpc": "2.0", "id": 12, "result": {}}),
+            12,
+            &agent,
+        );
+        assert_eq!(closing["id"], agent);
+        assert!(last, "the response closes the subscription");
     }
 }

@@ -156,6 +156,15 @@ pub fn agent_task(call: &GatedRecord, upstream: Option<&TaskRecord>) -> Value {
                 )),
                 None,
             ),
+            // The upstream's questions (MRTR) go to the person's inbox, never to the agent.
+            (GatedState::Running, None) if call.questions.is_some() => (
+                "working",
+                Some(format!(
+                    "{} on {} asked questions before running; waiting for a person to answer them in Countersign.",
+                    call.tool, call.server
+                )),
+                None,
+            ),
             (GatedState::Approved, _) | (GatedState::Running, None) => (
                 "working",
                 Some(format!(
@@ -272,6 +281,8 @@ mod tests {
             decided_at: None,
             updated_at: 1_700_000_000_000,
             tool_info: None,
+            questions: None,
+            answers: None,
         }
     }
 
@@ -284,6 +295,33 @@ mod tests {
             .unwrap_or("")
             .contains("approve deploy_service"));
         assert!(task.get("result").is_none());
+    }
+
+    #[test]
+    fn an_approved_call_whose_upstream_asks_first_is_working_and_hands_the_agent_no_question() {
+        let mut asking = call(GatedState::Running, None);
+        asking.result = None;
+        asking.questions = Some(crate::ledger::gated::GatedQuestions {
+            input_requests: json!({"user_name": {"method": "elicitation/create"}})
+                .as_object()
+                .cloned()
+                .unwrap_or_default(),
+            request_state: Some("s".into()),
+            rounds: 1,
+        });
+        let task = agent_task(&asking, None);
+        assert_eq!(task["status"], "working", "{task}");
+        assert!(
+            task["statusMessage"]
+                .as_str()
+                .unwrap_or("")
+                .contains("a person to answer"),
+            "{task}"
+        );
+        assert!(
+            task.get("inputRequests").is_none() && !task.to_string().contains("user_name"),
+            "the upstream's question is the person's, not the agent's: {task}"
+        );
     }
 
     #[test]

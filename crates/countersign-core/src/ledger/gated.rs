@@ -145,6 +145,23 @@ pub struct GatedRecord {
     pub updated_at: i64,
     /// What the upstream's `tools/list` said about the tool when the call was recorded.
     pub tool_info: Option<ToolInfo>,
+    /// The upstream's open questions (MRTR) on this `running` call, not yet answered and sent.
+    pub questions: Option<GatedQuestions>,
+    /// The person's answers to them (`inputResponses`), not yet sent.
+    pub answers: Option<Map<String, Value>>,
+}
+
+/// The questions an upstream asked before running an approved call (an MRTR round).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GatedQuestions {
+    /// `inputRequests`, by key, as the upstream sent them.
+    pub input_requests: Map<String, Value>,
+    /// `requestState`, to send back verbatim.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_state: Option<String>,
+    /// `tools/call` requests sent for this call so far, the first included.
+    pub rounds: usize,
 }
 
 /// What an upstream's `tools/list` says about one tool, as the person deciding on a call sees
@@ -177,7 +194,8 @@ pub struct ToolInfo {
 const SELECT: &str =
     "SELECT g.id, g.task_id, g.agent_id, a.name, g.server_id, s.name, g.tool, g.arguments,
         g.args_digest, g.mode, g.state, g.reason, g.decided_by, g.result, g.upstream_task,
-        g.created_at, g.expires_at, g.decided_at, g.updated_at, g.tool_info
+        g.created_at, g.expires_at, g.decided_at, g.updated_at, g.tool_info, g.questions,
+        g.answers
      FROM gated_calls g JOIN agents a ON a.id = g.agent_id JOIN servers s ON s.id = g.server_id";
 
 fn from_row(row: &Row<'_>) -> rusqlite::Result<GatedRecord> {
@@ -186,6 +204,8 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<GatedRecord> {
     let state: String = row.get(10)?;
     let result: Option<String> = row.get(13)?;
     let tool_info: Option<String> = row.get(19)?;
+    let questions: Option<String> = row.get(20)?;
+    let answers: Option<String> = row.get(21)?;
     Ok(GatedRecord {
         id: row.get(0)?,
         task_id: row.get(1)?,
@@ -217,6 +237,13 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<GatedRecord> {
         updated_at: row.get(18)?,
         // Written by us from a bounded ToolInfo; an unreadable one is shown as no listing.
         tool_info: tool_info.and_then(|t| serde_json::from_str(&t).ok()),
+        // Written by us; an unreadable round reads as none (the call then waits until the
+        // restart concludes it outcome_unknown: never sent without its answers).
+        questions: questions.and_then(|q| serde_json::from_str(&q).ok()),
+        answers: answers.and_then(|a| match serde_json::from_str(&a) {
+            Ok(Value::Object(map)) => Some(map),
+            _ => None,
+        }),
     })
 }
 
@@ -395,6 +422,80 @@ pub fn finish(
     }
 }
 
+/// A running call's upstream asked questions: they wait for the person. `false` when the call is
+/// not running.
+pub fn ask(conn: &Connection, id: i64, questions: &GatedQuestions) -> Result<bool> {
+    let questions = serde_json::to_string(questions)
+        .map_err(|e| Error::Conflict(format!("the questions cannot be stored: {e}")))?;
+    let changed = conn.execute(
+        "UPDATE gated_calls SET questions = ?2, answers = NULL, updated_at = ?3
+         WHERE id = ?1 AND state = 'running'",
+        params![id, questions, now_ms()],
+    )?;
+    Ok(changed == 1)
+}
+
+/// The person answers the open questions, once. `false` when there are none, or they were
+/// answered already.
+pub fn answer(conn: &Connection, id: i64, answers: &Map<String, Value>) -> Result<bool> {
+    let changed = conn.execute(
+        "UPDATE gated_calls SET answers = ?2, updated_at = ?3
+         WHERE id = ?1 AND state = 'running' AND questions IS NOT NULL AND answers IS NULL",
+        params![id, Value::Object(answers.clone()).to_string(), now_ms()],
+    )?;
+    Ok(changed == 1)
+}
+
+/// Takes an answered round for sending: clears questions and answers, and returns them, to
+/// exactly one caller (the others get `None`).
+pub fn take_answered(
+    conn: &Connection,
+    id: i64,
+) -> Result<Option<(GatedQuestions, Map<String, Value>)>> {
+    let call = get(conn, id)?;
+    let (Some(questions), Some(answers)) = (call.questions, call.answers) else {
+        return Ok(None);
+    };
+    let changed = conn.execute(
+        "UPDATE gated_calls SET questions = NULL, answers = NULL, updated_at = ?2
+         WHERE id = ?1 AND state = 'running' AND answers IS NOT NULL",
+        params![id, now_ms()],
+    )?;
+    Ok((changed == 1).then_some((questions, answers)))
+}
+
+/// The agent withdraws a call whose upstream's questions are open or answered but not yet taken
+/// for sending: nothing ran, so it is `cancelled` and never sent. `false` when a sender took
+/// the round first (it goes out; the agent may cancel the task it makes), or there are none.
+pub fn withdraw_asking(conn: &Connection, id: i64) -> Result<bool> {
+    let changed = conn.execute(
+        "UPDATE gated_calls SET state = 'cancelled', questions = NULL, answers = NULL,
+            updated_at = ?2
+         WHERE id = ?1 AND state = 'running' AND questions IS NOT NULL",
+        params![id, now_ms()],
+    )?;
+    Ok(changed == 1)
+}
+
+/// Running calls whose questions were answered and not yet sent, oldest first.
+pub fn answered_calls(conn: &Connection) -> Result<Vec<GatedRecord>> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "{SELECT} WHERE g.state = 'running' AND g.answers IS NOT NULL ORDER BY g.id"
+    ))?;
+    let rows = stmt.query_map([], from_row)?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// Running calls with questions waiting for the person, oldest first.
+pub fn asking(conn: &Connection) -> Result<Vec<GatedRecord>> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "{SELECT} WHERE g.state = 'running' AND g.questions IS NOT NULL AND g.answers IS NULL
+         ORDER BY g.id"
+    ))?;
+    let rows = stmt.query_map([], from_row)?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -494,6 +595,110 @@ mod tests {
         );
         assert_eq!(state.reason, None, "the loser's reason is not recorded");
         assert!(revoked_is_gone, "a revoked token no longer finds its agent");
+        ledger.close();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn questions_are_answered_once_and_an_answered_round_is_taken_by_one_sender() {
+        let dir = scratch();
+        let ledger = Ledger::open(&dir).expect("ledger");
+        let seen = ledger
+            .write_blocking(|ctx| {
+                let server = servers::add(ctx.conn, "demo", "http://127.0.0.1:1/mcp", false)?;
+                let agent = agents::add(ctx.conn, "bot", "digest")?;
+                let arguments = Map::new();
+                let call = insert(
+                    ctx.conn,
+                    NewGated {
+                        task_id: "csg-q",
+                        agent_id: agent.id,
+                        server_id: server.id,
+                        tool: "test_tool_with_task",
+                        arguments: &arguments,
+                        args_digest: "d",
+                        mode: GatedMode::Task,
+                        state: GatedState::Approved,
+                        reason: None,
+                        expires_at: i64::MAX,
+                        tool_info: None,
+                    },
+                )?;
+                let questions = GatedQuestions {
+                    input_requests:
+                        serde_json::json!({"user_name": {"method": "elicitation/create"}})
+                            .as_object()
+                            .cloned()
+                            .unwrap_or_default(),
+                    request_state: Some("opaque".into()),
+                    rounds: 1,
+                };
+                let asked_before_running = ask(ctx.conn, call.id, &questions)?;
+                transition(
+                    ctx.conn,
+                    call.id,
+                    GatedState::Approved,
+                    GatedState::Running,
+                    None,
+                    None,
+                )?;
+                let taken_unanswered = take_answered(ctx.conn, call.id)?;
+                let asked = ask(ctx.conn, call.id, &questions)?;
+                let listed = asking(ctx.conn)?.len();
+                let mut answers = Map::new();
+                answers.insert("user_name".into(), serde_json::json!({"action": "decline"}));
+                let answered = [
+                    answer(ctx.conn, call.id, &answers)?,
+                    answer(ctx.conn, call.id, &answers)?,
+                ];
+                let to_send = answered_calls(ctx.conn)?;
+                let taken = [
+                    take_answered(ctx.conn, call.id)?,
+                    take_answered(ctx.conn, call.id)?,
+                ];
+                let after = get(ctx.conn, call.id)?;
+                let withdrawn_after_take = withdraw_asking(ctx.conn, call.id)?;
+                ask(ctx.conn, call.id, &questions)?;
+                let withdrawn_while_asking = withdraw_asking(ctx.conn, call.id)?;
+                let cancelled = get(ctx.conn, call.id)?;
+                assert!(
+                    !withdrawn_after_take,
+                    "a taken round is on its way: the withdrawal must lose"
+                );
+                assert!(withdrawn_while_asking, "nothing ran: it can be withdrawn");
+                assert_eq!(cancelled.state, GatedState::Cancelled);
+                assert!(
+                    !answer(ctx.conn, call.id, &answers)?,
+                    "a withdrawn call takes no answers"
+                );
+                Ok((
+                    asked_before_running,
+                    taken_unanswered,
+                    asked,
+                    listed,
+                    answered,
+                    to_send.len(),
+                    taken,
+                    after,
+                    questions,
+                    answers,
+                ))
+            })
+            .expect("write");
+        let (before, unanswered, asked, listed, answered, to_send, taken, after, q, a) = seen;
+        assert!(!before, "only a running call can be asking");
+        assert!(unanswered.is_none(), "nothing to send before the answers");
+        assert!(asked, "a running call records its upstream's questions");
+        assert_eq!(listed, 1, "the person sees them");
+        assert_eq!(answered, [true, false], "answered once");
+        assert_eq!(to_send, 1, "the answered round waits for its sender");
+        assert_eq!(
+            taken,
+            [Some((q, a)), None],
+            "one sender takes the round with the state to echo"
+        );
+        assert_eq!((after.questions, after.answers), (None, None));
+        assert_eq!(after.state, GatedState::Running, "still in flight");
         ledger.close();
         let _ = std::fs::remove_dir_all(&dir);
     }

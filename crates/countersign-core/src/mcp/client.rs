@@ -14,6 +14,7 @@ use tokio::sync::mpsc;
 
 use super::error::{Error, Result};
 use super::headers::{encode_header_value, header_params, param_headers};
+use super::http1::{self, Http1};
 use super::response::{parse_retry_after, rpc_error, to_value, Framing, ResponseReader};
 use super::subscription::{ListenDecoder, ListenEvent, ListenRequest, StreamFault, LISTEN_METHOD};
 use super::wire::{
@@ -230,6 +231,8 @@ struct Inner {
     /// For `subscriptions/listen` only: no whole-request timeout (the stream is meant to stay
     /// open), a separate pool so long-lived streams never hold connections requests wait for.
     listen_http: reqwest::Client,
+    /// `tasks/get`'s own keep-alive connections, when the URL allows them ([`Http1::for_url`]).
+    polls: Option<Http1>,
 }
 
 impl Client {
@@ -267,10 +270,12 @@ impl Client {
                 message: e.to_string(),
             })?;
         let fixed_meta = FixedMeta::new(&options)?;
+        let polls = Http1::for_url(&url, options.connect_timeout);
         Ok(Self {
             inner: Arc::new(Inner {
                 http,
                 listen_http,
+                polls,
                 token: RwLock::new(endpoint.bearer_token.clone()),
                 fixed_meta,
                 endpoint,
@@ -448,7 +453,10 @@ impl Client {
 
     /// Sends `method` with `params` as the agent sent them and returns the result verbatim,
     /// task handles included: the gateway's pass-through. The agent's `_meta` is replaced by
-    /// this client's own (its protocol version, capabilities and identity); `Mcp-Name` is set
+    /// this client's own (its protocol version, capabilities and identity), except the client
+    /// capabilities it declares (`_meta["io.modelcontextprotocol/clientCapabilities"]`), which
+    /// go upstream instead of ours: the upstream decides what it may ask of, or must refuse to,
+    /// the agent (-32021 for a task-only tool to an agent without tasks); `Mcp-Name` is set
     /// as for the typed methods, and a `tools/call` mirrors its `x-mcp-header` arguments as
     /// learnt from the last `tools/list`.
     pub async fn forward(&self, method: &str, params: Map<String, Value>) -> Result<Value> {
@@ -556,10 +564,9 @@ impl Client {
         extra_headers: Vec<(String, String)>,
     ) -> Result<Box<RawValue>> {
         let version = self.protocol_version();
-        match self
-            .send(method, &params, name, &extra_headers, &version)
-            .await
-        {
+        // Boxed for the same reason as the pooled request in `send_with`: the request's state is
+        // ~2 KB, and the poll loop spawns one of these per poll.
+        match Box::pin(self.send(method, &params, name, &extra_headers, &version)).await {
             Err(Error::UnsupportedVersion { supported, .. }) => {
                 // Retry once with a version the server lists: ours if it is there (the first
                 // rejection may have been transient), otherwise the server's first choice.
@@ -574,8 +581,7 @@ impl Client {
                     });
                 };
                 tracing::info!(from = %version, to = %retry, "server asked for another protocol version; retrying once");
-                let result = self
-                    .send(method, &params, name, &extra_headers, &retry)
+                let result = Box::pin(self.send(method, &params, name, &extra_headers, &retry))
                     .await
                     .map_err(|e| match e {
                         Error::UnsupportedVersion { supported, .. } => Error::UnsupportedVersion {
@@ -644,59 +650,48 @@ impl Client {
         }
         .encode()?;
 
-        let mut headers = HeaderMap::new();
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        headers.insert(
-            ACCEPT,
-            HeaderValue::from_static("application/json, text/event-stream"),
-        );
-        insert_known(&mut headers, MCP_PROTOCOL_VERSION, version)?;
-        insert_known(&mut headers, MCP_METHOD, method)?;
-        if let Some(name) = name {
-            insert_known(&mut headers, MCP_NAME, &encode_header_value(name))?;
-        }
-        for (header, value) in extra_headers {
-            insert_header(&mut headers, header, value)?;
-        }
-        if let Some(token) = token {
-            let mut value =
-                HeaderValue::from_str(&format!("Bearer {}", token.expose())).map_err(|_| {
-                    Error::InvalidRequest(
-                        "the bearer token has characters not allowed in a header".into(),
-                    )
-                })?;
-            value.set_sensitive(true);
-            headers.insert(reqwest::header::AUTHORIZATION, value);
-        }
+        let body = bytes::Bytes::from(body);
+        let headers = || request_headers(method, name, extra_headers, version, token);
+        let reply = match &inner.polls {
+            Some(polls) if method == TASKS_GET => {
+                let deadline = tokio::time::Instant::now() + inner.options.request_timeout;
+                // Boxed: the request's state (hyper's futures among it) is ~1.8 KB, and every
+                // future that awaits it inline, up to the poll loop's spawned task, would
+                // otherwise grow by as much and be copied at each level on every poll.
+                let reply = Box::pin(polls.post(headers()?, body.clone(), deadline))
+                    .await
+                    .map_err(|f| self.pooled_error(f))?;
+                if (300..400).contains(&reply.status) {
+                    // Redirects follow reqwest's policy (same origin, at most 3): sent again
+                    // there. Nothing ran for a redirect, and tasks/get is idempotent anyway.
+                    self.post(headers()?, body).await?
+                } else {
+                    Reply::from(reply)
+                }
+            }
+            _ => self.post(headers()?, body).await?,
+        };
+        let Reply {
+            status,
+            headers,
+            body: mut stream,
+        } = reply;
 
-        let response = inner
-            .http
-            .post(inner.url.clone())
-            .headers(headers)
-            .body(body)
-            .send()
-            .await
-            .map_err(|e| self.transport_error(e))?;
-
-        let status = response.status().as_u16();
-        let content_type = response
-            .headers()
+        let content_type = headers
             .get(CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
-        let retry_after = response
-            .headers()
+        let retry_after = headers
             .get(reqwest::header::RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| parse_retry_after(v, std::time::SystemTime::now()));
-        let www_authenticate = response
-            .headers()
+        let www_authenticate = headers
             .get(reqwest::header::WWW_AUTHENTICATE)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
 
         if (300..400).contains(&status) {
-            return Err(redirected(method, status, response.headers()));
+            return Err(redirected(method, status, &headers));
         }
         if status == 406 {
             return Err(Error::NotAcceptable {
@@ -714,7 +709,7 @@ impl Client {
 
         if !(200..300).contains(&status) {
             // JSON-RPC errors come with 200, 400 or 404 depending on the peer: read them first.
-            let body = self.read_body_text(response).await;
+            let body = self.read_body_text(stream).await;
             return Err(failure(FailedAnswer {
                 method,
                 task_id,
@@ -737,7 +732,6 @@ impl Client {
             ));
         };
         let mut reader = ResponseReader::new(framing, Value::from(id));
-        let mut stream: Body = Box::pin(response.bytes_stream());
         let answer = loop {
             match stream.next().await {
                 Some(Ok(chunk)) => {
@@ -748,7 +742,7 @@ impl Client {
                         break answer;
                     }
                 }
-                Some(Err(e)) => return Err(self.transport_error(e)),
+                Some(Err(e)) => return Err(self.body_error(e)),
                 None => {
                     let answer = reader.finish().map_err(|f| f.into_error(method))?;
                     self.forward_notifications(&mut reader);
@@ -768,8 +762,44 @@ impl Client {
         }
     }
 
-    async fn read_body_text(&self, response: reqwest::Response) -> String {
-        let mut stream = response.bytes_stream();
+    /// POSTs through reqwest: every request but the pooled polls, and those when redirected.
+    async fn post(&self, headers: HeaderMap, body: bytes::Bytes) -> Result<Reply> {
+        let inner = &self.inner;
+        let mut response = inner
+            .http
+            .post(inner.url.clone())
+            .headers(headers)
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| self.transport_error(e))?;
+        Ok(Reply {
+            status: response.status().as_u16(),
+            headers: std::mem::take(response.headers_mut()),
+            body: ReplyBody::Reqwest(Box::pin(response.bytes_stream())),
+        })
+    }
+
+    fn pooled_error(&self, failure: http1::Failure) -> Error {
+        let url = self.inner.endpoint.url.clone();
+        match failure {
+            http1::Failure::Connect(message) => Error::Connect { url, message },
+            http1::Failure::Timeout => Error::Timeout {
+                url,
+                after: self.inner.options.request_timeout,
+            },
+            http1::Failure::Io(message) => Error::Transport { url, message },
+        }
+    }
+
+    fn body_error(&self, error: BodyError) -> Error {
+        match error {
+            BodyError::Reqwest(e) => self.transport_error(e),
+            BodyError::Pooled(f) => self.pooled_error(f),
+        }
+    }
+
+    async fn read_body_text(&self, mut stream: ReplyBody) -> String {
         let mut body = Vec::new();
         while let Some(Ok(chunk)) = stream.next().await {
             if body.len() + chunk.len() > 1024 * 1024 {
@@ -806,37 +836,99 @@ impl Client {
     /// [`Error::MethodNotFound`], -32021 → [`Error::MissingCapability`], ...); errors and events
     /// after it opens come from [`Listening::next`].
     pub async fn listen(&self, request: &ListenRequest) -> Result<Listening> {
+        let OpenedListen {
+            id,
+            response,
+            framing,
+        } = self.open_listen(&request.params()).await?;
+        let mut listening = Listening {
+            id,
+            url: self.inner.endpoint.url.clone(),
+            body: Box::pin(futures_util::stream::empty()),
+            decoder: ListenDecoder::new(Value::from(id)),
+            queue: std::collections::VecDeque::new(),
+            idle_timeout: request.idle_timeout,
+            ended: false,
+            client: self.clone(),
+        };
+        match framing {
+            Framing::Sse => listening.body = Box::pin(response.bytes_stream()),
+            // A JSON body is a single message: an error (some servers send -32601 with 200), or
+            // a result, which means the subscription ended as soon as it began.
+            Framing::Json => {
+                let text = self.read_listen_body(response).await;
+                match listening.decoder.message(&text, "response") {
+                    Ok(Some(event)) => listening.queue.push_back(Ok(event)),
+                    Ok(None) => {
+                        return Err(invalid(
+                            LISTEN_METHOD,
+                            "the JSON body does not answer the listen request",
+                        ))
+                    }
+                    Err(fault) => return Err(stream_fault(fault)),
+                }
+                listening.ended = true;
+            }
+        }
+        Ok(listening)
+    }
+
+    /// Opens `subscriptions/listen` with `params` as an agent sent them, for the gateway to
+    /// relay: the stream's bytes untouched (the caller decodes them), or the one JSON message
+    /// that answered instead. `params._meta` may carry the agent's client capabilities (see
+    /// [`Client::forward`]). Bounded as [`Client::listen`] is up to the response headers; the
+    /// caller bounds the silence.
+    pub async fn relay_listen(&self, params: Map<String, Value>) -> Result<RelayedListen> {
+        let OpenedListen {
+            id,
+            response,
+            framing,
+        } = self.open_listen(&params).await?;
+        Ok(match framing {
+            Framing::Sse => {
+                let client = self.clone();
+                RelayedListen::Stream {
+                    id,
+                    body: Box::pin(
+                        response
+                            .bytes_stream()
+                            .map(move |chunk| chunk.map_err(|e| client.transport_error(e))),
+                    ),
+                }
+            }
+            Framing::Json => RelayedListen::Message {
+                id,
+                text: self.read_listen_body(response).await,
+            },
+        })
+    }
+
+    /// A JSON answer to a listen request, read within the request timeout.
+    async fn read_listen_body(&self, response: reqwest::Response) -> String {
+        tokio::time::timeout(
+            self.inner.options.request_timeout,
+            self.read_body_text(ReplyBody::Reqwest(Box::pin(response.bytes_stream()))),
+        )
+        .await
+        .unwrap_or_default()
+    }
+
+    /// Sends `subscriptions/listen` and reads the answer's status and headers: errors typed as
+    /// for every other request, else the response with its framing.
+    async fn open_listen(&self, params: &Map<String, Value>) -> Result<OpenedListen> {
         let method = LISTEN_METHOD;
         let inner = &self.inner;
         let version = self.protocol_version();
         let id = inner.next_id.fetch_add(1, Ordering::Relaxed);
-        let params = request.params();
         let body = Envelope {
             id,
             method,
-            params: &params,
+            params,
             version: &version,
             fixed: &inner.fixed_meta,
         }
         .encode()?;
-        let mut headers = HeaderMap::new();
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        headers.insert(
-            ACCEPT,
-            HeaderValue::from_static("application/json, text/event-stream"),
-        );
-        insert_known(&mut headers, MCP_PROTOCOL_VERSION, &version)?;
-        insert_known(&mut headers, MCP_METHOD, method)?;
-        if let Some(token) = self.bearer_token() {
-            let mut value =
-                HeaderValue::from_str(&format!("Bearer {}", token.expose())).map_err(|_| {
-                    Error::InvalidRequest(
-                        "the bearer token has characters not allowed in a header".into(),
-                    )
-                })?;
-            value.set_sensitive(true);
-            headers.insert(reqwest::header::AUTHORIZATION, value);
-        }
+        let headers = request_headers(method, None, &[], &version, self.bearer_token().as_ref())?;
 
         let timeout = inner.options.request_timeout;
         let url = inner.endpoint.url.clone();
@@ -856,30 +948,23 @@ impl Client {
             Ok(response) => response.map_err(|e| self.transport_error(e))?,
         };
         let status = response.status().as_u16();
-        let content_type = response
-            .headers()
+        let headers = response.headers();
+        let content_type = headers
             .get(CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
-        let retry_after = response
-            .headers()
+        let retry_after = headers
             .get(reqwest::header::RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| parse_retry_after(v, std::time::SystemTime::now()));
-        let www_authenticate = response
-            .headers()
+        let www_authenticate = headers
             .get(reqwest::header::WWW_AUTHENTICATE)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
         let framing = Framing::from_content_type(content_type.as_deref());
-        let read_all = |response: reqwest::Response| async move {
-            tokio::time::timeout(timeout, self.read_body_text(response))
-                .await
-                .unwrap_or_default()
-        };
 
         if (300..400).contains(&status) {
-            return Err(redirected(method, status, response.headers()));
+            return Err(redirected(method, status, headers));
         }
         if status == 406 {
             return Err(Error::NotAcceptable {
@@ -893,7 +978,7 @@ impl Client {
             });
         }
         if !(200..300).contains(&status) {
-            let text = read_all(response).await;
+            let text = self.read_listen_body(response).await;
             return Err(failure(FailedAnswer {
                 method,
                 task_id: None,
@@ -906,45 +991,62 @@ impl Client {
             }));
         }
 
-        let mut listening = Listening {
-            id,
-            url,
-            body: Box::pin(futures_util::stream::empty()),
-            decoder: ListenDecoder::new(Value::from(id)),
-            queue: std::collections::VecDeque::new(),
-            idle_timeout: request.idle_timeout,
-            ended: false,
-            client: self.clone(),
+        let Some(framing) = framing else {
+            return Err(invalid(
+                method,
+                format!(
+                    "unexpected Content-Type {:?} (expected text/event-stream)",
+                    content_type.unwrap_or_default()
+                ),
+            ));
         };
-        match framing {
-            Some(Framing::Sse) => listening.body = Box::pin(response.bytes_stream()),
-            // A JSON body is a single message: an error (some servers send -32601 with 200), or
-            // a result, which means the subscription ended as soon as it began.
-            Some(Framing::Json) => {
-                let text = read_all(response).await;
-                match listening.decoder.message(&text, "response") {
-                    Ok(Some(event)) => listening.queue.push_back(Ok(event)),
-                    Ok(None) => {
-                        return Err(invalid(
-                            method,
-                            "the JSON body does not answer the listen request",
-                        ))
-                    }
-                    Err(fault) => return Err(stream_fault(fault)),
-                }
-                listening.ended = true;
-            }
-            None => {
-                return Err(invalid(
-                    method,
-                    format!(
-                        "unexpected Content-Type {:?} (expected text/event-stream)",
-                        content_type.unwrap_or_default()
-                    ),
-                ))
-            }
+        Ok(OpenedListen {
+            id,
+            response,
+            framing,
+        })
+    }
+}
+
+/// A listen request's answer, its status read.
+struct OpenedListen {
+    id: u64,
+    response: reqwest::Response,
+    framing: Framing,
+}
+
+/// What the upstream answered a relayed `subscriptions/listen` with ([`Client::relay_listen`]).
+pub enum RelayedListen {
+    /// An event stream: the bytes as they come. Dropping it closes the connection, which ends
+    /// the subscription upstream.
+    Stream {
+        /// The JSON-RPC id the upstream knows the subscription by (its `subscriptionId`).
+        id: u64,
+        /// The body.
+        body: futures_util::stream::BoxStream<'static, Result<bytes::Bytes>>,
+    },
+    /// A single JSON message (an error sent with 200, or a result: the subscription is over).
+    Message {
+        /// The JSON-RPC id of the request.
+        id: u64,
+        /// The body.
+        text: String,
+    },
+}
+
+impl std::fmt::Debug for RelayedListen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Stream { id, .. } => f
+                .debug_struct("Stream")
+                .field("id", id)
+                .finish_non_exhaustive(),
+            Self::Message { id, text } => f
+                .debug_struct("Message")
+                .field("id", id)
+                .field("text", text)
+                .finish(),
         }
-        Ok(listening)
     }
 }
 
@@ -1053,9 +1155,45 @@ const DRAIN_INLINE: Duration = Duration::from_millis(10);
 type Body =
     std::pin::Pin<Box<dyn futures_util::Stream<Item = reqwest::Result<bytes::Bytes>> + Send>>;
 
+/// A response's status and head, its body still to read, from either path.
+struct Reply {
+    status: u16,
+    headers: HeaderMap,
+    body: ReplyBody,
+}
+
+impl From<http1::Reply> for Reply {
+    fn from(reply: http1::Reply) -> Self {
+        Self {
+            status: reply.status,
+            headers: reply.headers,
+            body: ReplyBody::Pooled(reply.body),
+        }
+    }
+}
+
+enum ReplyBody {
+    Reqwest(Body),
+    Pooled(http1::Streaming),
+}
+
+enum BodyError {
+    Reqwest(reqwest::Error),
+    Pooled(http1::Failure),
+}
+
+impl ReplyBody {
+    async fn next(&mut self) -> Option<std::result::Result<bytes::Bytes, BodyError>> {
+        match self {
+            Self::Reqwest(stream) => stream.next().await.map(|r| r.map_err(BodyError::Reqwest)),
+            Self::Pooled(stream) => stream.next().await.map(|r| r.map_err(BodyError::Pooled)),
+        }
+    }
+}
+
 /// Reads the rest of an event stream whose answer we already have. Dropping a body before its
 /// end closes the connection, and every SSE-replying poll would then pay a new TCP connect.
-async fn drain_after_answer(mut stream: Body) {
+async fn drain_after_answer(mut stream: ReplyBody) {
     let mut read = 0usize;
     if tokio::time::timeout(DRAIN_INLINE, drain(&mut stream, &mut read))
         .await
@@ -1070,7 +1208,7 @@ async fn drain_after_answer(mut stream: Body) {
 }
 
 /// Reads until the stream ends (or fails), or `read` passes [`DRAIN_BYTES`].
-async fn drain(stream: &mut Body, read: &mut usize) {
+async fn drain(stream: &mut ReplyBody, read: &mut usize) {
     while let Some(Ok(chunk)) = stream.next().await {
         *read = read.saturating_add(chunk.len());
         if *read > DRAIN_BYTES {
@@ -1137,8 +1275,9 @@ impl FixedMeta {
 /// One JSON-RPC request, written straight into the body's bytes: `params` as given, then the
 /// `_meta` every request carries (protocol version, capabilities, `clientInfo`). Building a
 /// `Value` tree for the body and printing it through `Display` was about a fifth of the CPU of
-/// an unchanged poll. `params` never carries `_meta` of its own (every caller builds its params
-/// here); one that did would be skipped, not merged.
+/// an unchanged poll. A `_meta` among `params` is not sent: only its client capabilities, when
+/// it has them, are, instead of the client's own (the gateway forwarding an agent's request,
+/// see [`Client::forward`]); its other entries are dropped, not merged.
 struct Envelope<'a> {
     id: u64,
     method: &'a str,
@@ -1190,10 +1329,57 @@ impl Serialize for EnvelopeMeta<'_> {
         let envelope = self.0;
         let mut map = serializer.serialize_map(Some(3))?;
         map.serialize_entry(META_PROTOCOL_VERSION, envelope.version)?;
-        map.serialize_entry(META_CLIENT_CAPABILITIES, &*envelope.fixed.capabilities)?;
+        // The gateway speaks for an agent: the agent's declared capabilities, not ours.
+        match envelope
+            .params
+            .get("_meta")
+            .and_then(|meta| meta.get(META_CLIENT_CAPABILITIES))
+        {
+            Some(agents) => map.serialize_entry(META_CLIENT_CAPABILITIES, agents)?,
+            None => map.serialize_entry(META_CLIENT_CAPABILITIES, &*envelope.fixed.capabilities)?,
+        }
         map.serialize_entry(META_CLIENT_INFO, &*envelope.fixed.client_info)?;
         map.end()
     }
+}
+
+/// The method whose requests may take the pooled path ([`Http1`]).
+const TASKS_GET: &str = "tasks/get";
+
+/// Every request's headers: content negotiation, version, method and name, the tool's
+/// `Mcp-Param-*`, and the bearer token (marked sensitive, so never printed).
+fn request_headers(
+    method: &str,
+    name: Option<&str>,
+    extra_headers: &[(String, String)],
+    version: &str,
+    token: Option<&Sensitive<String>>,
+) -> Result<HeaderMap> {
+    let mut headers = HeaderMap::new();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers.insert(
+        ACCEPT,
+        HeaderValue::from_static("application/json, text/event-stream"),
+    );
+    insert_known(&mut headers, MCP_PROTOCOL_VERSION, version)?;
+    insert_known(&mut headers, MCP_METHOD, method)?;
+    if let Some(name) = name {
+        insert_known(&mut headers, MCP_NAME, &encode_header_value(name))?;
+    }
+    for (header, value) in extra_headers {
+        insert_header(&mut headers, header, value)?;
+    }
+    if let Some(token) = token {
+        let mut value =
+            HeaderValue::from_str(&format!("Bearer {}", token.expose())).map_err(|_| {
+                Error::InvalidRequest(
+                    "the bearer token has characters not allowed in a header".into(),
+                )
+            })?;
+        value.set_sensitive(true);
+        headers.insert(reqwest::header::AUTHORIZATION, value);
+    }
+    Ok(headers)
 }
 
 fn insert_header(headers: &mut HeaderMap, name: &str, value: &str) -> Result<()> {
@@ -1456,6 +1642,43 @@ mod tests {
         .expect("encodable");
         let expected = built_as_a_value(42, "tasks/update", &params, PROTOCOL_VERSION).to_string();
         assert_eq!(String::from_utf8(body).expect("UTF-8"), expected);
+    }
+
+    #[test]
+    fn capabilities_among_the_params_replace_the_clients_own_and_nothing_else_does() {
+        let fixed = FixedMeta::new(&ClientOptions::default()).expect("encodable");
+        let mut params = Map::new();
+        params.insert("name".into(), json!("failing_job"));
+        params.insert(
+            "_meta".into(),
+            json!({META_CLIENT_CAPABILITIES: {"sampling": {}}, META_PROTOCOL_VERSION: "1999-01-01"}),
+        );
+        let body = Envelope {
+            id: 7,
+            method: "tools/call",
+            params: &params,
+            version: PROTOCOL_VERSION,
+            fixed: &fixed,
+        }
+        .encode()
+        .expect("encodable");
+        let sent: Value = serde_json::from_slice(&body).expect("valid JSON");
+        let meta = &sent["params"]["_meta"];
+        assert_eq!(
+            meta[META_CLIENT_CAPABILITIES],
+            json!({"sampling": {}}),
+            "{sent}"
+        );
+        assert_eq!(
+            meta[META_PROTOCOL_VERSION],
+            json!(PROTOCOL_VERSION),
+            "{sent}"
+        );
+        assert_eq!(
+            meta[META_CLIENT_INFO]["name"],
+            json!("countersign"),
+            "{sent}"
+        );
     }
 
     #[test]

@@ -172,6 +172,107 @@ pub fn param_headers(
         .collect()
 }
 
+/// How a request's `Mcp-Param-*` headers disagree with its body (SEP-2243, the server's side):
+/// a server answers it with 400 and -32020 (HeaderMismatch) before acting on the request.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ParamHeaderMismatch {
+    /// A declared argument is in the body but its header is not.
+    #[error("missing {header} header: arguments.{path} is present in the body")]
+    Missing {
+        /// `Mcp-Param-…`.
+        header: String,
+        /// The argument's path, dot-separated.
+        path: String,
+    },
+    /// The header is there but the argument is not.
+    #[error("{header} header is present but arguments.{path} is not")]
+    Unexpected {
+        /// `Mcp-Param-…`.
+        header: String,
+        /// The argument's path, dot-separated.
+        path: String,
+    },
+    /// The header's `=?base64?…?=` sentinel is not canonical base64 of UTF-8 (bad padding,
+    /// characters outside the alphabet), or the header is not visible ASCII, or came twice.
+    #[error("{header} header is not a valid value")]
+    Undecodable {
+        /// `Mcp-Param-…`.
+        header: String,
+    },
+    /// Header and argument have different values.
+    #[error("{header} header does not match arguments.{path}")]
+    Different {
+        /// `Mcp-Param-…`.
+        header: String,
+        /// The argument's path, dot-separated.
+        path: String,
+    },
+}
+
+/// Checks a request's `Mcp-Param-*` headers against its `arguments` as a server must (SEP-2243):
+/// every declared argument present in the body (and not null) needs its header, a header needs
+/// its argument, and the header, decoded, must equal the argument (numbers compare as numbers).
+/// `sent` gives a header's value by its lower-case name, `None` when absent; a value it could
+/// not read as one visible-ASCII string should come back as one that cannot decode (`"\u{fffd}"`).
+/// The mirror of [`param_headers`], which writes these headers on the client's side.
+pub fn check_param_headers<'h>(
+    params: &[HeaderParam],
+    arguments: Option<&Map<String, Value>>,
+    sent: impl Fn(&str) -> Option<&'h str>,
+) -> Result<(), ParamHeaderMismatch> {
+    for param in params {
+        let header = format!("Mcp-Param-{}", param.name);
+        let body = arguments
+            .and_then(|args| {
+                let (first, rest) = param.path.split_first()?;
+                rest.iter()
+                    .try_fold(args.get(first)?, |value, key| value.get(key))
+            })
+            .filter(|value| !value.is_null());
+        let path = || param.path.join(".");
+        match (sent(&header.to_ascii_lowercase()), body) {
+            (None, None) => {}
+            (None, Some(_)) => {
+                return Err(ParamHeaderMismatch::Missing {
+                    header,
+                    path: path(),
+                })
+            }
+            (Some(_), None) => {
+                return Err(ParamHeaderMismatch::Unexpected {
+                    header,
+                    path: path(),
+                })
+            }
+            (Some(raw), Some(body)) => {
+                let value = Some(raw.trim_matches([' ', '\t']))
+                    .filter(|raw| raw.is_ascii())
+                    .and_then(decode_header_value)
+                    .ok_or_else(|| ParamHeaderMismatch::Undecodable {
+                        header: header.clone(),
+                    })?;
+                let same = match body {
+                    Value::String(text) => value == *text,
+                    Value::Bool(flag) => value == if *flag { "true" } else { "false" },
+                    Value::Number(number) => value
+                        .parse::<f64>()
+                        .ok()
+                        .zip(number.as_f64())
+                        .is_some_and(|(sent, body)| sent == body),
+                    _ => false,
+                };
+                if !same {
+                    return Err(ParamHeaderMismatch::Different {
+                        header,
+                        path: path(),
+                    });
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -211,6 +312,72 @@ mod tests {
             ]
         );
         assert!(param_headers(&params, json!({}).as_object()).is_empty());
+    }
+
+    #[test]
+    fn a_server_accepts_only_headers_that_mirror_the_body() {
+        let schema = json!({"type": "object", "properties": {
+            "region": {"type": "string", "x-mcp-header": "Region"},
+            "count": {"type": "integer", "x-mcp-header": "Count"}
+        }});
+        let params = header_params(Some(&schema)).expect("valid");
+        let check = |args: Value, sent: &[(&'static str, &'static str)]| {
+            check_param_headers(&params, args.as_object(), |name| {
+                sent.iter().find(|(n, _)| *n == name).map(|(_, v)| *v)
+            })
+        };
+        let both = json!({"region": "Hello", "count": 3});
+        assert_eq!(check(json!({}), &[]), Ok(()));
+        assert_eq!(
+            check(
+                both.clone(),
+                &[("mcp-param-region", "Hello"), ("mcp-param-count", "3.0")]
+            ),
+            Ok(())
+        );
+        assert_eq!(
+            check(
+                both.clone(),
+                &[
+                    ("mcp-param-region", "=?base64?SGVsbG8=?="),
+                    ("mcp-param-count", "3")
+                ]
+            ),
+            Ok(()),
+            "canonical base64 decodes to the body's value"
+        );
+        assert_eq!(
+            check(
+                json!({"region": "SGVsbG8="}),
+                &[("mcp-param-region", "SGVsbG8=")]
+            ),
+            Ok(()),
+            "without the sentinel a value is literal"
+        );
+        for bad in ["=?base64?SGVsbG8?=", "=?base64?SGVs!!!bG8=?=", "\u{fffd}"] {
+            assert!(
+                matches!(
+                    check(json!({"region": "Hello"}), &[("mcp-param-region", bad)]),
+                    Err(ParamHeaderMismatch::Undecodable { .. })
+                ),
+                "{bad} must be refused"
+            );
+        }
+        assert!(matches!(
+            check(json!({"region": "Hello"}), &[]),
+            Err(ParamHeaderMismatch::Missing { .. })
+        ));
+        assert!(matches!(
+            check(json!({}), &[("mcp-param-region", "Hello")]),
+            Err(ParamHeaderMismatch::Unexpected { .. })
+        ));
+        assert!(matches!(
+            check(
+                json!({"region": "Hello", "count": 3}),
+                &[("mcp-param-region", "Hello"), ("mcp-param-count", "4")]
+            ),
+            Err(ParamHeaderMismatch::Different { .. })
+        ));
     }
 
     #[test]
