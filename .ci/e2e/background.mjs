@@ -1,27 +1,31 @@
 // Background mode in a real session (run by .ci/e2e/run.sh inside .ci/with-session.sh), with the
-// app started directly (no WebDriver: closing the window must really destroy it):
-// closing the window (WM_DELETE_WINDOW, as a window manager sends for the close button) ends
-// WebKit's web and network processes while the app keeps running; its engine still polls (a
-// question of a task called meanwhile is recorded and notified); clicking that notification
-// rebuilds the window on the question; a second launch on the same ledger hands over to the
-// running app (single instance) and exits; countersign:// links handed over that way open the
-// page they lead to (task detail, the adopt form to confirm, or the server to add); Approve on a
-// notification (the daemon's context menu) answers without opening the window.
+// app started directly (no WebDriver: closing the window must really destroy it). The app is two
+// processes: the resident (countersign-resident: engine, tray, notifications; no GTK or WebKit),
+// which the first launch starts, and the window process (countersign-desktop), which ends when
+// its window closes. Checked: closing the window ends the window process and WebKit's, and no
+// process left maps GTK or WebKit; the resident's engine still polls (a question of a task called
+// meanwhile is recorded and notified); clicking that notification starts a window on the
+// question; a second launch on the same ledger opens the window without a second engine, and a
+// third one hands over to that window (single instance); countersign:// links handed over that
+// way open the page they lead to (task detail, the adopt form to confirm, or the server to add);
+// Approve on a notification (the daemon's context menu) answers without opening the window.
 //
-// Env: COUNTERSIGN_APP, COUNTERSIGN_CLI (absolute paths), E2E_WORK (scratch dir), SCREENSHOTS,
-// E2E_LOGS (where the app's log goes; default E2E_WORK).
+// Env: COUNTERSIGN_APP, COUNTERSIGN_CLI, COUNTERSIGN_RESIDENT (absolute paths), E2E_WORK (scratch
+// dir), SCREENSHOTS, E2E_LOGS (where the app's log goes; default E2E_WORK).
 import assert from "node:assert/strict";
 import { execFileSync, spawn, spawnSync } from "node:child_process";
-import { mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
-import { NotificationLog, screenshot, sleep, until, stepper } from "./wd.mjs";
+import { NotificationLog, sleep, until, stepper } from "./wd.mjs";
+import { alive, descendants, uiLibraries, webkit, windowProcesses, windows } from "./procs.mjs";
 
 const app = process.env.COUNTERSIGN_APP;
 const cli = process.env.COUNTERSIGN_CLI;
+const residentExe = process.env.COUNTERSIGN_RESIDENT;
 const work = process.env.E2E_WORK;
 const shots = process.env.SCREENSHOTS;
-for (const [k, v] of Object.entries({ COUNTERSIGN_APP: app, COUNTERSIGN_CLI: cli, E2E_WORK: work, SCREENSHOTS: shots })) {
+for (const [k, v] of Object.entries({ COUNTERSIGN_APP: app, COUNTERSIGN_CLI: cli, COUNTERSIGN_RESIDENT: residentExe, E2E_WORK: work, SCREENSHOTS: shots })) {
   assert.ok(v, `${k} must be set (run .ci/e2e/run.sh)`);
 }
 const dataDir = join(work, "background-ledger");
@@ -31,108 +35,100 @@ const logs = process.env.E2E_LOGS ?? work;
 mkdirSync(logs, { recursive: true });
 
 const step = stepper(join(shots, "background-failure.png"));
+const env = { ...process.env, RUST_LOG: "info", COUNTERSIGN_DEMO_SPEED: "10" };
 
-/** The direct children of `pid` by command name (as /proc has it: at most 15 characters). */
-function children(pid) {
-  const out = [];
-  for (const entry of readdirSync("/proc")) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
-      // pid (comm) state ppid …; comm may hold spaces and parentheses.
-      const close = stat.lastIndexOf(")");
-      const comm = stat.slice(stat.indexOf("(") + 1, close);
-      const ppid = Number(stat.slice(close + 2).split(" ")[1]);
-      if (ppid === pid) out.push(comm);
-    } catch {}
-  }
-  return out;
+const log = [];
+/** Starts a launch of the app whose log (and its resident's, and their windows') joins `log`. */
+function launch(args) {
+  const p = spawn(app, args, { env, stdio: ["ignore", "ignore", "pipe"] });
+  createInterface({ input: p.stderr }).on("line", (line) => log.push(line));
+  p.exited = new Promise((r) => p.once("exit", (code, signal) => r({ code, signal })));
+  return p;
 }
-const webkit = (pid) => children(pid).filter((c) => c.startsWith("WebKit"));
-const alive = (pid) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
-/** The app's X windows (GTK sets _NET_WM_PID); [] when it has none. */
-const windows = (pid) => {
-  const r = spawnSync("xdotool", ["search", "--onlyvisible", "--pid", String(pid), "--name", "^Countersign"]);
-  return r.status === 0 ? r.stdout.toString().trim().split("\n").filter(Boolean) : [];
-};
+const logged = (re) => log.find((l) => re.test(l));
 
 const notifications = new NotificationLog();
-const proc = spawn(app, ["--demo", "--data-dir", dataDir], {
-  env: { ...process.env, RUST_LOG: "info", COUNTERSIGN_DEMO_SPEED: "10" },
-  stdio: ["ignore", "ignore", "pipe"],
-});
-const log = [];
-createInterface({ input: proc.stderr }).on("line", (line) => log.push(line));
+const proc = launch(["--demo", "--data-dir", dataDir]);
+let resident = 0;
+let second = null;
 process.on("exit", () => {
   writeFileSync(join(logs, "background-app.log"), `${log.join("\n")}\n`);
   notifications.stop();
-  if (alive(proc.pid)) proc.kill("SIGKILL");
+  for (const p of [proc.pid, second?.pid, resident]) if (p && alive(p)) process.kill(p, "SIGKILL");
 });
-const logged = (re) => log.find((l) => re.test(l));
+/** Every window process: the first launch, the second, and those the resident started. */
+const windowPids = () => [proc.pid, second?.pid, ...windowProcesses(resident).map((p) => p.pid)].filter((p) => p && alive(p));
+const ourWindows = () => windows(...windowPids());
+const ourWebkit = () => webkit(resident, ...windowPids()).map((p) => p.comm);
 
-await step("the app starts with its window and WebKit's processes", async () => {
+await step("the app starts the resident, its window and WebKit's processes", async () => {
   await until("the first paint", () => logged(/first paint \d+ ms after launch/), 30000);
-  await until("the window", () => windows(proc.pid).length === 1, 10000);
-  const kids = webkit(proc.pid);
+  resident = Number(logged(/countersign: resident (\d+) on /).match(/resident (\d+)/)[1]);
+  assert.ok(alive(resident), "the resident runs");
+  await until("the window", () => ourWindows().length === 1, 10000);
+  const kids = ourWebkit();
   assert.ok(kids.some((c) => c.startsWith("WebKitWebProces")), `a web process: ${kids}`);
   assert.ok(kids.some((c) => c.startsWith("WebKitNetworkPr")), `a network process: ${kids}`);
 });
 
-await step("closing the window frees the webview: WebKit's processes end, the app keeps running", async () => {
-  const [id] = windows(proc.pid);
+await step("closing the window ends the window process and WebKit's; the resident maps no GTK or WebKit", async () => {
+  const [id] = ourWindows();
   execFileSync("python3", [join(import.meta.dirname, "wm_close.py"), id]);
-  await until("the window gone", () => windows(proc.pid).length === 0, 10000);
-  await until("WebKit's processes gone", () => webkit(proc.pid).length === 0, 15000).catch((e) => {
-    throw new Error(`${e.message}; still running: ${webkit(proc.pid)}`);
+  const end = await Promise.race([proc.exited, sleep(15000).then(() => null)]);
+  assert.ok(end, "the window process ended with its window");
+  assert.equal(end.code, 0, `a clean exit: ${JSON.stringify(end)}`);
+  await until("WebKit's processes gone", () => ourWebkit().length === 0, 15000).catch((e) => {
+    throw new Error(`${e.message}; still running: ${ourWebkit()}`);
   });
   await sleep(1000);
-  assert.ok(alive(proc.pid), "the app still runs");
-  assert.deepEqual(webkit(proc.pid), [], "no WebKit process came back");
+  assert.ok(alive(resident), "the resident still runs");
+  assert.deepEqual(ourWebkit(), [], "no WebKit process came back");
+  // What makes a small background footprint possible: nothing left holds GTK or WebKit.
+  for (const p of [{ pid: resident, comm: "resident" }, ...descendants(resident)]) {
+    assert.deepEqual(uiLibraries(p.pid), [], `${p.comm} (${p.pid}) maps no GTK/WebKit library`);
+  }
 });
 
 await step("in the background the engine still polls: a new task's question is recorded and notified", async () => {
+  // Only the new question's notification on screen, for the click of the next step (the demo's
+  // own, and its agent's call, were told at launch).
+  execFileSync("dunstctl", ["close-all"]);
   const before = notifications.fresh("demo · deploy_service").length;
   execFileSync(cli, ["--data-dir", dataDir, "call", "demo", "deploy_service", JSON.stringify({ service: "background", environment: "staging" }), "--no-follow"]);
   await until("a notification for the new question", () => notifications.calls.some((c) => c.replacesId === 0 && c.body.includes("background")), 30000);
   assert.ok(notifications.fresh("demo · deploy_service").length > before);
-  assert.equal(windows(proc.pid).length, 0, "a notification does not open the window by itself");
-  assert.deepEqual(webkit(proc.pid), []);
+  assert.equal(ourWindows().length, 0, "a notification does not open the window by itself");
+  assert.deepEqual(ourWebkit(), []);
 });
 
-await step("clicking the notification rebuilds the window on that question", async () => {
+await step("clicking the notification starts a window on that question", async () => {
   const dunst = await until("the notification on screen", () => {
     const r = spawnSync("xdotool", ["search", "--onlyvisible", "--class", "Dunst"]);
     return r.status === 0 ? r.stdout.toString().trim().split("\n")[0] : null;
   });
   execFileSync("xdotool", ["mousemove", "--window", dunst, "30", "15", "click", "1"]);
-  await until("the window back", () => windows(proc.pid).length === 1, 15000);
+  await until("the window back", () => ourWindows().length === 1, 15000);
   await until("the question's route", () => logged(/opening the window at #\/inbox\/\d+\/\S+/), 5000).catch((e) => {
     throw new Error(`${e.message}: ${log.filter((l) => /window|notif/.test(l)).join("\n")}`);
   });
   const painted = await until("its first paint", () => logged(/window reopened, first paint (\d+) ms/), 15000);
   console.log(`     ${painted.replace(/^.*countersign: /, "")}`);
   // Background again for the next step.
-  execFileSync("python3", [join(import.meta.dirname, "wm_close.py"), windows(proc.pid)[0]]);
-  await until("WebKit's processes gone again", () => webkit(proc.pid).length === 0, 15000);
+  execFileSync("python3", [join(import.meta.dirname, "wm_close.py"), ourWindows()[0]]);
+  await until("the window process gone", () => windowProcesses(resident).length === 0, 15000);
+  await until("WebKit's processes gone again", () => ourWebkit().length === 0, 15000);
   log.length = 0;
 });
 
-await step("a second launch on the same ledger hands over to the running app, which rebuilds its window", async () => {
+await step("a second launch on the same ledger opens the window on the running resident (no second engine)", async () => {
   const t0 = Date.now();
-  const second = spawnSync(app, ["--data-dir", dataDir], { env: { ...process.env, RUST_LOG: "warn" }, timeout: 30000 });
-  assert.equal(second.status, 0, `the second instance exits at once: ${second.stderr}`);
-  await until("the window back", () => windows(proc.pid).length === 1, 15000);
-  const painted = await until("its first paint", () => logged(/window reopened, first paint (\d+) ms/), 15000);
-  console.log(`     reopened in ${Date.now() - t0} ms from the second launch; ${painted.replace(/^.*countersign: /, "")}`);
-  assert.ok(webkit(proc.pid).some((c) => c.startsWith("WebKitWebProces")), "a new web process");
-  assert.ok(alive(proc.pid));
+  second = launch(["--data-dir", dataDir]);
+  await until("the window back", () => ourWindows().length === 1, 15000);
+  const painted = await until("its first paint", () => logged(/first paint (\d+) ms after launch/), 15000);
+  console.log(`     a window in ${Date.now() - t0} ms from the second launch; ${painted.replace(/^.*countersign: /, "")}`);
+  assert.ok(ourWebkit().some((c) => c.startsWith("WebKitWebProces")), "a new web process");
+  assert.equal(log.filter((l) => /countersign: resident \d+ on /.test(l)).length, 0, "no second resident");
+  assert.ok(alive(resident));
 });
 await step("links: a tracked task opens its detail, an untracked one the adopt form, an unknown server is named, a hostile link opens nothing", async () => {
   const shown = JSON.parse(execFileSync(cli, ["--data-dir", dataDir, "--json", "task", "show", "#1"]).toString());
@@ -151,11 +147,12 @@ await step("links: a tracked task opens its detail, an untracked one the adopt f
   await follow("countersign://task/demo/not-tracked", new RegExp(`opening the window at #/adopt/${shown.task.server_id}/not-tracked$`));
   await follow(`countersign://task/${encodeURIComponent("https://elsewhere.example/mcp")}/t1`, /opening the window at #\/adopt\/url\/https%3A%2F%2Felsewhere\.example%2Fmcp\/t1$/);
   await follow("countersign://task/demo/a%0A%1B%5B2J", /cannot open the link: the link's task id holds a control character/);
-  assert.ok(alive(proc.pid), "a hostile link does not end the app");
+  assert.ok(alive(second.pid), "a hostile link does not end the window");
+  assert.ok(alive(resident));
 });
 await step("Approve on a notification answers the question without opening the window; the server gets the answer", async () => {
-  if (windows(proc.pid).length) execFileSync("python3", [join(import.meta.dirname, "wm_close.py"), windows(proc.pid)[0]]);
-  await until("WebKit's processes gone", () => webkit(proc.pid).length === 0, 15000);
+  if (ourWindows().length) execFileSync("python3", [join(import.meta.dirname, "wm_close.py"), ourWindows()[0]]);
+  await until("WebKit's processes gone", () => ourWebkit().length === 0, 15000);
   execFileSync("dunstctl", ["close-all"]);
   execFileSync(cli, ["--data-dir", dataDir, "call", "demo", "deploy_service", JSON.stringify({ service: "approve-from-notification", environment: "staging" }), "--no-follow"]);
   await until("its notification", () => notifications.calls.some((c) => c.replacesId === 0 && c.body.includes("approve-from-notification")), 30000);
@@ -171,11 +168,11 @@ await step("Approve on a notification answers the question without opening the w
   const shown = JSON.parse(execFileSync(cli, ["--data-dir", dataDir, "--json", "task", "show", String(task.task_id)]).toString());
   const kinds = shown.timeline.map((e) => e.kind);
   assert.ok(kinds.includes("input_answered") && kinds.includes("update_acknowledged"), `the answer delivered and acknowledged: ${kinds}`);
-  assert.equal(windows(proc.pid).length, 0, "answered without opening the window");
-  assert.deepEqual(webkit(proc.pid), []);
+  assert.equal(ourWindows().length, 0, "answered without opening the window");
+  assert.deepEqual(ourWebkit(), []);
 });
-const exited = new Promise((r) => proc.once("exit", r));
-proc.kill("SIGTERM");
-await Promise.race([exited, sleep(5000)]);
+// The resident ends on request (as the tray's Quit does; tray.mjs checks that one).
+spawnSync(residentExe, ["--quit", "--data-dir", dataDir], { timeout: 10000 });
+await until("the resident ended", () => !alive(resident), 10000).catch(() => process.kill(resident, "SIGKILL"));
 // dbus-monitor would keep node running.
 notifications.stop();

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The installable package: builds the debug .deb with the Tauri CLI (`tauri build --debug
-# --bundles deb`: the app with the UI embedded, the `countersign` CLI, the desktop entry with the
+# --bundles deb`: the app with the UI embedded, the `countersign` CLI, the `countersign-resident`
+# background process (engine, tray, notifications), the desktop entry with the
 # countersign:// link handler, icons), installs it with apt-get as a person would, and runs the
 # smoke test (.ci/e2e/installed.mjs) against the installed binaries inside a private session
 # (.ci/with-session.sh). Run by .ci/test after the end-to-end tests.
@@ -38,6 +39,7 @@ fi
 
 export COUNTERSIGN_APP=/usr/bin/countersign-desktop
 export COUNTERSIGN_CLI=/usr/bin/countersign
+export COUNTERSIGN_RESIDENT=/usr/bin/countersign-resident
 export SCREENSHOTS="$(realpath -m "${SCREENSHOTS:-$root/.ci/artifacts/screenshots}")"
 export E2E_WORK="$(mktemp -d /tmp/countersign-deb.XXXXXX)"
 mkdir -p "$SCREENSHOTS" "$E2E_WORK/home"
@@ -50,6 +52,9 @@ command -v tauri-driver >/dev/null 2>&1 && driver="$(command -v tauri-driver)"
 HOME="$E2E_WORK/home" RUST_LOG=info COUNTERSIGN_DEMO_SPEED=10 "$driver" --port 4444 >"$logs/installed-app-and-driver.log" 2>&1 &
 driver_pid=$!
 cleanup() {
+  find "$E2E_WORK" -name resident.sock 2>/dev/null | while read -r sock; do
+    "$COUNTERSIGN_RESIDENT" --quit --data-dir "$(dirname "$sock")" 2>/dev/null || true
+  done
   kill "$driver_pid" 2>/dev/null || true
   wait "$driver_pid" 2>/dev/null || true
   rm -rf "$E2E_WORK"

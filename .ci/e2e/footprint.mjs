@@ -1,14 +1,16 @@
 // Background-mode footprint (numbers, not assertions; issue 12's targets: ≤ 60 MB for all
 // Countersign processes with 1,000 tracked tasks, window reopen to first paint ≤ 300 ms in a
 // release build). Run by footprint.sh inside a private session (Xvfb + D-Bus + dunst), the app
-// started directly: 1,000 working tasks on a demo server (polled every 5 s), the window closed
-// (WM_DELETE_WINDOW), then RSS and PSS of the app and every descendant; then three reopens
-// (second launch → "window reopened, first paint N ms"), each closed again. Then what holds the
-// background process's memory (smaps by mapping and by stack), the app started with
-// `--background` (as at login: no window ever built), and the engine alone (`countersign
-// watch`) on the same tasks: the background cost of a split design.
+// started directly: 1,000 working tasks on a demo server (polled every 5 s); the app (the window
+// process, which starts the resident) with its window open, then closed (WM_DELETE_WINDOW: the
+// window process ends), then RSS and PSS summed over every Countersign process (the resident and
+// all it started); then three reopens from the tray's Open (dbusmenu over D-Bus → "window
+// reopened, first paint N ms after it was asked for") and three from a second launch, each
+// closed again. Then what holds the resident's memory (smaps by mapping and by stack), the
+// resident started as at login (`--background`: no window ever), and the engine alone
+// (`countersign watch`) on the same tasks.
 //
-// Env: COUNTERSIGN_APP, COUNTERSIGN_CLI (absolute paths), MEASURE_WORK (scratch dir).
+// Env: COUNTERSIGN_APP, COUNTERSIGN_RESIDENT, COUNTERSIGN_CLI (absolute paths), MEASURE_WORK.
 import assert from "node:assert/strict";
 import { execFileSync, spawn, spawnSync } from "node:child_process";
 import { readFileSync, readdirSync } from "node:fs";
@@ -17,9 +19,10 @@ import { createInterface } from "node:readline";
 import { sleep, startServer, until } from "./wd.mjs";
 
 const app = process.env.COUNTERSIGN_APP;
+const residentExe = process.env.COUNTERSIGN_RESIDENT;
 const cli = process.env.COUNTERSIGN_CLI;
 const work = process.env.MEASURE_WORK;
-assert.ok(app && cli && work, "run .ci/e2e/footprint.sh");
+assert.ok(app && residentExe && cli && work, "run .ci/e2e/footprint.sh");
 const dir = join(work, "thousand");
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const countersign = (...args) => execFileSync(cli, args, { encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] });
@@ -56,9 +59,9 @@ const comm = (p) => {
     return "?";
   }
 };
-/** MiB: RSS and PSS (proportional: shared pages split between their users) of the whole tree. */
-function footprint(pid) {
-  const ps = tree(pid);
+/** MiB: RSS and PSS (proportional: shared pages split between their users) of the trees of `pids`. */
+function footprint(...pids) {
+  const ps = [...new Set(pids.flatMap((p) => tree(p)))];
   const sum = (f) => ps.reduce((s, p) => s + f(p), 0) / 1024;
   return {
     rss: sum((p) => field(`/proc/${p}/status`, /VmRSS:\s+(\d+) kB/)),
@@ -93,7 +96,7 @@ function byStack(rows) {
     ["GTK/GDK/cairo/pango + X11 + fonts", /libgtk|libgdk|libcairo|libpango|libharfbuzz|libfreetype|libfontconfig|libpixman|libX|libxcb|libxkb|libatk|libat-spi|librsvg|libpng|libjpeg|libtiff|libepoxy|libayatana|libdbusmenu|libappindicator|\.ttf|\.otf|fonts|\.cache|icon-theme|gschemas|mime\.cache|locale-archive/i],
     ["Mesa software GL (llvmpipe) and flite speech, loaded for WebKit", /libLLVM|_dri\.so|libgallium|libglapi|libflite|libasound|SYSV/i],
     ["GLib/GIO/gobject", /libglib|libgio|libgobject|libgmodule|libffi|libpcre/i],
-    ["the app's executable", /countersign/],
+    ["the executable", /countersign/],
     ["heap and anonymous memory", /^\[(heap|anon)\]$/],
   ];
   const out = new Map(stacks.map(([n]) => [n, 0]));
@@ -108,12 +111,6 @@ function byStack(rows) {
 const windows = (pid) => {
   const r = spawnSync("xdotool", ["search", "--onlyvisible", "--pid", String(pid), "--name", "^Countersign"]);
   return r.status === 0 ? r.stdout.toString().trim().split("\n").filter(Boolean) : [];
-};
-const webkit = (pid) => tree(pid).slice(1).map(comm).filter((c) => c.startsWith("WebKit"));
-const close = async (pid) => {
-  const [id] = windows(pid);
-  execFileSync("python3", [join(import.meta.dirname, "wm_close.py"), id]);
-  await until("WebKit's processes gone", () => webkit(pid).length === 0, 20000);
 };
 
 const demo = await startServer(cli, ["demo-server", "--port", "0", "--poll-interval-ms", "5000", "--ttl-ms", "0"]);
@@ -133,17 +130,25 @@ try {
   const working = JSON.parse(countersign("--data-dir", dir, "--json", "tasks", "--status", "working")).length;
   console.log(`created ${working} working tasks in ${((Date.now() - t0) / 1000).toFixed(0)} s`);
 
-  proc = spawn(app, ["--data-dir", dir], { stdio: ["ignore", "ignore", "pipe"], env: { ...process.env, RUST_LOG: "info" } });
   const log = [];
-  createInterface({ input: proc.stderr }).on("line", (l) => log.push(l));
+  const follow = (p) => createInterface({ input: p.stderr }).on("line", (l) => log.push(l));
+  const env = { ...process.env, RUST_LOG: "info" };
+  proc = spawn(app, ["--data-dir", dir], { stdio: ["ignore", "ignore", "pipe"], env });
+  follow(proc);
   await until("the first paint", () => log.some((l) => /first paint \d+ ms after launch/.test(l)), 60000);
+  const resident = Number(/resident (\d+) on/.exec(log.find((l) => /countersign: resident \d+ on /.test(l)))[1]);
   await sleep(5000);
-  const open = footprint(proc.pid);
-  await close(proc.pid);
-  await sleep(20000); // resumed and polled a few rounds (every 5 s) in the background
+  const open = footprint(proc.pid, resident);
+  const closeWindow = async (pid) => {
+    const [id] = windows(pid);
+    execFileSync("python3", [join(import.meta.dirname, "wm_close.py"), id]);
+    await until("the window process gone", () => !tree(resident).includes(pid) && !parents().has(pid), 20000);
+  };
+  await closeWindow(proc.pid);
+  await sleep(20000); // polled a few rounds (every 5 s) in the background
   const samples = [];
   for (let i = 0; i < 5; i++) {
-    samples.push(footprint(proc.pid));
+    samples.push(footprint(resident));
     await sleep(2000);
   }
   const mib = (f) => Number(median(samples.map(f)).toFixed(1));
@@ -158,36 +163,52 @@ try {
     open.processes.join(", "),
   );
 
-  const rows = byMapping(proc.pid);
-  console.log("what holds the background app's memory (PSS by mapping, MiB; top 12):");
+  const rows = byMapping(resident);
+  console.log("what holds the resident's memory (PSS by mapping, MiB; top 12):");
   for (const r of rows.slice(0, 12)) console.log(`  ${r.pss.toFixed(1).padStart(7)}  (RSS ${r.rss.toFixed(1)})  ${r.name}`);
   console.log("the same, by stack:");
   for (const [name, pss] of byStack(rows)) console.log(`  ${pss.toFixed(1).padStart(7)}  ${name}`);
 
-  const reopens = [];
+  // The tray's Open, as a tray host sends it (dbusmenu Event "clicked" on the resident's menu).
+  const busName = execFileSync("busctl", ["--user", "list", "--no-legend"]).toString().split("\n")
+    .map((l) => l.trim().split(/\s+/)).find(([n, p]) => n?.startsWith(":") && Number(p) === resident)?.[0];
+  const layout = execFileSync("gdbus", ["call", "--session", "--dest", busName, "--object-path", "/MenuBar", "--method", "com.canonical.dbusmenu.GetLayout", "--", "0", "-1", "[]"]).toString();
+  const openId = /\((\d+), \{[^}]*'label': <'Open Countersign'>/.exec(layout)[1];
+  const windowProcess = () => tree(resident).slice(1).find((p) => comm(p).startsWith("countersign-des"));
+  const fromTray = [];
+  for (let i = 0; i < 3; i++) {
+    log.length = 0;
+    execFileSync("gdbus", ["call", "--session", "--dest", busName, "--object-path", "/MenuBar", "--method", "com.canonical.dbusmenu.Event", "--", openId, "clicked", "<int32 0>", "0"]);
+    const line = await until("the window's first paint", () => log.find((l) => /window reopened, first paint (\d+) ms/.test(l)), 30000);
+    fromTray.push(Number(/first paint (\d+) ms/.exec(line)[1]));
+    await sleep(1000);
+    await closeWindow(windowProcess());
+    await sleep(2000);
+  }
+  const fromLaunch = [];
   for (let i = 0; i < 3; i++) {
     log.length = 0;
     const asked = Date.now();
-    const second = spawnSync(app, ["--data-dir", dir], { timeout: 30000 });
-    assert.equal(second.status, 0);
-    const line = await until("the reopened window's first paint", () => log.find((l) => /window reopened, first paint (\d+) ms/.test(l)), 30000);
-    reopens.push({ inApp: Number(/first paint (\d+) ms/.exec(line)[1]), fromSecondLaunch: Date.now() - asked });
+    const second = spawn(app, ["--data-dir", dir], { stdio: ["ignore", "ignore", "pipe"], env });
+    follow(second);
+    await until("the window's first paint", () => log.find((l) => /first paint (\d+) ms after launch/.test(l)), 30000);
+    fromLaunch.push(Date.now() - asked);
     await sleep(1000);
-    await close(proc.pid);
+    await closeWindow(second.pid);
     await sleep(2000);
   }
   console.log(
-    "window reopen to first paint: median %d ms in the app (runs %s); %d ms from a second launch (runs %s)",
-    median(reopens.map((r) => r.inApp)),
-    reopens.map((r) => r.inApp).join(", "),
-    median(reopens.map((r) => r.fromSecondLaunch)),
-    reopens.map((r) => r.fromSecondLaunch).join(", "),
+    "window reopen to first paint: median %d ms from the tray's Open (runs %s); %d ms from a second launch (runs %s)",
+    median(fromTray),
+    fromTray.join(", "),
+    median(fromLaunch),
+    fromLaunch.join(", "),
   );
 
-  // Started at login (`--background`): the app never builds a window.
-  proc.kill("SIGTERM");
-  await new Promise((r) => (proc.exitCode !== null ? r() : proc.once("exit", r)));
-  proc = spawn(app, ["--background", "--data-dir", dir], { stdio: ["ignore", "ignore", "pipe"], env: { ...process.env, RUST_LOG: "info" } });
+  // Started at login (`--background`): the resident alone, no window ever.
+  spawnSync(residentExe, ["--quit", "--data-dir", dir], { timeout: 10000 });
+  await until("the resident ended", () => !parents().has(resident), 15000);
+  proc = spawn(residentExe, ["--background", "--data-dir", dir], { stdio: ["ignore", "ignore", "pipe"], env });
   await sleep(25000);
   const bg = [];
   for (let i = 0; i < 5; i++) {
@@ -195,7 +216,7 @@ try {
     await sleep(2000);
   }
   console.log(
-    "started with --background (as at login; no window ever built): RSS %s MiB, PSS %s MiB (%s)",
+    "started with --background (as at login; no window ever): RSS %s MiB, PSS %s MiB (%s)",
     median(bg.map((s) => s.rss)).toFixed(1),
     median(bg.map((s) => s.pss)).toFixed(1),
     bg[0].processes.join(", "),

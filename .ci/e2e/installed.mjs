@@ -1,16 +1,18 @@
 // Smoke test of the installed .deb (run by .ci/e2e/deb.sh inside .ci/with-session.sh): the
-// package's own binaries, not the build tree's. The CLI answers `--version`; the desktop entry
+// package's own binaries, not the build tree's. The CLI answers `--version`; the package holds the
+// resident, which the installed app starts (and which maps no GTK or WebKit); the desktop entry
 // registers the countersign:// link handler; the app opens a window with the built-in demo and a
 // demo task flows end to end: the demo's deployment asks for approval, Approve in the window
 // answers it, and the task completes.
 //
-// Env: COUNTERSIGN_APP, COUNTERSIGN_CLI (the installed binaries), E2E_WORK (scratch dir),
+// Env: COUNTERSIGN_APP, COUNTERSIGN_CLI, COUNTERSIGN_RESIDENT (the installed binaries), E2E_WORK (scratch dir),
 // SCREENSHOTS.
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync, readlinkSync } from "node:fs";
 import { join } from "node:path";
 import { App, screenshot, until, stepper } from "./wd.mjs";
+import { uiLibraries } from "./procs.mjs";
 
 const app = process.env.COUNTERSIGN_APP;
 const cli = process.env.COUNTERSIGN_CLI;
@@ -37,7 +39,8 @@ await step("the desktop entry opens countersign:// links with the app", async ()
   const text = readFileSync(desktop, "utf8");
   assert.match(text, /^MimeType=x-scheme-handler\/countersign;?$/m);
   assert.match(text, /^Exec=countersign-desktop %u$/m, "the link reaches the app as its argument");
-  assert.ok(entries.includes(app) && entries.includes(cli), "both binaries come from the package");
+  const resident = process.env.COUNTERSIGN_RESIDENT;
+  assert.ok(entries.includes(app) && entries.includes(cli) && entries.includes(resident), "the three binaries come from the package");
 });
 
 let ui;
@@ -53,5 +56,16 @@ await step("the installed app opens its window with the demo; the demo's approva
   await until("the approved deployment to complete", async () =>
     ui.js(`return [...document.querySelectorAll(".task-row")].some((r) =>
       r.querySelector(".tool code")?.textContent === "deploy_service" && r.querySelector(".status.s-completed"));`), 30000);
+});
+await step("the installed app started the installed resident, which maps no GTK or WebKit", async () => {
+  const residents = readdirSync("/proc").filter((e) => /^\d+$/.test(e)).filter((pid) => {
+    try {
+      return readlinkSync(`/proc/${pid}/exe`) === process.env.COUNTERSIGN_RESIDENT;
+    } catch {
+      return false;
+    }
+  });
+  assert.equal(residents.length, 1, `one resident runs: ${residents}`);
+  assert.deepEqual(uiLibraries(Number(residents[0])), [], "no GTK/WebKit in the resident");
 });
 await ui?.quit();

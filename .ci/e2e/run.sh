@@ -13,15 +13,16 @@ if [[ -z "${COUNTERSIGN_SESSION_BUS:-}" ]]; then
   bash "$root/.ci/setup-peer.sh"
   echo "e2e: UI unit tests and build"
   (cd "$root/ui" && npm test --silent && npm run build --silent >/dev/null)
-  echo "e2e: building the app and the CLI (into $target)"
+  echo "e2e: building the app, the resident and the CLI (into $target)"
   # The shell's own tests (IPC contract, bindings drift, capabilities) run in the workspace's
   # `cargo test`; here the app is built as people run it, with the UI embedded.
-  (cd "$root" && CARGO_TARGET_DIR="$target" cargo build --locked --quiet -p countersign-desktop -p countersign-cli --features countersign-desktop/custom-protocol)
+  (cd "$root" && CARGO_TARGET_DIR="$target" cargo build --locked --quiet -p countersign-desktop -p countersign-resident -p countersign-cli --features countersign-desktop/custom-protocol)
   exec "$root/.ci/with-session.sh" "$0" "$@"
 fi
 
 export COUNTERSIGN_APP="$target/debug/countersign-desktop"
 export COUNTERSIGN_CLI="$target/debug/countersign"
+export COUNTERSIGN_RESIDENT="$target/debug/countersign-resident"
 export PEER_PYTHON="$root/.ci/venv/bin/python"
 export SCREENSHOTS="$(realpath -m "${SCREENSHOTS:-$root/.ci/artifacts/screenshots}")"
 export E2E_WORK="$(mktemp -d /tmp/countersign-e2e.XXXXXX)"
@@ -63,6 +64,11 @@ export TAURI_DRIVER_URL="http://127.0.0.1:$port"
 HOME="$E2E_WORK/home" RUST_LOG=info BROWSER="$browser" "$driver" --port "$port" --native-port "$((port + 1))" >"$logs/app-and-driver.log" 2>&1 &
 driver_pid=$!
 cleanup() {
+  # The residents the window sessions started (one per data directory) end as the tray's Quit
+  # ends them.
+  find "$E2E_WORK" -name resident.sock 2>/dev/null | while read -r sock; do
+    "$COUNTERSIGN_RESIDENT" --quit --data-dir "$(dirname "$sock")" 2>/dev/null || true
+  done
   kill "$driver_pid" 2>/dev/null || true
   wait "$driver_pid" 2>/dev/null || true
   rm -rf "$E2E_WORK"

@@ -106,7 +106,9 @@ await step("start at login writes the desktop's autostart entry, and turning it 
   await saved();
   await until("the autostart entry", () => existsSync(autostartFile), 5000);
   const entry = readFileSync(autostartFile, "utf8");
-  assert.match(entry, new RegExp(`^Exec=${app.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")} --background --data-dir \\S*settings-ledger`, "m"), entry);
+  // The resident starts at login (tray, engine, notifications; no window).
+  const resident = process.env.COUNTERSIGN_RESIDENT;
+  assert.match(entry, new RegExp(`^Exec=${resident.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")} --background --data-dir \\S*settings-ledger`, "m"), entry);
   assert.match(await ui.text('[data-testid="autostart-state"]'), /starts Countersign at login/);
   await check('[data-testid="set-autostart"]', false);
   await save();

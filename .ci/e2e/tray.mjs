@@ -1,22 +1,25 @@
 // The tray's menu in a real session (run by .ci/e2e/run.sh inside .ci/with-session.sh), driven as
-// a tray host drives it: the app's StatusNotifierItem exports its menu over D-Bus
-// (com.canonical.dbusmenu, libayatana-appindicator), and a host sends `Event(id, "clicked")`
-// when a person picks an item. "Open Countersign" rebuilds a closed window; "Quit" ends the app
-// and every process it started (WebKit's). The app is started directly (no WebDriver), as in
-// background.mjs.
+// a tray host drives it: the resident (countersign-resident) exports a StatusNotifierItem and its
+// menu over D-Bus (com.canonical.dbusmenu at /MenuBar, through ksni: no GTK), and a host sends
+// `Event(id, "clicked")` when a person picks an item. The resident is started as the autostart
+// entry starts it (`--background`: no window). "Open Countersign" starts the window process;
+// "Quit" ends the resident and every process of the app (the window's and WebKit's).
 //
-// Env: COUNTERSIGN_APP (absolute path), E2E_WORK (scratch dir), SCREENSHOTS, E2E_LOGS.
+// Env: COUNTERSIGN_APP, COUNTERSIGN_RESIDENT (absolute paths), E2E_WORK (scratch dir),
+// SCREENSHOTS, E2E_LOGS.
 import assert from "node:assert/strict";
 import { execFileSync, spawn, spawnSync } from "node:child_process";
-import { mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
-import { screenshot, sleep, until, stepper } from "./wd.mjs";
+import { sleep, until, stepper } from "./wd.mjs";
+import { alive, descendants, uiLibraries, windowProcesses, windows } from "./procs.mjs";
 
 const app = process.env.COUNTERSIGN_APP;
+const residentExe = process.env.COUNTERSIGN_RESIDENT;
 const work = process.env.E2E_WORK;
 const shots = process.env.SCREENSHOTS;
-for (const [k, v] of Object.entries({ COUNTERSIGN_APP: app, E2E_WORK: work, SCREENSHOTS: shots })) {
+for (const [k, v] of Object.entries({ COUNTERSIGN_APP: app, COUNTERSIGN_RESIDENT: residentExe, E2E_WORK: work, SCREENSHOTS: shots })) {
   assert.ok(v, `${k} must be set (run .ci/e2e/run.sh)`);
 }
 const logs = process.env.E2E_LOGS ?? work;
@@ -25,45 +28,9 @@ mkdirSync(shots, { recursive: true });
 
 const step = stepper(join(shots, "tray-failure.png"));
 
-/** Every process under `pid` (children, grandchildren…), with its command name. */
-function descendants(pid) {
-  const parent = new Map();
-  for (const entry of readdirSync("/proc")) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
-      const close = stat.lastIndexOf(")");
-      parent.set(Number(entry), { ppid: Number(stat.slice(close + 2).split(" ")[1]), comm: stat.slice(stat.indexOf("(") + 1, close) });
-    } catch {}
-  }
-  const out = [];
-  const walk = (p) => {
-    for (const [child, { ppid, comm }] of parent) {
-      if (ppid === p) {
-        out.push({ pid: child, comm });
-        walk(child);
-      }
-    }
-  };
-  walk(pid);
-  return out;
-}
-const alive = (pid) => {
-  try {
-    process.kill(pid, 0);
-    return readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]?.[0] !== "Z";
-  } catch {
-    return false;
-  }
-};
-const windows = (pid) => {
-  const r = spawnSync("xdotool", ["search", "--onlyvisible", "--pid", String(pid), "--name", "^Countersign"]);
-  return r.status === 0 ? r.stdout.toString().trim().split("\n").filter(Boolean) : [];
-};
-
 const dataDir = join(work, "tray-ledger");
-const proc = spawn(app, ["--demo", "--data-dir", dataDir], {
-  env: { ...process.env, RUST_LOG: "info" },
+const proc = spawn(residentExe, ["--background", "--demo", "--data-dir", dataDir], {
+  env: { ...process.env, RUST_LOG: "info", COUNTERSIGN_DESKTOP: app },
   stdio: ["ignore", "ignore", "pipe"],
 });
 const log = [];
@@ -71,8 +38,9 @@ createInterface({ input: proc.stderr }).on("line", (line) => log.push(line));
 const exited = new Promise((r) => proc.once("exit", (code, signal) => r({ code, signal })));
 process.on("exit", () => {
   writeFileSync(join(logs, "tray-app.log"), `${log.join("\n")}\n`);
-  if (alive(proc.pid)) proc.kill("SIGKILL");
+  for (const p of [proc.pid, ...windowProcesses(proc.pid).map((w) => w.pid)]) if (alive(p)) process.kill(p, "SIGKILL");
 });
+const ourWindows = () => windows(...windowProcesses(proc.pid).map((p) => p.pid));
 const logged = (re) => log.find((l) => re.test(l));
 
 /** The app's tray menu on the session bus: its connection, the object path, and item ids by label. */
@@ -83,7 +51,7 @@ function findMenu() {
     const [name, pid] = line.trim().split(/\s+/);
     if (Number(pid) !== proc.pid || !name?.startsWith(":")) continue;
     const tree = spawnSync("busctl", ["--user", "tree", name, "--list"]).stdout?.toString() ?? "";
-    const path = tree.split("\n").find((p) => /^\/org\/ayatana\/NotificationItem\/[^/]+\/Menu$/.test(p.trim()));
+    const path = tree.split("\n").find((p) => p.trim() === "/MenuBar");
     if (path) return { name, path: path.trim() };
   }
   return null;
@@ -101,46 +69,45 @@ function pick(label) {
   execFileSync("gdbus", ["call", "--session", "--dest", menu.name, "--object-path", menu.path, "--method", "com.canonical.dbusmenu.Event", "--", String(id), "clicked", "<int32 0>", "0"]);
 }
 
-await step("the app's tray menu is on the session bus with Open, Do not disturb and Quit", async () => {
-  await until("the first paint", () => logged(/first paint \d+ ms after launch/), 30000);
+await step("the resident's tray menu is on the session bus with Open, Do not disturb and Quit; no window, no GTK", async () => {
+  await until("the resident", () => logged(/countersign: resident \d+ on /), 30000);
   menu = await until("the tray menu (com.canonical.dbusmenu)", findMenu, 15000);
   const items = layout();
   for (const label of ["Open Countersign", "Do not disturb", "Quit"]) assert.ok(label in items, `"${label}" in ${JSON.stringify(items)}`);
+  assert.deepEqual(windowProcesses(proc.pid), [], "no window process in the background");
+  assert.deepEqual(uiLibraries(proc.pid), [], "the resident maps no GTK/WebKit library");
 });
 
-await step("a start at login (--background) while the app runs hands over and opens no window", async () => {
-  const [id] = await until("the window", () => windows(proc.pid).length === 1 && windows(proc.pid), 10000).catch((e) => {
-    const all = spawnSync("xdotool", ["search", "--pid", String(proc.pid)]).stdout.toString().trim().split("\n");
-    const named = all.map((w) => `${w}: ${spawnSync("xdotool", ["getwindowname", w]).stdout.toString().trim()}`);
-    throw new Error(`${e.message}; the app's X windows: ${named.join(" | ")}`);
-  });
-  execFileSync("python3", [join(import.meta.dirname, "wm_close.py"), id]);
-  await until("the window gone", () => windows(proc.pid).length === 0, 10000);
-  await until("WebKit's processes gone", () => !descendants(proc.pid).some((p) => p.comm.startsWith("WebKit")), 15000);
-  const second = spawnSync(app, ["--background", "--data-dir", dataDir], { timeout: 30000 });
-  assert.equal(second.status, 0, `the second instance exits: ${second.stderr}`);
+await step("a second start (the app --background, the resident --background) hands over and opens no window", async () => {
+  for (const [exe, who] of [[app, "the app"], [residentExe, "the resident"]]) {
+    const second = spawnSync(exe, ["--background", "--data-dir", dataDir], { timeout: 30000 });
+    assert.equal(second.status, 0, `${who}'s second start exits: ${second.stderr}`);
+  }
   await sleep(2000);
-  assert.equal(windows(proc.pid).length, 0, "no window for a start at login");
+  assert.equal(ourWindows().length, 0, "no window for a start at login");
+  assert.equal(log.filter((l) => /countersign: resident \d+ on /.test(l)).length, 1, "one resident");
 });
 
-await step("Open in the tray menu rebuilds the closed window", async () => {
+await step("Open in the tray menu starts the window", async () => {
   log.length = 0;
   pick("Open Countersign");
-  await until("the window back", () => windows(proc.pid).length === 1, 15000);
+  await until("the window", () => ourWindows().length === 1, 15000);
   const painted = await until("its first paint", () => logged(/window reopened, first paint (\d+) ms/), 15000);
   console.log(`     ${painted.replace(/^.*countersign: /, "")}`);
   // Open again with the window up: it is focused, not duplicated.
   pick("Open Countersign");
   await sleep(1000);
-  assert.equal(windows(proc.pid).length, 1, "still one window");
+  // The second window process hands over to the first (single instance) and ends.
+  await until("one window process", () => windowProcesses(proc.pid).length === 1, 15000);
+  assert.equal(ourWindows().length, 1, "still one window");
 });
 
-await step("Quit in the tray menu ends the app and every process it started", async () => {
+await step("Quit in the tray menu ends the resident, the window and every process they started", async () => {
   const family = descendants(proc.pid);
   assert.ok(family.some((p) => p.comm.startsWith("WebKit")), `WebKit runs with the window: ${JSON.stringify(family)}`);
   pick("Quit");
   const end = await Promise.race([exited, sleep(15000).then(() => null)]);
-  assert.ok(end, "the app ended within 15 s");
+  assert.ok(end, "the resident ended within 15 s");
   assert.equal(end.code, 0, `a clean exit: ${JSON.stringify(end)}`);
   await until("no process of the app left", () => family.every((p) => !alive(p.pid)), 10000).catch((e) => {
     throw new Error(`${e.message}: ${JSON.stringify(family.filter((p) => alive(p.pid)))}`);

@@ -1,7 +1,7 @@
 // A small W3C WebDriver client for tauri-driver (no client library), plus what the E2E and the
 // measurements share: waiting, screenshots of the X screen, and the notification log.
-import { execFileSync, spawn } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { execFileSync, spawn, spawnSync } from "node:child_process";
+import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 
@@ -41,7 +41,8 @@ export async function until(what, fn, timeoutMs = 15000, everyMs = 150) {
   throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${last.message}` : ""}`);
 }
 
-/** One app window driven through WebDriver: launching a session launches the app. */
+/** One app window driven through WebDriver: launching a session launches the app (the window
+ * process, which starts the resident on that data directory if it does not run). */
 export class App {
   static async launch(application, args = []) {
     const session = await until(
@@ -51,6 +52,8 @@ export class App {
       500,
     );
     const app = new App(session.sessionId);
+    const i = args.indexOf("--data-dir");
+    app.dataDir = i >= 0 ? args[i + 1] : null;
     await until("the UI to render", () => app.exists(".frame"), 20000);
     return app;
   }
@@ -63,8 +66,18 @@ export class App {
     return `/session/${this.sid}${p}`;
   }
 
+  /** Ends the app as the tray's Quit does: the window, and the resident with its engine
+   * (COUNTERSIGN_RESIDENT --quit), so the next launch starts afresh on the ledger. */
   async quit() {
     await wd("DELETE", this.path("")).catch(() => {});
+    const resident = process.env.COUNTERSIGN_RESIDENT;
+    if (resident && this.dataDir) {
+      spawnSync(resident, ["--quit", "--data-dir", this.dataDir], { timeout: 10000 });
+      // Gone once its socket is (it removes it last, after releasing nothing else it holds
+      // but the lock, which the OS releases with the process).
+      await until("the resident to end", () => !existsSync(join(this.dataDir, "resident.sock")), 15000);
+      await sleep(300);
+    }
   }
 
   async find(css) {

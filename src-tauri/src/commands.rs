@@ -19,6 +19,7 @@ use crate::ipc::{
     ZoomRequest,
 };
 use crate::Shell;
+use countersign_core::resident::{ControlError, Request};
 use tauri::{AppHandle, Manager, Runtime, State};
 
 /// Result of a command: errors cross IPC as `{code, message}`.
@@ -31,17 +32,29 @@ fn ipc<T>(r: std::result::Result<T, ConsoleError>) -> Result<T> {
 /// Version, data directory, engine and shell state.
 #[tauri::command]
 pub async fn app_info(shell: State<'_, Shell>) -> Result<AppInfo> {
+    // Asked now (its watch may not have said anything yet at the window's first call).
+    if let Err(e) = crate::resident::ask_state(&shell, &Request::State).await {
+        tracing::warn!("the background process did not answer: {e}");
+    }
     Ok(AppInfo {
         version: env!("CARGO_PKG_VERSION").to_owned(),
         data_dir: shell.console.data_dir().display().to_string(),
         user: shell.console.actor().to_owned(),
-        // The app opens its console with `Start::Now`: it has asked who serves the ledger.
-        engine: shell
-            .console
-            .engine_state()
-            .unwrap_or(crate::ipc::EngineState::Elsewhere { pid: None }),
-        demo_url: shell.demo.lock().await.as_ref().map(crate::demo::Demo::url),
-        gateway_url: shell.gateway_url.lock().ok().and_then(|u| u.clone()),
+        // The resident's engine is this app's: the window shows it as running here.
+        engine: shell.console.engine_state().unwrap_or_else(|| {
+            let resident = shell.resident_state();
+            if resident.runs_engine {
+                crate::ipc::EngineState::Running {
+                    resumed: resident.resumed,
+                }
+            } else {
+                crate::ipc::EngineState::Elsewhere {
+                    pid: resident.engine_pid,
+                }
+            }
+        }),
+        demo_url: shell.resident_state().demo_url,
+        gateway_url: shell.resident_state().gateway_url,
         shell: shell.state().await,
     })
 }
@@ -61,9 +74,16 @@ pub async fn notify_dnd_set<R: Runtime>(
     shell: State<'_, Shell>,
     request: DndRequest,
 ) -> Result<ShellState> {
-    shell.notifier.set_dnd(request.enabled);
-    // Turned off: what arrived meanwhile is told in one summary.
-    crate::settings::check_dnd(&app).await;
+    // The resident holds the notifications (and, turned off, tells what arrived meanwhile in one
+    // summary); its watch brings the new state to the tray and every window.
+    crate::resident::ask_state(
+        &shell,
+        &Request::Dnd {
+            on: request.enabled,
+        },
+    )
+    .await
+    .map_err(unavailable)?;
     Ok(crate::refresh_shell_state(&app, &shell).await)
 }
 
@@ -91,12 +111,17 @@ pub async fn view_zoom_set<R: Runtime>(
         .map_err(|e| CommandError::new(ErrorCode::Internal, format!("cannot zoom: {e}")))
 }
 
-/// What the window shows now.
+/// What the window shows now (told to the resident: no notification for a question on screen).
 #[tauri::command]
-pub async fn view_set(shell: State<'_, Shell>, request: ViewRequest) -> Result<()> {
+pub async fn view_set<R: Runtime>(
+    app: AppHandle<R>,
+    shell: State<'_, Shell>,
+    request: ViewRequest,
+) -> Result<()> {
     if let Ok(mut viewing) = shell.viewing.lock() {
         *viewing = request;
     }
+    crate::resident::tell_viewing(&app).await;
     Ok(())
 }
 
@@ -197,27 +222,26 @@ pub async fn server_check_cancel(shell: State<'_, Shell>) -> Result<()> {
     Ok(())
 }
 
-/// Starts the built-in demo server in this process and registers it as `demo` (the one-click
+/// Starts the built-in demo server in the resident and registers it as `demo` (the one-click
 /// example of the empty views), with a pipeline and an approval to look at; once started, it
-/// serves until the app exits, and asking again returns the same server.
+/// serves until the resident ends, and asking again returns the same server.
 #[tauri::command]
 pub async fn demo_start(shell: State<'_, Shell>) -> Result<ServerView> {
-    let mut slot = shell.demo.lock().await;
-    if slot.is_none() {
-        let demo = crate::demo::start(&shell.console, 1.0)
-            .await
-            .map_err(|e| CommandError::new(ErrorCode::Unavailable, e))?;
-        if demo.first_launch {
-            let console = std::sync::Arc::clone(&shell.console);
-            tauri::async_runtime::spawn(async move { crate::demo::first_calls(&console).await });
-        }
-        *slot = Some(demo);
-    }
-    drop(slot);
-    let server = ipc(shell.console.server_named(crate::demo::NAME).await)?.ok_or_else(|| {
+    crate::resident::ask_state(&shell, &Request::Demo)
+        .await
+        .map_err(unavailable)?;
+    let server = ipc(shell.console.server_named(DEMO_SERVER).await)?.ok_or_else(|| {
         CommandError::new(ErrorCode::Internal, "the demo server is not registered")
     })?;
     ipc(shell.console.server_view(server.id).await)
+}
+
+/// The name the resident registers its demo server under.
+const DEMO_SERVER: &str = "demo";
+
+/// The resident did not do what was asked (it ended, or failed).
+fn unavailable(e: ControlError) -> CommandError {
+    CommandError::new(ErrorCode::Unavailable, e.to_string())
 }
 
 /// The agents' calls held by the gateway for a person, oldest first.
@@ -271,7 +295,7 @@ pub async fn agents_get(shell: State<'_, Shell>) -> Result<AgentsPage> {
         agents: ipc(shell.console.agents().await)?,
         rules: ipc(shell.console.rules().await)?,
         calls: ipc(shell.console.gated_calls(RECENT_CALLS).await)?,
-        gateway_url: shell.gateway_url.lock().ok().and_then(|u| u.clone()),
+        gateway_url: shell.resident_state().gateway_url,
     })
 }
 
@@ -282,7 +306,7 @@ pub async fn agent_add(shell: State<'_, Shell>, request: AgentRef) -> Result<Age
     Ok(AgentCreated {
         agent,
         token: token.expose().clone(),
-        gateway_url: shell.gateway_url.lock().ok().and_then(|u| u.clone()),
+        gateway_url: shell.resident_state().gateway_url,
     })
 }
 

@@ -1,39 +1,40 @@
-//! Countersign's desktop shell: a thin Tauri 2 layer over the headless core, whose engine runs
-//! inside the app process (resuming every unfinished task at launch).
+//! Countersign's desktop window: a thin Tauri 2 layer over the headless core, started only while
+//! a window is open. The engine, the tray and the notifications live in the resident
+//! (`countersign-resident`, no GTK or WebKit), which this process starts when it is not running
+//! and which starts this process again on the tray's Open, a notification's click or a link.
+//! This process ends when its window closes, and with it GTK, WebKit and their memory.
 //!
 //! Every action and every view is the core's [`Console`] (`countersign_core::console`), the same
-//! one the CLI uses; this crate only wires it to a window:
+//! one the CLI uses (the engine elsewhere: the ledger's change feed crosses processes); this crate
+//! only wires it to a window:
 //! - [`commands`]: the commands the webview may call (granted in `capabilities/main.json`), each
 //!   one call on the console;
 //! - [`ipc`]: the command/event contract, declared once (ts-rs generates `ui/src/bindings/`);
-//! - [`feed`]: follows the ledger's events and fans them out to the webview, notifications, tray;
-//! - [`notify`]: one desktop notification per question, with Approve/Decline when possible;
-//! - [`sign_in`]: signing in to and out of OAuth-protected servers, the "sign in again" notice;
-//! - [`tray`]: the tray icon, and the pending count in its tooltip and the window title;
-//! - [`window`]: background mode: the window is destroyed on close and rebuilt on demand;
-//! - [`demo`]: `--demo`, the built-in demo server in-process;
-//! - [`options`]: the command line (`--data-dir`, `--demo`) and the launch time;
-//! - [`settings`]: the Settings page's commands, and applying the settings (do-not-disturb
-//!   schedule, sound, start at login, gateway) to this app.
+//! - [`feed`]: follows the ledger's events and fans them out to the webview;
+//! - [`resident`]: starts the resident when needed, and follows its state (do-not-disturb,
+//!   gateway, start at login) over its control socket;
+//! - [`sign_in`]: signing in to and out of OAuth-protected servers;
+//! - [`window`]: the one window, at the page asked for; the process ends with it;
+//! - [`links`]: `countersign://` links;
+//! - [`options`]: the command line (`--data-dir`, `--demo`, `--page`…) and the launch time;
+//! - [`settings`]: the Settings page's commands (the resident applies what they save).
 
 pub mod commands;
-pub mod demo;
 pub mod feed;
 pub mod ipc;
 pub mod links;
-pub mod notify;
 pub mod options;
+pub mod resident;
 pub mod settings;
 pub mod sign_in;
-pub mod tray;
 pub mod window;
 
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use countersign_core::console::{self, Console, Setup, Start};
+use countersign_core::resident::{ResidentState, WatchWriter};
 use ipc::{event, ShellState, ViewRequest};
-use notify::Notifier;
 pub use options::{Launch, Options};
 use tauri::{AppHandle, Emitter, Manager, Runtime};
 
@@ -43,37 +44,71 @@ pub enum Error {
     /// Tauri failed (no display, bad config, …).
     #[error(transparent)]
     Tauri(#[from] tauri::Error),
-    /// The ledger or engine failed to open.
+    /// The ledger failed to open.
     #[error(transparent)]
     Console(#[from] console::OpenError),
     /// The command line was wrong.
     #[error("{0}")]
     Usage(String),
-    /// `--demo` could not start its server.
-    #[error("{0}")]
-    Demo(String),
+    /// The resident could not be started.
+    #[error("cannot start Countersign's background process {}: {source}", exe.display())]
+    ResidentSpawn {
+        /// The executable tried.
+        exe: std::path::PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The resident started but ended before it answered.
+    #[error("Countersign's background process ended at start ({status}); its log says why")]
+    ResidentExited {
+        /// How it ended.
+        status: std::process::ExitStatus,
+    },
+    /// The resident did not answer in time.
+    #[error("Countersign's background process did not answer within {seconds} s")]
+    ResidentSilent {
+        /// How long it was given.
+        seconds: u64,
+    },
 }
 
 /// Managed state.
 pub struct Shell {
-    /// The core.
+    /// The core (the engine runs in the resident).
     pub console: Arc<Console>,
-    /// Desktop notifications and do-not-disturb.
-    pub notifier: Arc<Notifier>,
-    /// What the window shows (no notification for a question already on screen).
+    /// What the window shows (told to the resident: no notification for a question on screen).
     pub viewing: Mutex<ViewRequest>,
+    /// Whether the window has the focus.
+    pub focused: Mutex<bool>,
     /// Process start.
     pub launch: Launch,
     /// Milliseconds from launch to the UI's first paint, once reported.
     pub painted_ms: Mutex<Option<u64>>,
-    /// The built-in demo server, once started (`--demo`, or "Try the demo server" in an empty
-    /// view); it serves for as long as the app runs.
-    pub demo: tokio::sync::Mutex<Option<demo::Demo>>,
-    /// The local MCP gateway's base URL, when this app runs it (`--gateway PORT`).
-    pub gateway_url: Mutex<Option<String>>,
+    /// The resident's state, as its watch last said (default until then, or without one).
+    pub resident: Mutex<ResidentState>,
+    /// The resident's watch, to tell it what the window views.
+    pub viewer: tokio::sync::Mutex<Option<WatchWriter>>,
 }
 
 impl Shell {
+    /// A shell over `console` (no resident state until its watch says).
+    pub fn new(console: Arc<Console>, launch: Launch) -> Self {
+        Self {
+            console,
+            viewing: Mutex::default(),
+            focused: Mutex::new(true),
+            launch,
+            painted_ms: Mutex::default(),
+            resident: Mutex::default(),
+            viewer: tokio::sync::Mutex::new(None),
+        }
+    }
+
+    /// The resident's state as last known.
+    pub fn resident_state(&self) -> ResidentState {
+        self.resident.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
     /// Pending count (questions and agents' held calls), DND and notification capabilities, as
     /// of now.
     pub async fn state(&self) -> ShellState {
@@ -85,15 +120,17 @@ impl Shell {
             .map(|l| l.len())
             .unwrap_or(0);
         let pending = u32::try_from(questions + calls).unwrap_or(u32::MAX);
+        let resident = self.resident_state();
         ShellState {
             pending,
-            dnd: self.notifier.dnd(),
-            dnd_scheduled: self.notifier.scheduled(),
-            notification_actions: self.notifier.actions_supported(),
+            dnd: resident.dnd,
+            dnd_scheduled: resident.dnd_scheduled,
+            notification_actions: resident.notification_actions,
         }
     }
 
-    /// Records the UI's first paint (once) and says how long the launch took.
+    /// Records the UI's first paint (once) and says how long the launch took, and, when the
+    /// resident started this window, how long since it was asked for (the reopen time).
     pub fn painted(&self) {
         let Ok(mut painted) = self.painted_ms.lock() else {
             return;
@@ -107,131 +144,71 @@ impl Shell {
             *painted = Some(ms);
             // One line for people and for .ci/e2e/measure.sh.
             eprintln!("countersign: first paint {ms} ms after launch (unix_ms={wall})");
+            if let Some(asked) = self.launch.asked_at_ms {
+                // For the background-mode and tray tests and the footprint benchmark.
+                eprintln!(
+                    "countersign: window reopened, first paint {} ms after it was asked for",
+                    wall.saturating_sub(asked)
+                );
+            }
         }
     }
 }
 
-/// Starts the app: opens the ledger, starts the engine (and the demo server), shows the window.
+/// Starts the window: makes sure the resident runs (starting it), opens the ledger, shows the
+/// window. `--background` only starts the resident.
 pub fn run(options: Options, launch: Launch) -> Result<(), Error> {
+    resident::ensure(&options)?;
+    if options.background {
+        return Ok(());
+    }
+    // Where a window's cold start goes (RUST_LOG=info): the reopen-time budget.
+    let phase = |what: &str| {
+        tracing::info!(
+            "startup: {what} {} ms after launch",
+            launch.at.elapsed().as_millis()
+        )
+    };
+    phase("resident answers");
+    // The engine is the resident's: no resume work here, so the window comes up fast.
     let mut setup = Setup::new(&options.data_dir);
-    setup.start = Start::Now;
+    setup.start = Start::WhenNeeded;
     let console = tauri::async_runtime::block_on(Console::open(setup))?;
-    let console = Arc::new(console);
-    let demo = match options.demo {
-        Some(speed) => Some(
-            tauri::async_runtime::block_on(demo::start(&console, speed)).map_err(Error::Demo)?,
-        ),
-        None => None,
+    phase("ledger open");
+    let launch = Launch {
+        asked_at_ms: options.asked_at,
+        ..launch
     };
-    let first_calls = demo.as_ref().is_some_and(|d| d.first_launch);
-    let shell = Shell {
-        console: Arc::clone(&console),
-        notifier: Arc::new(Notifier::default()),
-        viewing: Mutex::default(),
-        launch,
-        painted_ms: Mutex::default(),
-        demo: tokio::sync::Mutex::new(demo),
-        gateway_url: Mutex::default(),
-    };
-    // One app per ledger: a second launch on the same data directory hands its arguments to the
-    // running one (which opens its window) and exits. First among the plugins, so the second
-    // instance stops before anything else starts.
+    let shell = Shell::new(Arc::new(console), launch);
+    // One window per ledger: a second window launch on the same data directory hands its
+    // arguments to the running one (which goes to the page or link) and exits. First among the
+    // plugins, so the second instance stops before anything else starts.
     let single = tauri_plugin_single_instance::Builder::new()
         .dbus_id(instance_id(&options.data_dir))
-        .callback(|app, args, _cwd| {
-            // Links among its arguments (the desktop entry's `%u`; any position, unlike the
-            // deep-link plugin's single-argument rule), else just the window; nothing for a
-            // start at login (`--background`) while the app already runs.
-            let background = args.iter().any(|a| a == "--background");
-            let links: Vec<String> = args
-                .into_iter()
-                .skip(1)
-                .filter(|a| links::is_link(a))
-                .collect();
-            if links.is_empty() && !background {
-                window::open(app, None);
-            }
-            for link in links {
-                links::open(app, link);
-            }
-        })
+        .callback(|app, args, _cwd| window::handed_over(app, args))
         .build();
     let mut context = tauri::generate_context!();
-    if options.background {
-        // Started at login: the tray, the engine and notifications, no window until asked for
-        // (`window::open` builds it from the same config).
-        for window in &mut context.config_mut().app.windows {
-            window.create = false;
-        }
+    // The window is built in `setup`, at the page asked for (`window::build`).
+    for window in &mut context.config_mut().app.windows {
+        window.create = false;
     }
+    let mut page = options.page.clone();
     let app = builder(tauri::Builder::default().plugin(single), shell)
         .plugin(tauri_plugin_deep_link::init())
-        .plugin(settings::autostart_plugin(&options.data_dir))
         .plugin(links::plugin(options.link.clone()))
         .build(context)?;
-    // After the single-instance check: only the app that runs the engine serves agents. The
-    // demo runs the gateway too (on the README's port when free), for its demo agent.
-    let gateway = match (options.gateway, options.demo) {
-        (Some(port), _) => start_gateway(&app, &console, port),
-        (None, Some(_)) => start_gateway(&app, &console, demo::GATEWAY_PORT)
-            .or_else(|| start_gateway(&app, &console, 0)),
-        (None, None) => None,
-    };
-    if let (Some(_), Some(gateway)) = (options.demo, &gateway) {
-        let (console, url) = (Arc::clone(&console), gateway.base_url());
-        tauri::async_runtime::spawn(async move { demo::agent(&console, &url).await });
-    }
-    // A gateway of the launch (`--gateway PORT`, or the demo's) overrides the gateway setting
-    // for this run: `settings` leaves it alone and the page says so.
-    if let Some(gateway) = &gateway {
-        app.state::<settings::Applied>()
-            .set_gateway_flag(gateway.addr().port());
-    }
-    if first_calls {
-        tauri::async_runtime::spawn(async move { demo::first_calls(&console).await });
-    }
+    phase("Tauri and GTK up");
+    // Closing the window ends the process (Tauri's default with no window left).
     app.run(move |app, event| {
-        let _serving = &gateway;
-        match event {
-            // The last window closed (no exit code: not the tray's "Quit"): background mode.
-            tauri::RunEvent::ExitRequested {
-                code: None, api, ..
-            } if window::keep_running(app) => api.prevent_exit(),
-            tauri::RunEvent::Exit => app.state::<Shell>().notifier.withdraw_all(),
-            _ => {}
+        if let tauri::RunEvent::Ready = event {
+            window::open(app, page.take());
+            tracing::info!(
+                "startup: window built {} ms after launch",
+                launch.at.elapsed().as_millis()
+            );
         }
     });
     Ok(())
-}
-
-/// Starts the local MCP gateway on 127.0.0.1:`port` for this app's console. A gateway that
-/// cannot start (the port is taken, another process runs the engine) is logged and the app runs
-/// without it: the window still shows and decides every held call the ledger has.
-fn start_gateway<R: Runtime>(
-    app: &tauri::App<R>,
-    console: &Arc<Console>,
-    port: u16,
-) -> Option<countersign_core::gateway::endpoint::Gateway> {
-    use countersign_core::gateway::endpoint::{Gateway, GatewayConfig};
-    let config = GatewayConfig {
-        addr: std::net::SocketAddr::from(([127, 0, 0, 1], port)),
-        ..GatewayConfig::default()
-    };
-    match tauri::async_runtime::block_on(Gateway::start(Arc::clone(console), config)) {
-        Ok(gateway) => {
-            let url = gateway.base_url();
-            // One line for people and for the tests, as `countersign gateway` prints it.
-            eprintln!("countersign: gateway on {url}");
-            if let Ok(mut slot) = app.state::<Shell>().gateway_url.lock() {
-                *slot = Some(url);
-            }
-            Some(gateway)
-        }
-        Err(e) => {
-            tracing::error!("the gateway did not start: {e}");
-            None
-        }
-    }
 }
 
 /// Wires state, commands and the feed onto a builder (also used by the IPC tests).
@@ -240,7 +217,6 @@ pub fn builder<R: Runtime>(builder: tauri::Builder<R>, shell: Shell) -> tauri::B
         // The sign-in's browser step (sign_in.rs); the webview is granted none of it.
         .plugin(tauri_plugin_opener::init())
         .manage(shell)
-        .manage(settings::Applied::default())
         .invoke_handler(tauri::generate_handler![
             commands::app_info,
             commands::ui_painted,
@@ -283,38 +259,27 @@ pub fn builder<R: Runtime>(builder: tauri::Builder<R>, shell: Shell) -> tauri::B
             settings::settings_set,
         ])
         .on_window_event(|window, event| {
-            if let tauri::WindowEvent::Destroyed = event {
+            if let tauri::WindowEvent::Focused(focused) = event {
                 if window.label() == window::MAIN {
-                    window::destroyed(window.app_handle());
+                    resident::focused(window.app_handle(), *focused);
                 }
             }
         })
         .setup(|app| {
-            app.manage(window::Reopen::default());
+            app.manage(window::FirstPaint::default());
             let handle = app.handle().clone();
-            if let Err(e) = tray::install(&handle) {
-                tracing::warn!("no tray icon: {e}");
-            }
-            // Ask the notification daemon for its capabilities off the main thread, once.
-            let notifier = Arc::clone(&handle.state::<Shell>().notifier);
-            std::thread::spawn(move || notifier.actions_supported());
-            tauri::async_runtime::spawn(settings::follow(handle.clone()));
+            tauri::async_runtime::spawn(resident::follow(handle.clone()));
             tauri::async_runtime::spawn(feed::follow(handle));
             Ok(())
         })
 }
 
-/// Recomputes the shell state, shows it in tray and title, and tells the webview.
+/// Recomputes the shell state, shows it in the title, and tells the webview.
 pub async fn refresh_shell_state<R: Runtime>(app: &AppHandle<R>, shell: &Shell) -> ShellState {
     let state = shell.state().await;
-    tray::show_state(app, &state);
+    window::show_state(app, &state);
     let _ = app.emit(event::SHELL_STATE_CHANGED, state);
     state
-}
-
-/// Brings the main window to the front, rebuilding it if it was closed.
-pub fn show_main_window<R: Runtime>(app: &AppHandle<R>) {
-    window::open(app, None);
 }
 
 /// The single-instance D-Bus name for a data directory (`dev.countersign.app.l<hash>`): one app

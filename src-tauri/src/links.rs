@@ -5,7 +5,7 @@
 //! window there. Nothing is adopted or added here: a task not tracked yet opens "Adopt a task"
 //! filled in, for the person to confirm.
 
-use countersign_core::console::link::{LinkTarget, SCHEME};
+use countersign_core::console::link::LinkTarget;
 use tauri::plugin::TauriPlugin;
 use tauri::{AppHandle, Manager, Runtime};
 
@@ -33,12 +33,7 @@ pub fn plugin<R: Runtime>(first: Option<String>) -> TauriPlugin<R> {
         .build()
 }
 
-/// Whether a command-line argument is a link for us (the rest is options).
-pub fn is_link(arg: &str) -> bool {
-    arg.len() > SCHEME.len()
-        && arg.as_bytes()[SCHEME.len()] == b':'
-        && arg[..SCHEME.len()].eq_ignore_ascii_case(SCHEME)
-}
+pub use countersign_core::console::link::is_link;
 
 /// Opens the window where `link` leads; a link that cannot be opened opens the window on the
 /// task list and is logged with the reason (never the link itself: it may carry anything).
@@ -51,7 +46,7 @@ fn follow<R: Runtime>(app: &AppHandle<R>, link: String, at_launch: bool) {
     tauri::async_runtime::spawn(async move {
         let console = std::sync::Arc::clone(&app.state::<Shell>().console);
         let page = match console.open_link(&link).await {
-            Ok(LinkTarget::Tracked { row }) => Page::Task(row),
+            Ok(LinkTarget::Tracked { row }) => Page::Task { row },
             Ok(LinkTarget::Adopt {
                 server_id, task_id, ..
             }) => Page::Adopt { server_id, task_id },

@@ -3,6 +3,8 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
+use countersign_core::resident::Page;
+
 use crate::Error;
 
 /// What the command line and environment ask for.
@@ -17,8 +19,18 @@ pub struct Options {
     /// `--gateway PORT` / `COUNTERSIGN_GATEWAY_PORT`: run the local MCP gateway on
     /// 127.0.0.1:PORT (0: any free port), so agents' calls wait for approval in this app.
     pub gateway: Option<u16>,
-    /// `--background`: start in the tray without a window (how start at login launches it).
+    /// `--background`: only make sure the resident runs (tray, engine, notifications), no
+    /// window.
     pub background: bool,
+    /// `--page JSON`: the page to open (the resident passes it: a notification's question).
+    pub page: Option<Page>,
+    /// `--asked-at=UNIX_MS`: when the resident was asked for this window (the reopen time).
+    pub asked_at: Option<u128>,
+}
+
+/// Reads `--page`'s value.
+pub fn page(json: &str) -> Result<Page, Error> {
+    serde_json::from_str(json).map_err(|e| Error::Usage(format!("--page: not a page: {e}")))
 }
 
 impl Options {
@@ -29,6 +41,8 @@ impl Options {
         let mut demo = env("COUNTERSIGN_DEMO").is_some_and(|v| v != "0");
         let mut link = None;
         let mut background = false;
+        let mut page_asked = None;
+        let mut asked_at = None;
         let port = |v: &str| {
             v.parse::<u16>()
                 .map_err(|_| Error::Usage(format!("--gateway needs a port number, not {v:?}")))
@@ -41,6 +55,18 @@ impl Options {
             match arg.as_str() {
                 "--demo" => demo = true,
                 "--background" => background = true,
+                "--page" => {
+                    let json = args
+                        .next()
+                        .ok_or_else(|| Error::Usage("--page needs a page".into()))?;
+                    page_asked = Some(page(&json)?);
+                }
+                other if other.starts_with("--asked-at=") => {
+                    let ms = &other["--asked-at=".len()..];
+                    asked_at = Some(ms.parse::<u128>().map_err(|_| {
+                        Error::Usage(format!("--asked-at needs unix milliseconds, not {ms:?}"))
+                    })?);
+                }
                 "--data-dir" => {
                     data_dir = Some(
                         args.next()
@@ -61,10 +87,10 @@ impl Options {
                     data_dir = Some(PathBuf::from(&other["--data-dir=".len()..]))
                 }
                 "-h" | "--help" => return Err(Error::Usage(
-                    "usage: countersign-desktop [--data-dir DIR] [--demo] [--gateway PORT] [--background] [countersign://task/…]"
+                    "usage: countersign-desktop [--data-dir DIR] [--demo] [--gateway PORT] [--background] [--page JSON] [countersign://task/…]"
                         .into(),
                 )),
-                other if crate::links::is_link(other) => link = Some(other.to_owned()),
+                other if countersign_core::console::link::is_link(other) => link = Some(other.to_owned()),
                 other => return Err(Error::Usage(format!("unknown argument {other:?}"))),
             }
         }
@@ -78,6 +104,8 @@ impl Options {
             link,
             gateway,
             background,
+            page: page_asked,
+            asked_at,
         })
     }
 }
@@ -87,12 +115,17 @@ impl Options {
 pub struct Launch {
     /// Monotonic start.
     pub at: Instant,
+    /// When the resident was asked for this window (unix ms), if it started it.
+    pub asked_at_ms: Option<u128>,
 }
 
 impl Launch {
     /// Now.
     pub fn now() -> Self {
-        Self { at: Instant::now() }
+        Self {
+            at: Instant::now(),
+            asked_at_ms: None,
+        }
     }
 }
 
@@ -120,5 +153,22 @@ mod tests {
             with_link.expect("valid").link.as_deref(),
             Some("countersign://task/demo/t")
         );
+        let from_resident = parse(&[
+            "--page",
+            r#"{"page":"inbox","question":[3,"k"]}"#,
+            "--asked-at=1700000000000",
+        ])
+        .expect("valid");
+        assert_eq!(
+            from_resident.page,
+            Some(Page::Inbox {
+                question: Some((3, "k".into()))
+            })
+        );
+        assert_eq!(from_resident.asked_at, Some(1_700_000_000_000));
+        assert!(matches!(
+            parse(&["--page", "alert(1)"]),
+            Err(Error::Usage(_))
+        ));
     }
 }

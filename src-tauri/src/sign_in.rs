@@ -1,7 +1,7 @@
 //! Signing in to OAuth-protected servers from the window, in two steps: `server_sign_in_plan`
 //! (where the person will sign in: the authorization server's host, the scopes, the client; no
 //! browser yet) and, once they confirm, `server_sign_in` (the browser step, bound to the host
-//! they saw); `server_sign_out`; and the one notification a needed sign-in gets. Each command is
+//! they saw) and `server_sign_out` (the resident posts the notification a needed sign-in gets). Each command is
 //! one console call. The authorization URL opens in the system browser through Tauri's opener
 //! plugin (on Linux: `xdg-open`, which honours the desktop's default browser and `$BROWSER`); the
 //! core's loopback listener takes the answer.
@@ -101,30 +101,4 @@ async fn view_of(
         .server_view(record.id)
         .await
         .map_err(CommandError::from)
-}
-
-/// Tells the person once that `server` needs them to sign in again (the engine records the
-/// need once per refusal, so this is called once). Do-not-disturb keeps it off the screen; the
-/// Servers view and the inbox banner still say it.
-pub fn notify_needed(dnd: bool, server: &str) {
-    if dnd {
-        return;
-    }
-    #[cfg(target_os = "linux")]
-    {
-        let summary = format!("{server}: sign in again");
-        // Off the feed's task: the daemon round trip must not hold up the window's updates.
-        std::thread::spawn(move || {
-            let result = notify_rust::Notification::new()
-                .appname("Countersign")
-                .summary(&summary)
-                .body("Its tasks wait until you sign in (Servers → Sign in).")
-                .show();
-            if let Err(e) = result {
-                tracing::warn!("the sign-in notification was not shown: {e}");
-            }
-        });
-    }
-    #[cfg(not(target_os = "linux"))]
-    let _ = server;
 }

@@ -21,6 +21,7 @@ struct Fixture {
     window: WebviewWindow<MockRuntime>,
     dir: PathBuf,
     demo: Option<DemoServer>,
+    resident: Resident,
 }
 
 impl Drop for Fixture {
@@ -28,7 +29,45 @@ impl Drop for Fixture {
         if let Some(demo) = self.demo.take() {
             block_on(demo.shutdown());
         }
+        self.resident.end();
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The real resident (`countersign-resident`, built beside these tests) on the fixture's data
+/// directory: it runs the engine and applies do-not-disturb and the settings, as in the app.
+/// It opens no window here (`COUNTERSIGN_DESKTOP=/bin/false`).
+struct Resident {
+    child: std::process::Child,
+    pid: u32,
+}
+
+impl Resident {
+    fn start(dir: &std::path::Path) -> Self {
+        let exe = std::env::current_exe()
+            .ok()
+            .and_then(|t| Some(t.parent()?.parent()?.join("countersign-resident")))
+            .filter(|p| p.exists())
+            .expect(
+                "target/debug/countersign-resident: `cargo build -p countersign-resident` first",
+            );
+        let child = std::process::Command::new(exe)
+            .arg("--data-dir")
+            .arg(dir)
+            .env("COUNTERSIGN_DESKTOP", "/bin/false")
+            .stdin(std::process::Stdio::null())
+            .spawn()
+            .expect("the resident starts");
+        let pid = child.id();
+        until("the resident answers", Duration::from_secs(30), || {
+            block_on(countersign_core::resident::running(dir)).then_some(Value::Null)
+        });
+        Self { child, pid }
+    }
+
+    fn end(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
@@ -52,16 +91,12 @@ fn setup(dir: &std::path::Path) -> Setup {
 }
 
 fn app_on(dir: PathBuf, demo: Option<DemoServer>) -> Fixture {
-    let console = block_on(Console::open(setup(&dir))).expect("console opens a fresh ledger");
-    let shell = Shell {
-        console: Arc::new(console),
-        notifier: Arc::default(),
-        viewing: Mutex::default(),
-        launch: Launch::now(),
-        painted_ms: Mutex::default(),
-        demo: Default::default(),
-        gateway_url: Default::default(),
-    };
+    let resident = Resident::start(&dir);
+    // As the window opens it: the engine is the resident's.
+    let mut window_setup = setup(&dir);
+    window_setup.start = Start::WhenNeeded;
+    let console = block_on(Console::open(window_setup)).expect("console opens the ledger");
+    let shell = Shell::new(Arc::new(console), Launch::now());
     let app = countersign_desktop::builder(mock_builder(), shell)
         .build(tauri::generate_context!("tauri.conf.json", test = true))
         .expect("app builds with the real config and capabilities");
@@ -73,6 +108,7 @@ fn app_on(dir: PathBuf, demo: Option<DemoServer>) -> Fixture {
         window,
         dir,
         demo,
+        resident,
     }
 }
 
@@ -246,10 +282,13 @@ fn errors_cross_as_code_and_message() {
 }
 
 #[test]
-fn app_info_reports_the_engine_and_a_second_app_defers_to_it() {
+fn app_info_names_the_residents_engine_and_a_second_console_defers_to_it() {
     let fx = app("engine");
     let info = invoke(&fx.window, "app_info", json!({})).expect("app_info");
-    assert_eq!(info["engine"]["state"], "running");
+    assert_eq!(
+        info["engine"]["state"], "running",
+        "the resident's engine is the app's: {info}"
+    );
     assert_eq!(info["shell"]["pending"], 0);
     let dnd = invoke(
         &fx.window,
@@ -263,9 +302,9 @@ fn app_info_reports_the_engine_and_a_second_app_defers_to_it() {
     assert_eq!(
         second.engine_state(),
         Some(ipc::EngineState::Elsewhere {
-            pid: Some(std::process::id())
+            pid: Some(fx.resident.pid)
         }),
-        "one engine per ledger: the second shows the ledger without polling"
+        "one engine per ledger, the resident's: another console shows the ledger without polling"
     );
 }
 

@@ -98,6 +98,9 @@ fn ms(d: Duration) -> String {
     format!("{:.3}", d.as_secs_f64() * 1000.0)
 }
 
+/// Ask calls per agent in the approval measurement: below the gateway's 30 a minute.
+const ASKS_PER_AGENT: usize = 25;
+
 fn console_error(e: countersign_core::console::Error) -> Error {
     Error::Unexpected(e.to_string())
 }
@@ -117,10 +120,30 @@ async fn timed_loop(agent: &Agent, calls: usize) -> Result<Vec<Duration>> {
     Ok(out)
 }
 
-async fn concurrent(agent: &Agent, agents: usize, calls: usize) -> Result<Vec<Duration>> {
-    let runs = (0..agents).map(|_| {
+/// `agents` agents at once, each calling back to back (`pace` zero: a closed loop that
+/// saturates the machine, so its latency is mostly queueing) or one call every `pace`, their
+/// starts spread over one `pace` (agents that think between calls, as real ones do).
+async fn concurrent(
+    agent: &Agent,
+    agents: usize,
+    calls: usize,
+    pace: Duration,
+) -> Result<Vec<Duration>> {
+    let runs = (0..agents).map(|n| {
         let agent = agent.clone();
-        tokio::spawn(async move { timed_loop(&agent, calls).await })
+        tokio::spawn(async move {
+            if pace.is_zero() {
+                return timed_loop(&agent, calls).await;
+            }
+            let offset = pace.mul_f64(n as f64 / agents as f64);
+            let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + offset, pace);
+            let mut out = Vec::with_capacity(calls);
+            for _ in 0..calls {
+                tick.tick().await;
+                out.extend(timed_loop(&agent, 1).await?);
+            }
+            Ok(out)
+        })
     });
     let mut all = Vec::new();
     for run in futures_util::future::join_all(runs).await {
@@ -193,9 +216,20 @@ async fn measure(dir: &std::path::Path, options: Options) -> Result<()> {
         "| run | direct p50 | direct p99 | gateway p50 | gateway p99 | added p50 | added p99 |"
     );
     println!("|---|---|---|---|---|---|---|");
-    for (label, agents, calls) in [
-        ("1 agent", 1, options.calls),
-        ("concurrent", options.agents, options.calls_per_agent),
+    for (label, agents, calls, pace) in [
+        ("1 agent", 1, options.calls, Duration::ZERO),
+        (
+            "concurrent, back to back",
+            options.agents,
+            options.calls_per_agent,
+            Duration::ZERO,
+        ),
+        (
+            "concurrent, a call every 100 ms each",
+            options.agents,
+            options.calls_per_agent,
+            Duration::from_millis(100),
+        ),
     ] {
         let (mut d, mut g) = if agents == 1 {
             (
@@ -204,8 +238,8 @@ async fn measure(dir: &std::path::Path, options: Options) -> Result<()> {
             )
         } else {
             (
-                concurrent(&direct, agents, calls).await?,
-                concurrent(&through, agents, calls).await?,
+                concurrent(&direct, agents, calls, pace).await?,
+                concurrent(&through, agents, calls, pace).await?,
             )
         };
         d.sort();
@@ -229,9 +263,19 @@ async fn measure(dir: &std::path::Path, options: Options) -> Result<()> {
 
     let mut recorded = Vec::with_capacity(options.asks);
     let mut approved = Vec::with_capacity(options.asks);
+    let mut asking = through.clone();
     for i in 0..options.asks {
+        // An agent may ask for at most 30 approvals a minute (the gateway's flood limit): a
+        // fresh agent every 25 asks keeps the measurement below it.
+        if i % ASKS_PER_AGENT == 0 && i > 0 {
+            let (_, token) = console
+                .add_agent(&format!("bench-ask-{}", i / ASKS_PER_AGENT))
+                .await
+                .map_err(console_error)?;
+            asking.token = Some(token.expose().clone());
+        }
         let start = Instant::now();
-        let task = through.call("get_time", json!({"ask": i})).await?;
+        let task = asking.call("get_time", json!({"ask": i})).await?;
         recorded.push(start.elapsed());
         let task_id = task
             .get("taskId")

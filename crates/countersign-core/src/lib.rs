@@ -41,6 +41,7 @@ pub mod gateway;
 pub mod ledger;
 pub mod mcp;
 pub mod notice;
+pub mod resident;
 pub mod scheduler;
 pub mod secrets;
 pub mod sensitive;

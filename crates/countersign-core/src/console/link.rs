@@ -13,6 +13,15 @@ use std::fmt;
 /// The scheme the desktop entry registers (`x-scheme-handler/countersign`).
 pub const SCHEME: &str = "countersign";
 
+/// Whether a command-line argument is a link for us (the rest is options): the app, the
+/// resident and the desktop entry's `%u` use it to tell links from flags.
+pub fn is_link(arg: &str) -> bool {
+    arg.len() > SCHEME.len()
+        && arg.as_bytes()[SCHEME.len()] == b':'
+        && arg.is_char_boundary(SCHEME.len())
+        && arg[..SCHEME.len()].eq_ignore_ascii_case(SCHEME)
+}
+
 /// Longest link read (bytes): a URL and a task id, with room, but never a document.
 pub const MAX_LINK_LEN: usize = 4096;
 

@@ -8,7 +8,11 @@
 //! task is back at its normal interval at once.
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::time::Duration;
+
+use futures_util::stream::{FuturesUnordered, StreamExt as _};
 
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -186,7 +190,12 @@ async fn run(
     let mut generation = 0u64;
     // Per server: bumped by every failed poll (see `Entry::digest`).
     let mut epochs: HashMap<i64, u64> = HashMap::new();
-    let (done_tx, mut done_rx) = mpsc::unbounded_channel::<Done>();
+    // The polls out now, driven by this loop's own task: an answer wakes the loop directly,
+    // with no spawned task per poll and no channel hand-off back (on a server whose polls
+    // arrive one at a time, those were a thread wake-up each). A panic in a poll is the loop's,
+    // which `supervise` restarts, rather than a task that silently never reports.
+    let mut in_flight: FuturesUnordered<Pin<Box<dyn Future<Output = Option<Done>> + Send>>> =
+        FuturesUnordered::new();
     let mut resume = resume
         .into_iter()
         .map(Command::Watch)
@@ -248,7 +257,9 @@ async fn run(
                     queue.schedule(task, due);
                 }
             },
-            Some(done) = done_rx.recv() => {
+            Some(done) = in_flight.next(), if !in_flight.is_empty() => {
+                // `None`: the server's link closed while the poll waited for its turn.
+                let Some(done) = done else { continue };
                 let Some(entry) = entries.get_mut(&done.task) else { continue };
                 if entry.generation != done.generation {
                     continue; // re-watched meanwhile: this answer belongs to the old watch
@@ -340,19 +351,16 @@ async fn run(
                     if let Ok(mut s) = stats.lock() {
                         s.polls += 1;
                     }
-                    let done = done_tx.clone();
                     let task_id = entry.task_id.clone();
                     let generation = entry.generation;
                     let epoch = epochs.get(&entry.server_id).copied().unwrap_or(0);
                     // Only a digest taken in this epoch vouches for the engine's view.
                     let last = entry.digest.filter(|(_, e)| *e == epoch).map(|(d, _)| d);
-                    tokio::spawn(async move {
-                        let result = match link.permits.acquire_owned().await {
-                            Ok(_permit) => link.client.poll_task(&task_id, last).await,
-                            Err(_) => return,
-                        };
-                        let _ = done.send(Done { task, generation, epoch, result });
-                    });
+                    in_flight.push(Box::pin(async move {
+                        let _permit = link.permits.acquire_owned().await.ok()?;
+                        let result = link.client.poll_task(&task_id, last).await;
+                        Some(Done { task, generation, epoch, result })
+                    }));
                 }
             }
         }

@@ -16,11 +16,11 @@
 //! than [`BURST`] new questions (or any beyond that limit) is told in one summary notification
 //! ("12 new questions"), updated in place while it is on screen, with one waiting thread.
 
-use crate::ipc::InputRequestView;
 use countersign_core::console::notifications::{
     arrange, body_text, closed_text, escape, id_of, single_confirmation, summary, summary_text,
     Post, QuickAnswer,
 };
+use countersign_core::console::view::InputRequestView;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -151,6 +151,15 @@ impl Notifier {
         self.capabilities()
             .iter()
             .any(|c| c == "body-markup" || c == "body-hyperlinks")
+    }
+
+    /// Whether Approve/Decline buttons can be offered, as far as known without asking the
+    /// daemon (false until [`Notifier::actions_supported`] has asked once): for state replies,
+    /// which must never wait on the daemon.
+    pub fn actions_known(&self) -> bool {
+        self.caps
+            .get()
+            .is_some_and(|caps| caps.iter().any(|c| c == "actions"))
     }
 
     /// Whether Approve/Decline buttons can be offered.
@@ -546,6 +555,32 @@ impl Notifier {
     }
 }
 
+/// Tells the person once that `server` needs them to sign in again (the engine records the
+/// need once per refusal, so this is called once). Do-not-disturb keeps it off the screen; the
+/// Servers view and the inbox banner still say it.
+pub fn sign_in_needed(held: bool, server: &str) {
+    if held {
+        return;
+    }
+    #[cfg(target_os = "linux")]
+    {
+        let summary = format!("{server}: sign in again");
+        // Off the feed's task: the daemon round trip must not hold up the feed.
+        std::thread::spawn(move || {
+            let result = notify_rust::Notification::new()
+                .appname("Countersign")
+                .summary(&summary)
+                .body("Its tasks wait until you sign in (Servers → Sign in).")
+                .show();
+            if let Err(e) = result {
+                tracing::warn!("the sign-in notification was not shown: {e}");
+            }
+        });
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = server;
+}
+
 /// A notification about questions: stays until acted on, and its body opens the app. With
 /// `sound`, the freedesktop sound theme's message sound; without, the daemon is asked for
 /// silence (`suppress-sound`), so a daemon that plays a sound of its own stays quiet too.
@@ -572,7 +607,7 @@ pub const MAX_HELD: usize = 256;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ipc::InputKind;
+    use countersign_core::console::view::InputKind;
     use serde_json::{json, Value};
 
     fn form(schema: Value) -> InputKind {

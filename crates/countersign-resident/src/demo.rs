@@ -1,17 +1,20 @@
-//! `--demo`: the built-in demo MCP server in this process, registered as server `demo`, and on
+//! `--demo`: the built-in demo MCP server in the resident, registered as server `demo`, and on
 //! its first launch two calls so something is happening within seconds: a CI pipeline that
 //! progresses through its stages, and a deployment that stops to ask for approval. The app also
 //! runs the local MCP gateway, and the demo agent (`countersign_core::gateway::demo_agent`) calls
 //! two demo tools through it: one a rule allows, one that waits in the inbox for approval.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use countersign_demo::{DemoConfig, DemoServer};
 use serde_json::{json, Map, Value};
 
-use crate::ipc::{ServerAddRequest, ServerUpdateRequest, TokenChange};
+use countersign_core::console::view::{ServerAddRequest, ServerUpdateRequest, TokenChange};
 use countersign_core::console::Console;
 use countersign_core::mcp::ToolCall;
+
+use crate::Resident;
 
 /// The server name the demo registers.
 pub const NAME: &str = "demo";
@@ -85,6 +88,48 @@ pub async fn start(console: &Console, speed: f64) -> Result<Demo, String> {
         server,
         first_launch,
     })
+}
+
+/// `--demo`: the demo server, the gateway (on `gateway`, else the README's port when free, else
+/// any), the demo agent against it, and on the first launch the two calls.
+pub async fn launch(
+    resident: &Arc<Resident>,
+    speed: f64,
+    gateway: Option<u16>,
+) -> Result<(), String> {
+    let demo = start(&resident.console, speed).await?;
+    let first = demo.first_launch;
+    resident.applied.set_demo_url(demo.url());
+    *resident.demo.lock().await = Some(demo);
+    let ports = match gateway {
+        Some(port) => vec![port],
+        None => vec![GATEWAY_PORT, 0],
+    };
+    if let Some(url) = crate::settings::start_flag_gateway(resident, &ports).await {
+        let console = Arc::clone(&resident.console);
+        tokio::spawn(async move { agent(&console, &url).await });
+    }
+    if first {
+        let console = Arc::clone(&resident.console);
+        tokio::spawn(async move { first_calls(&console).await });
+    }
+    Ok(())
+}
+
+/// The demo server of "Try the demo server" (the window's empty views): started once, then it
+/// serves for as long as the resident runs.
+pub async fn ensure(resident: &Arc<Resident>) -> Result<(), String> {
+    let mut slot = resident.demo.lock().await;
+    if slot.is_none() {
+        let demo = start(&resident.console, 1.0).await?;
+        if demo.first_launch {
+            let console = Arc::clone(&resident.console);
+            tokio::spawn(async move { first_calls(&console).await });
+        }
+        resident.applied.set_demo_url(demo.url());
+        *slot = Some(demo);
+    }
+    Ok(())
 }
 
 /// The first launch's calls: a pipeline and a deployment that asks for approval.

@@ -1,0 +1,66 @@
+//! Starting the window process (`countersign-desktop`) at a page. The resident keeps no window
+//! process warm: that is the memory background mode saves, so every Open is a cold start of
+//! the window process, which ends when its window closes.
+//!
+//! When a window already runs on this data directory, the new process hands its arguments to it
+//! (the app's single-instance check) and ends: the running window goes to the page. So the
+//! resident need not know whether a window is open.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use countersign_core::resident::Page;
+
+/// The window process's executable: `COUNTERSIGN_DESKTOP`, else `countersign-desktop` beside
+/// this executable (how the package installs both, and how cargo builds both).
+pub fn desktop_exe() -> PathBuf {
+    if let Some(path) = std::env::var_os("COUNTERSIGN_DESKTOP").filter(|p| !p.is_empty()) {
+        return PathBuf::from(path);
+    }
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(|dir| dir.join("countersign-desktop")))
+        .unwrap_or_else(|| PathBuf::from("countersign-desktop"))
+}
+
+/// Starts the window process on `data_dir` at `page` (or where `link` leads). Its log goes where
+/// the resident's goes. Failure is logged: the tray and the engine go on.
+pub fn open(data_dir: &Path, page: Option<&Page>, link: Option<&str>) {
+    let asked_at = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    let mut command = Command::new(desktop_exe());
+    command
+        .arg("--data-dir")
+        .arg(data_dir)
+        // The reopen time is measured from here to the window's first paint.
+        .arg(format!("--asked-at={asked_at}"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null());
+    if let Some(page) = page {
+        match serde_json::to_string(page) {
+            Ok(json) => {
+                command.arg("--page").arg(json);
+            }
+            Err(e) => tracing::warn!("cannot pass the page to the window: {e}"),
+        }
+    }
+    if let Some(link) = link {
+        command.arg(link);
+    }
+    tracing::info!(
+        "opening the window at {}",
+        page.map_or_else(|| "its first page".to_owned(), Page::route)
+    );
+    match command.spawn() {
+        // Reaped on a thread of its own: the window lives as long as the person keeps it.
+        Ok(mut child) => {
+            std::thread::spawn(move || child.wait());
+        }
+        Err(e) => tracing::warn!(
+            "could not start the window ({}): {e}",
+            desktop_exe().display()
+        ),
+    }
+}

@@ -1,0 +1,179 @@
+//! The window's side of the resident ([`countersign_core::resident`]): starting it when it does
+//! not run, following its state (do-not-disturb, notification buttons, gateway, start at login)
+//! for the title bar's toggle and the Settings and Agents pages, telling it what the window
+//! shows, and ending with it (the tray's Quit ends every window).
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use countersign_core::resident::{self, ControlError, Reply, Request, ResidentState, Watch};
+use tauri::{AppHandle, Manager, Runtime};
+
+use crate::{Error, Options, Shell};
+
+/// How long a resident just started may take to answer (it opens the ledger first; a debug
+/// build on a loaded machine is slow).
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The resident's executable: `COUNTERSIGN_RESIDENT`, else `countersign-resident` beside this
+/// executable (how the package installs both, and how cargo builds both).
+pub fn resident_exe() -> PathBuf {
+    if let Some(path) = std::env::var_os("COUNTERSIGN_RESIDENT").filter(|p| !p.is_empty()) {
+        return PathBuf::from(path);
+    }
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(|dir| dir.join("countersign-resident")))
+        .unwrap_or_else(|| PathBuf::from("countersign-resident"))
+}
+
+/// Makes sure a resident runs on the data directory: starts one (its own process group, so it
+/// outlives this window) and waits until it answers, which also means the ledger exists and is
+/// migrated before this process opens it. With `--demo` and a resident already running, asks
+/// it for the demo server.
+pub fn ensure(options: &Options) -> Result<(), Error> {
+    let dir = &options.data_dir;
+    let asked = tauri::async_runtime::block_on(async {
+        if options.demo.is_some() {
+            resident::ask(dir, &Request::Demo).await.map(|_| ())
+        } else {
+            resident::ask(dir, &Request::State).await.map(|_| ())
+        }
+    });
+    match asked {
+        Ok(()) => return Ok(()),
+        Err(ControlError::NotRunning { .. }) => {}
+        Err(e) => tracing::warn!("the background process answered badly: {e}"),
+    }
+    let exe = resident_exe();
+    let mut command = Command::new(&exe);
+    command.arg("--data-dir").arg(dir);
+    if options.demo.is_some() {
+        command.arg("--demo");
+    }
+    if let Some(port) = options.gateway {
+        command.arg("--gateway").arg(port.to_string());
+    }
+    {
+        use std::os::unix::process::CommandExt;
+        command.process_group(0);
+    }
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .spawn()
+        .map_err(|source| Error::ResidentSpawn {
+            exe: exe.clone(),
+            source,
+        })?;
+    let deadline = Instant::now() + START_TIMEOUT;
+    loop {
+        if tauri::async_runtime::block_on(resident::running(dir)) {
+            break;
+        }
+        match child.try_wait() {
+            // Another resident won the race for the lock (it handed over and ended): fine once
+            // that one answers.
+            Ok(Some(status)) if status.success() => {}
+            Ok(Some(status)) => return Err(Error::ResidentExited { status }),
+            Ok(None) | Err(_) => {}
+        }
+        if Instant::now() >= deadline {
+            return Err(Error::ResidentSilent {
+                seconds: START_TIMEOUT.as_secs(),
+            });
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Reaped when it ends (if before this window: the Quit of the tray).
+    std::thread::spawn(move || child.wait());
+    Ok(())
+}
+
+/// Follows the resident's state for as long as the window runs; ends the window when the
+/// resident quits (the tray's Quit, or `countersign-resident --quit`).
+pub async fn follow<R: Runtime>(app: AppHandle<R>) {
+    let dir = app.state::<Shell>().console.data_dir().to_path_buf();
+    let watch = match Watch::open(&dir).await {
+        Ok(watch) => watch,
+        Err(e) => {
+            // The IPC tests, or a resident that ended meanwhile: the window still works on the
+            // ledger; do-not-disturb and the gateway just show their defaults.
+            tracing::warn!("not following the background process: {e}");
+            return;
+        }
+    };
+    let (mut reader, writer) = watch.into_split();
+    *app.state::<Shell>().viewer.lock().await = Some(writer);
+    tell_viewing(&app).await;
+    loop {
+        match reader.next().await {
+            Ok(Some(Reply::State { state })) => {
+                let shell = app.state::<Shell>();
+                if let Ok(mut slot) = shell.resident.lock() {
+                    *slot = state;
+                }
+                crate::refresh_shell_state(&app, &shell).await;
+            }
+            Ok(Some(Reply::Quit)) => {
+                tracing::info!("the background process ends: so does the window");
+                app.exit(0);
+                return;
+            }
+            Ok(Some(_)) => {}
+            // It went away without a Quit (it crashed, or was killed): the window still works
+            // on the ledger; do-not-disturb and the gateway show what was last known.
+            Ok(None) => {
+                tracing::warn!("the background process went away");
+                return;
+            }
+            Err(e) => {
+                tracing::warn!("lost the background process: {e}");
+                return;
+            }
+        }
+    }
+}
+
+/// Asks the resident something answered with its state, and keeps that state.
+pub async fn ask_state(shell: &Shell, request: &Request) -> Result<ResidentState, ControlError> {
+    let state = resident::ask_state(shell.console.data_dir(), request).await?;
+    if let Ok(mut slot) = shell.resident.lock() {
+        *slot = state.clone();
+    }
+    Ok(state)
+}
+
+/// The window gained or lost the focus: a question on screen is only "seen" while it has it.
+pub fn focused<R: Runtime>(app: &AppHandle<R>, focused: bool) {
+    if let Ok(mut slot) = app.state::<Shell>().focused.lock() {
+        *slot = focused;
+    }
+    let app = app.clone();
+    tauri::async_runtime::spawn(async move { tell_viewing(&app).await });
+}
+
+/// Tells the resident what the window shows (nothing while it is not focused).
+pub async fn tell_viewing<R: Runtime>(app: &AppHandle<R>) {
+    let shell = app.state::<Shell>();
+    let focused = shell.focused.lock().map(|f| *f).unwrap_or(false);
+    let view = shell.viewing.lock().map(|v| v.clone()).unwrap_or_default();
+    let request = if focused {
+        Request::Viewing {
+            task_row: view.task_row,
+            key: view.key,
+        }
+    } else {
+        Request::Viewing {
+            task_row: None,
+            key: None,
+        }
+    };
+    let mut viewer = shell.viewer.lock().await;
+    if let Some(writer) = viewer.as_mut() {
+        if let Err(e) = writer.tell(&request).await {
+            tracing::debug!("cannot tell the background process what is on screen: {e}");
+        }
+    }
+}
