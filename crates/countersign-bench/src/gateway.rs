@@ -98,6 +98,42 @@ fn ms(d: Duration) -> String {
     format!("{:.3}", d.as_secs_f64() * 1000.0)
 }
 
+/// When each held call's notification was posted, or why posting failed.
+#[derive(Default)]
+struct PostLog {
+    at: std::collections::HashMap<String, Instant>,
+    failure: Option<String>,
+}
+
+/// Posts `call`'s approval notification as the resident does (its title and body, Approve and
+/// Decline), notes when the daemon accepted it, and closes it.
+fn post(call: &countersign_core::console::view::GatedCallView, log: &std::sync::Mutex<PostLog>) {
+    let shown = notify_rust::Notification::new()
+        .appname("Countersign")
+        .summary(&format!(
+            "{} wants to run {} · {}",
+            call.agent, call.server, call.tool
+        ))
+        .body(&countersign_core::notice::form_body(&format!(
+            "Arguments: {}",
+            call.arguments
+        )))
+        .action("approve", "Approve")
+        .action("decline", "Decline")
+        .show();
+    let at = Instant::now();
+    let mut log = log.lock().unwrap_or_else(|e| e.into_inner());
+    match shown {
+        Ok(handle) => {
+            log.at.insert(call.task_id.clone(), at);
+            handle.close();
+        }
+        Err(e) => {
+            log.failure.get_or_insert_with(|| e.to_string());
+        }
+    }
+}
+
 /// Ask calls per agent in the approval measurement: below the gateway's 30 a minute.
 const ASKS_PER_AGENT: usize = 25;
 
@@ -261,6 +297,45 @@ async fn measure(dir: &std::path::Path, options: Options) -> Result<()> {
         );
     }
 
+    // What the resident does to post an approval's notification, timed per call: follow the
+    // ledger's change feed, and on a batch that brought held calls read the pending ones and
+    // pick those it brought (`countersign-resident`'s `feed::refresh_gated`). The instant
+    // recorded is the one at which the notifier would be handed the call.
+    let told: Arc<std::sync::Mutex<std::collections::HashMap<String, Instant>>> = Arc::default();
+    // And when the notification daemon has it: posted as the resident posts an approval (title,
+    // body, Approve/Decline), then closed at once (the daemon keeps at most a few on screen).
+    let posted: Arc<std::sync::Mutex<PostLog>> = Arc::default();
+    let follower = {
+        let (console, told, posted) = (console.clone(), told.clone(), posted.clone());
+        let mut feed = console.feed().await.map_err(console_error)?;
+        tokio::spawn(async move {
+            loop {
+                let changes = feed.next().await;
+                if !changes.gated || changes.gated_waiting.is_empty() {
+                    continue;
+                }
+                let Ok(pending) = console.pending_gated_calls().await else {
+                    continue;
+                };
+                let now = Instant::now();
+                let brought: Vec<_> = pending
+                    .into_iter()
+                    .filter(|c| changes.gated_waiting.contains(&c.task_id))
+                    .collect();
+                {
+                    let mut told = told.lock().unwrap_or_else(|e| e.into_inner());
+                    for call in &brought {
+                        told.entry(call.task_id.clone()).or_insert(now);
+                    }
+                }
+                for call in brought {
+                    let posted = posted.clone();
+                    let _ = tokio::task::spawn_blocking(move || post(&call, &posted)).await;
+                }
+            }
+        })
+    };
+    let mut asked = Vec::with_capacity(options.asks);
     let mut recorded = Vec::with_capacity(options.asks);
     let mut approved = Vec::with_capacity(options.asks);
     let mut asking = through.clone();
@@ -282,6 +357,23 @@ async fn measure(dir: &std::path::Path, options: Options) -> Result<()> {
             .and_then(Value::as_str)
             .ok_or_else(|| Error::Unexpected(format!("no task for an ask call: {task}")))?
             .to_owned();
+        asked.push((task_id.clone(), start));
+        // A person approves after the notification: wait until the notifier would have it
+        // (approving sooner could decide the call before the feed reads it as pending).
+        let waited = Instant::now();
+        while !told
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains_key(&task_id)
+        {
+            if waited.elapsed() > Duration::from_secs(10) {
+                return Err(Error::Timeout {
+                    what: format!("the change feed to bring the held call {task_id}"),
+                    after: Duration::from_secs(10),
+                });
+            }
+            tokio::time::sleep(Duration::from_micros(200)).await;
+        }
         let before = demo.stats().requests_for("tools/call");
         let start = Instant::now();
         console
@@ -311,6 +403,29 @@ async fn measure(dir: &std::path::Path, options: Options) -> Result<()> {
         // Let the answer be recorded before the next call, so runs do not overlap.
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    follower.abort();
+    let mut notified = Vec::with_capacity(asked.len());
+    {
+        let told = told.lock().unwrap_or_else(|e| e.into_inner());
+        for (task_id, start) in &asked {
+            let at = told.get(task_id).ok_or_else(|| {
+                Error::Unexpected(format!("the feed never brought the held call {task_id}"))
+            })?;
+            notified.push(at.saturating_duration_since(*start));
+        }
+    }
+    let mut on_screen = Vec::with_capacity(asked.len());
+    let post_failure = {
+        let posted = posted.lock().unwrap_or_else(|e| e.into_inner());
+        for (task_id, start) in &asked {
+            if let Some(at) = posted.at.get(task_id) {
+                on_screen.push(at.saturating_duration_since(*start));
+            }
+        }
+        posted.failure.clone()
+    };
+    on_screen.sort();
+    notified.sort();
     recorded.sort();
     approved.sort();
     println!();
@@ -322,6 +437,25 @@ async fn measure(dir: &std::path::Path, options: Options) -> Result<()> {
         ms(quantile(&recorded, 0.5)),
         ms(quantile(&recorded, 0.99))
     );
+    println!(
+        "| agent call → the notifier has the call (change feed + pending calls read, as the resident does) | {} | {} |",
+        ms(quantile(&notified, 0.5)),
+        ms(quantile(&notified, 0.99))
+    );
+    if on_screen.len() == asked.len() {
+        println!(
+            "| agent call → notification posted (the session's notification daemon has it) | {} | {} |",
+            ms(quantile(&on_screen, 0.5)),
+            ms(quantile(&on_screen, 0.99))
+        );
+    } else {
+        println!(
+            "| agent call → notification posted | — ({} of {} posted: {}) | — |",
+            on_screen.len(),
+            asked.len(),
+            post_failure.unwrap_or_else(|| "no notification daemon answered".into())
+        );
+    }
     println!(
         "| Approve → upstream received tools/call | {} | {} |",
         ms(quantile(&approved, 0.5)),
