@@ -9,7 +9,7 @@
 import assert from "node:assert/strict";
 import { execFileSync, spawn, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { existsSync, mkdirSync, readFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { App, NotificationLog, screenshot, sleep, startServer, until, windowTitled, stepper } from "./wd.mjs";
 
@@ -705,6 +705,40 @@ await step("with `countersign watch` holding the ledger: a banner, no notificati
   watch.kill();
 });
 
+/**
+ * Issue 12: a click on an agent's call's notification opens the window on THAT call. The click
+ * goes through the notification daemon (dunst's context menu, answered by .ci/e2e/dunst-pick.sh
+ * with the call's "Open in Countersign" line, i.e. its default action, as a click on the body
+ * runs it); the resident starts the window process at the call's page, which hands it over to
+ * this window (single instance). The window starts elsewhere, so only the click can bring it to
+ * the inbox.
+ */
+async function step_notificationOpensTheCall(taskId, card) {
+  await ui.go("#/settings");
+  await until("the Settings page", () => ui.js(`return location.hash === "#/settings" && !document.querySelector(".gated-call");`));
+  await until("the call's notification on screen", () => Number(execFileSync("dunstctl", ["count", "displayed"]).toString().trim()) >= 1, 10000);
+  writeFileSync(join(process.env.XDG_RUNTIME_DIR, "dunst-pick"), "Open in Countersign (demo-agent wants to run demo · batch_export)");
+  execFileSync("dunstctl", ["context"]);
+  const want = `#/inbox/call/${encodeURIComponent(taskId)}`;
+  await until(`the window on ${want}`, async () => (await ui.js(`return location.hash;`)) === want, 20000).catch(async (e) => {
+    const menu = readFileSync(join(process.env.XDG_RUNTIME_DIR, "dunst-menu.log"), "utf8");
+    throw new Error(`${e.message}; the window is at ${await ui.js(`return location.hash;`)}; the daemon offered:\n${menu}`);
+  });
+  const shown = await until("the call's card focused and highlighted", () =>
+    ui.js(
+      `const c = document.querySelector(arguments[0]);
+       if (!c || document.activeElement !== c) return null;
+       const r = c.getBoundingClientRect();
+       return { focused: c.classList.contains("focused"), current: c.getAttribute("aria-current"), others: document.querySelectorAll(".gated-call.focused").length,
+                inView: r.top >= 0 && r.top < window.innerHeight };`,
+      card,
+    ),
+    10000,
+  );
+  assert.deepEqual(shown, { focused: true, current: "true", others: 1, inView: true }, "that call, and only it, is highlighted, focused and in view");
+  await ui.shot(join(shots, "inbox-call-from-notification.png"));
+}
+
 await step("the first-launch demo: its agent's call waits in the inbox with a notification; Approve runs it (issue 13)", async () => {
   await ui.quit();
   closeNotifications();
@@ -723,6 +757,9 @@ await step("the first-launch demo: its agent's call waits in the inbox with a no
   await ui.shot(join(shots, "inbox-demo-agent.png"));
   await until("its notification", () => notifications.fresh("demo-agent wants to run demo · batch_export").length >= 1, 10000);
   console.log(`     the demo agent's call waited in the inbox ${((Date.now() - t0) / 1000).toFixed(1)} s after launch`);
+  const taskId = await ui.js(`return document.querySelector(arguments[0]).dataset.taskId;`, card);
+  assert.match(taskId, /^csg-/, "the card names Countersign's task id");
+  await step_notificationOpensTheCall(taskId, card);
   await ui.click(`${card} [data-testid="gated-approve"]`);
   await until("the card gone", async () => !(await ui.exists(card)));
   await ui.go("#/agents");

@@ -132,6 +132,9 @@ async fn notify_questions(resident: &Arc<Resident>, left: &[(String, String)]) {
             continue;
         }
         let on_open = Arc::clone(resident);
+        let page = Page::GatedCall {
+            task_id: call.task_id.clone(),
+        };
         let title = format!(
             "{} asks before running {} · {}",
             call.server, call.tool, call.agent
@@ -142,8 +145,9 @@ async fn notify_questions(resident: &Arc<Resident>, left: &[(String, String)]) {
             || notice::form_body("Approved; the server asks before running it."),
             |q| notifications::body_text(&q.request, false),
         );
+        // A click opens the inbox on this call's questions.
         notifier.call_asking(&id_of(&call.task_id), title, body, move || {
-            on_open.open(Some(Page::Inbox { question: None }), None)
+            on_open.open(Some(page), None)
         });
         tracing::info!("notified: questions on agent call {}", call.task_id);
     }
@@ -158,6 +162,9 @@ fn notify_call(resident: &Arc<Resident>, call: &GatedCallView) {
     }
     let (on_answer, on_open) = (Arc::clone(resident), Arc::clone(resident));
     let id = call.task_id.clone();
+    let open_at = Page::GatedCall {
+        task_id: call.task_id.clone(),
+    };
     let title = format!(
         "{} wants to run {} · {}",
         call.agent, call.server, call.tool
@@ -183,7 +190,8 @@ fn notify_call(resident: &Arc<Resident>, call: &GatedCallView) {
                 tracing::info!("notification decision for {id} not applied: {e}");
             }
         },
-        move || on_open.open(Some(Page::Inbox { question: None }), None),
+        // A click opens the inbox on this call's card.
+        move || on_open.open(Some(open_at), None),
     );
     tracing::info!("notified: agent call {}", call.task_id);
 }

@@ -30,6 +30,8 @@ export class ConsoleStore {
   gated: GatedCallView[] = $state([]);
   /** Approved agents' calls whose upstream asks questions before running them, oldest first. */
   asking: GatedQuestionsView[] = $state([]);
+  /** The lists were read once (a call missing from them after that is not waiting). */
+  loaded = $state(false);
   /** Set when the shell cannot be reached (e.g. running outside the app). */
   offline: CommandError | undefined = $state();
   /** The question the user asked to see from a notification. */
@@ -105,6 +107,7 @@ export class ConsoleStore {
       this.reindex();
       this.servers = servers;
       this.offline = undefined;
+      this.loaded = true;
     } catch (e) {
       this.offline = e as CommandError;
     }

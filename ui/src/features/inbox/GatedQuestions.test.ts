@@ -89,3 +89,56 @@ describe("GatedQuestions", () => {
     expect(r.target.textContent).not.toContain("Nothing waits for you.");
   });
 });
+
+describe("an agent's call opened from its notification (#/inbox/call/ID)", () => {
+  const waiting = (task_id: string, tool: string): GatedQuestionsView["call"] => ({ ...asking([]).call, task_id, tool, state: "pending", decided_by: null, decided_at: null });
+  const inbox = (focusCall: string | undefined, callsLoaded = true) =>
+    render(Inbox, {
+      inputs: [],
+      selectedRow: undefined,
+      selectedKey: undefined,
+      onselect: () => {},
+      onanswer: async () => {},
+      oncancel: async () => {},
+      gated: [waiting("csg-a", "first_tool"), waiting("csg-b", "second_tool")],
+      ondecide: async () => {},
+      asking: [asking([{ key: "user_name", request: { mode: "form", message: "What is your name?", requestedSchema: nameForm } }])],
+      onanswercall: async () => {},
+      focusCall,
+      callsLoaded,
+    });
+  const card = (root: HTMLElement, id: string) => root.querySelector<HTMLElement>(`.gated-call[data-task-id="${id}"]`);
+
+  it("highlights and focuses that call's card, and only that one", async () => {
+    const r = inbox("csg-b");
+    destroy = r.destroy;
+    await settle();
+    const b = card(r.target, "csg-b");
+    expect(b?.classList.contains("focused"), "the asked-for call is highlighted").toBe(true);
+    expect(b?.getAttribute("aria-current")).toBe("true");
+    expect(document.activeElement, "focus moves to the call's card").toBe(b);
+    expect(card(r.target, "csg-a")?.classList.contains("focused"), "another call is not").toBe(false);
+    expect(r.target.querySelector('[data-testid="call-gone"]')).toBeNull();
+  });
+
+  it("finds a call whose upstream asks questions too", async () => {
+    const r = inbox("csg-1");
+    destroy = r.destroy;
+    await settle();
+    const asked = r.target.querySelector<HTMLElement>('[data-testid="gated-questions"] .gated-call[data-task-id="csg-1"]');
+    expect(asked?.classList.contains("focused")).toBe(true);
+    expect(document.activeElement).toBe(asked);
+  });
+
+  it("says so when the call no longer waits, once the lists are read", async () => {
+    const early = inbox("csg-decided", false);
+    await settle();
+    expect(early.target.querySelector('[data-testid="call-gone"]'), "not before the lists are read").toBeNull();
+    early.destroy();
+    const r = inbox("csg-decided");
+    destroy = r.destroy;
+    await settle();
+    expect(r.target.querySelector('[data-testid="call-gone"]')?.textContent).toContain("no longer waits");
+    expect(r.target.querySelectorAll(".gated-call.focused").length).toBe(0);
+  });
+});
