@@ -48,8 +48,8 @@ pub enum Error {
     #[error(transparent)]
     Console(#[from] console::OpenError),
     /// The command line was wrong.
-    #[error("{0}")]
-    Usage(String),
+    #[error(transparent)]
+    Usage(#[from] countersign_core::resident::launch::UsageError),
     /// The resident could not be started.
     #[error("cannot start Countersign's background process {}: {source}", exe.display())]
     ResidentSpawn {
@@ -133,14 +133,7 @@ impl Shell {
     /// Pending count (questions and agents' held calls), DND and notification capabilities, as
     /// of now.
     pub async fn state(&self) -> ShellState {
-        let questions = self.console.inbox().await.map(|l| l.len()).unwrap_or(0);
-        let calls = self
-            .console
-            .pending_gated_calls()
-            .await
-            .map(|l| l.len())
-            .unwrap_or(0);
-        let pending = u32::try_from(questions + calls).unwrap_or(u32::MAX);
+        let pending = self.console.waiting_count().await;
         let resident = self.resident_state();
         ShellState {
             pending,

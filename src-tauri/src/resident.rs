@@ -21,13 +21,7 @@ const START_TIMEOUT: Duration = Duration::from_secs(30);
 /// The resident's executable: `COUNTERSIGN_RESIDENT`, else `countersign-resident` beside this
 /// executable (how the package installs both, and how cargo builds both).
 pub fn resident_exe() -> PathBuf {
-    if let Some(path) = std::env::var_os("COUNTERSIGN_RESIDENT").filter(|p| !p.is_empty()) {
-        return PathBuf::from(path);
-    }
-    std::env::current_exe()
-        .ok()
-        .and_then(|exe| exe.parent().map(|dir| dir.join("countersign-resident")))
-        .unwrap_or_else(|| PathBuf::from("countersign-resident"))
+    resident::launch::sibling_exe("COUNTERSIGN_RESIDENT", "countersign-resident")
 }
 
 /// Makes sure a resident runs on the data directory: starts one (its own process group, so it

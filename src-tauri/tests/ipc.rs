@@ -91,12 +91,21 @@ fn setup(dir: &std::path::Path) -> Setup {
 }
 
 fn app_on(dir: PathBuf, demo: Option<DemoServer>) -> Fixture {
+    app_on_with(dir, demo, |shell| shell)
+}
+
+/// [`app_on`], with the shell made by `shell` (e.g. one that restarts its resident).
+fn app_on_with(
+    dir: PathBuf,
+    demo: Option<DemoServer>,
+    shell: impl FnOnce(Shell) -> Shell,
+) -> Fixture {
     let resident = Resident::start(&dir);
     // As the window opens it: the engine is the resident's.
     let mut window_setup = setup(&dir);
     window_setup.start = Start::WhenNeeded;
     let console = block_on(Console::open(window_setup)).expect("console opens the ledger");
-    let shell = Shell::new(Arc::new(console), Launch::now());
+    let shell = shell(Shell::new(Arc::new(console), Launch::now()));
     let app = countersign_desktop::builder(mock_builder(), shell)
         .build(tauri::generate_context!("tauri.conf.json", test = true))
         .expect("app builds with the real config and capabilities");
@@ -495,6 +504,11 @@ fn an_agents_held_call_is_approved_from_the_window_and_the_agents_view_shows_rem
         listed[0]["arguments"]["environment"], "production",
         "the exact arguments reach the window"
     );
+    let info = invoke(&fx.window, "app_info", json!({})).expect("app_info");
+    assert_eq!(
+        info["shell"]["pending"], 1,
+        "a held call counts as waiting (the title, as the tray)"
+    );
     let decided = invoke(
         &fx.window,
         "gated_decide",
@@ -511,6 +525,11 @@ fn an_agents_held_call_is_approved_from_the_window_and_the_agents_view_shows_rem
     assert_eq!(again["code"], "already_answered", "{again}");
     let listed = invoke(&fx.window, "gated_list", json!({})).expect("gated_list");
     assert_eq!(listed, json!([]), "nothing waits any more");
+    let info = invoke(&fx.window, "app_info", json!({})).expect("app_info");
+    assert_eq!(
+        info["shell"]["pending"], 0,
+        "a decided call no longer counts"
+    );
     // The call's timeline, from the ledger: asked, then approved (by this person).
     let timeline = invoke(
         &fx.window,
@@ -1084,33 +1103,27 @@ fn link(window: &WebviewWindow<MockRuntime>) -> Value {
 #[test]
 fn a_killed_resident_is_started_again_and_a_failed_restart_waits_for_retry() {
     let dir = scratch_dir("crash");
-    let mut first = Resident::start(&dir);
     let exe = std::env::current_exe()
         .ok()
         .and_then(|t| Some(t.parent()?.parent()?.join("countersign-resident")))
         .expect("the resident beside the tests");
     // How the window starts it again (`resident::resident_exe`): only this test's shell restarts.
     std::env::set_var("COUNTERSIGN_RESIDENT", &exe);
-    let mut window_setup = setup(&dir);
-    window_setup.start = Start::WhenNeeded;
-    let console = block_on(Console::open(window_setup)).expect("console opens the ledger");
     let options =
         countersign_desktop::Options::parse(["--data-dir".to_owned(), dir.display().to_string()])
             .expect("options");
-    let shell = Shell::new(Arc::new(console), Launch::now()).restarting_with(options);
-    let app = countersign_desktop::builder(mock_builder(), shell)
-        .build(tauri::generate_context!("tauri.conf.json", test = true))
-        .expect("app builds");
-    let window = WebviewWindowBuilder::new(&app, "main", Default::default())
-        .build()
-        .expect("main window");
+    let mut fx = app_on_with(dir.clone(), None, |shell| shell.restarting_with(options));
+    let window = fx.window.clone();
     // What the app's setup starts once its event loop runs (the mock runtime has none).
-    tauri::async_runtime::spawn(countersign_desktop::resident::follow(app.handle().clone()));
+    tauri::async_runtime::spawn(countersign_desktop::resident::follow(
+        fx._app.handle().clone(),
+    ));
     until(
         "the window follows the resident",
         Duration::from_secs(10),
         || (link(&window)["state"] == "connected").then_some(Value::Null),
     );
+    let first = &mut fx.resident;
 
     // kill -9: no Quit on the watch. The window starts a new one, and follows it.
     kill_9(first.pid);
@@ -1181,7 +1194,4 @@ fn a_killed_resident_is_started_again_and_a_failed_restart_waits_for_retry() {
     until("the last failure", Duration::from_secs(30), || {
         (link(&window)["state"] == "failed").then_some(Value::Null)
     });
-    drop(window);
-    drop(app);
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1,3 +1,4 @@
+import type { ComponentProps } from "svelte";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import type { CallAnswer } from "../../bindings/CallAnswer";
 import type { GatedQuestionsView } from "../../bindings/GatedQuestionsView";
@@ -28,6 +29,18 @@ const asking = (questions: GatedQuestionsView["questions"]): GatedQuestionsView 
   questions,
   round: 1,
 });
+
+/** The inbox with no server questions, and `extra` (agents' calls, what to focus). */
+const renderInbox = (extra: Partial<ComponentProps<typeof Inbox>>) =>
+  render(Inbox, {
+    inputs: [],
+    selectedRow: undefined,
+    selectedKey: undefined,
+    onselect: () => {},
+    onanswer: async () => {},
+    oncancel: async () => {},
+    ...extra,
+  });
 
 let destroy: (() => void) | undefined;
 afterEach(() => {
@@ -74,16 +87,7 @@ describe("GatedQuestions", () => {
 
   it("appears in the inbox beside the other questions, which is then not empty", () => {
     const entry = asking([{ key: "user_name", request: { mode: "form", message: "What is your name?", requestedSchema: nameForm } }]);
-    const r = render(Inbox, {
-      inputs: [],
-      selectedRow: undefined,
-      selectedKey: undefined,
-      onselect: () => {},
-      onanswer: async () => {},
-      oncancel: async () => {},
-      asking: [entry],
-      onanswercall: async () => {},
-    });
+    const r = renderInbox({ asking: [entry], onanswercall: async () => {} });
     destroy = r.destroy;
     expect(r.target.querySelector('[data-testid="gated-questions"] [data-task-id="csg-1"]')).not.toBeNull();
     expect(r.target.textContent).not.toContain("Nothing waits for you.");
@@ -93,13 +97,7 @@ describe("GatedQuestions", () => {
 describe("an agent's call opened from its notification (#/inbox/call/ID)", () => {
   const waiting = (task_id: string, tool: string): GatedQuestionsView["call"] => ({ ...asking([]).call, task_id, tool, state: "pending", decided_by: null, decided_at: null });
   const inbox = (focusCall: string | undefined, callsLoaded = true) =>
-    render(Inbox, {
-      inputs: [],
-      selectedRow: undefined,
-      selectedKey: undefined,
-      onselect: () => {},
-      onanswer: async () => {},
-      oncancel: async () => {},
+    renderInbox({
       gated: [waiting("csg-a", "first_tool"), waiting("csg-b", "second_tool")],
       ondecide: async () => {},
       asking: [asking([{ key: "user_name", request: { mode: "form", message: "What is your name?", requestedSchema: nameForm } }])],
