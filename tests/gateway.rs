@@ -6,10 +6,18 @@
 use std::time::Duration;
 
 use countersign_demo::{DemoConfig, Fault};
-use countersign_tests::gateway::{tasks_meta, GatewayRig, DEADLINE};
+use countersign_tests::gateway::{console_with_demo, eventually, tasks_meta, GatewayRig, DEADLINE};
+use countersign_tests::raw;
 use serde_json::{json, Value};
 
 const DISPOSITION: &str = "io.modelcontextprotocol/tool-approval-disposition";
+
+/// Asserts that the agent's task `task` completed, with `isError` and the disposition given.
+fn assert_completed(task: &Value, is_error: bool, disposition: &str) {
+    assert_eq!(task["status"], "completed", "{task}");
+    assert_eq!(task["result"]["isError"], is_error, "{task}");
+    assert_eq!(task["result"]["_meta"][DISPOSITION], disposition, "{task}");
+}
 
 fn disposition(result: &Value) -> &str {
     result["meta"][DISPOSITION]
@@ -70,9 +78,7 @@ async fn an_ask_call_waits_as_a_task_and_runs_once_after_approval_in_the_cli() {
         "the exact arguments are shown"
     );
 
-    rig.cli(&["answer", &task_id, "--accept", "{}"])
-        .await
-        .assert_code(0);
+    rig.approve(&task_id).await;
     let result = agent.await.expect("the agent task");
 
     assert_eq!(result["isError"], false, "approved and run: {result}");
@@ -176,9 +182,7 @@ async fn the_typescript_sdk_client_is_held_told_it_awaits_approval_and_its_ident
     assert_eq!(rig.upstream_calls(), 0, "nothing ran before approval");
 
     let task_id = rig.wait_for_pending("get_time").await;
-    rig.cli(&["answer", &task_id, "--accept", "{}"])
-        .await
-        .assert_code(0);
+    rig.approve(&task_id).await;
     let retry = rig.ts_agent("get_time", args.clone()).await;
 
     assert_eq!(retry["isError"], false, "the identical retry runs: {retry}");
@@ -281,8 +285,7 @@ async fn a_missing_wrong_or_revoked_token_gets_401() {
 #[tokio::test]
 async fn tasks_cancel_withdraws_a_pending_call_which_then_never_runs() {
     let rig = GatewayRig::start(5).await;
-    let created = rig.call_as_task_agent("get_time", json!({})).await;
-    let task_id = created["taskId"].as_str().expect("a task id").to_owned();
+    let task_id = rig.task_of_call("get_time", json!({})).await;
 
     let ack = rig.task_request("tasks/cancel", &task_id).await;
     assert!(ack.get("error").is_none(), "cancel is acknowledged: {ack}");
@@ -305,8 +308,7 @@ async fn tasks_cancel_withdraws_a_pending_call_which_then_never_runs() {
 #[tokio::test]
 async fn a_pending_approval_survives_kill_9_of_the_gateway_and_runs_once_after_restart() {
     let mut rig = GatewayRig::start(5).await;
-    let created = rig.call_as_task_agent("get_time", json!({"n": 1})).await;
-    let task_id = created["taskId"].as_str().expect("a task id").to_owned();
+    let task_id = rig.task_of_call("get_time", json!({"n": 1})).await;
 
     let port = rig.port;
     rig.kill9().await;
@@ -321,17 +323,10 @@ async fn a_pending_approval_survives_kill_9_of_the_gateway_and_runs_once_after_r
         polled["result"]["status"], "working",
         "the agent's next poll finds its task: {polled}"
     );
-    rig.cli(&["answer", &task_id, "--accept", "{}"])
-        .await
-        .assert_code(0);
+    rig.approve(&task_id).await;
     let task = rig.task_to_end(&task_id).await;
 
-    assert_eq!(task["status"], "completed", "{task}");
-    assert_eq!(task["result"]["isError"], false, "{task}");
-    assert_eq!(
-        task["result"]["_meta"][DISPOSITION], "approved-executed",
-        "{task}"
-    );
+    assert_completed(&task, false, "approved-executed");
     assert_eq!(
         rig.upstream_calls(),
         1,
@@ -357,9 +352,7 @@ async fn a_session_client_is_held_then_told_to_retry_and_the_identical_retry_run
     assert_eq!(rig.upstream_calls(), 0);
 
     let task_id = rig.wait_for_pending("get_time").await;
-    rig.cli(&["answer", &task_id, "--accept", "{}"])
-        .await
-        .assert_code(0);
+    rig.approve(&task_id).await;
     let other = rig
         .agent(
             "session",
@@ -396,29 +389,22 @@ async fn an_approved_call_answered_with_an_upstream_task_is_mirrored_and_its_que
         ..DemoConfig::default()
     };
     let rig = GatewayRig::start_with(5, config).await;
-    let created = rig
-        .call_as_task_agent(
+    let task_id = rig
+        .task_of_call(
             "deploy_service",
             json!({"service": "billing", "environment": "staging"}),
         )
         .await;
-    let task_id = created["taskId"].as_str().expect("a task id").to_owned();
-    rig.cli(&["answer", &task_id, "--accept", "{}"])
-        .await
-        .assert_code(0);
+    rig.approve(&task_id).await;
 
     // The upstream's own approval question reaches the person's inbox, not the agent.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    let question = loop {
-        if let Some(q) = rig.pending_questions().await.into_iter().next() {
-            break q;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the upstream task's question never reached the inbox"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let question = eventually(
+        "the upstream task's question never reached the inbox",
+        Duration::from_secs(60),
+        Duration::from_millis(100),
+        || async { rig.pending_questions().await.into_iter().next() },
+    )
+    .await;
     let seen = rig.task_request("tasks/get", &task_id).await;
     assert_eq!(
         seen["result"]["status"], "working",
@@ -435,12 +421,7 @@ async fn an_approved_call_answered_with_an_upstream_task_is_mirrored_and_its_que
     .assert_code(0);
     let task = rig.task_to_end(&task_id).await;
 
-    assert_eq!(task["status"], "completed", "{task}");
-    assert_eq!(task["result"]["isError"], false, "{task}");
-    assert_eq!(
-        task["result"]["_meta"][DISPOSITION], "approved-executed",
-        "{task}"
-    );
+    assert_completed(&task, false, "approved-executed");
     let text = task["result"]["content"][0]["text"].as_str().unwrap_or("");
     assert!(
         text.contains("Deployed billing"),
@@ -456,23 +437,17 @@ async fn a_gateway_killed_after_sending_an_approved_call_reports_outcome_unknown
     // The upstream receives the call but answers only after the gateway is gone.
     rig.demo
         .inject_for("tools/call", Fault::Delay(Duration::from_secs(4)), 1);
-    let created = rig.call_as_task_agent("get_time", json!({"n": 2})).await;
-    let task_id = created["taskId"].as_str().expect("a task id").to_owned();
-    rig.cli(&["answer", &task_id, "--accept", "{}"])
-        .await
-        .assert_code(0);
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while rig.upstream_calls() == 0 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the approved call never reached the upstream"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let task_id = rig.task_of_call("get_time", json!({"n": 2})).await;
+    rig.approve(&task_id).await;
+    eventually(
+        "the approved call never reached the upstream",
+        Duration::from_secs(30),
+        Duration::from_millis(20),
+        || async { (rig.upstream_calls() > 0).then_some(()) },
+    )
+    .await;
 
-    let port = rig.port;
-    rig.kill9().await;
-    rig.start_gateway(port).await;
+    rig.restart_after_kill9().await;
     let task = rig.task_to_end(&task_id).await;
 
     assert_eq!(task["status"], "completed", "{task}");
@@ -492,16 +467,11 @@ async fn a_gateway_killed_after_sending_an_approved_call_reports_outcome_unknown
 #[tokio::test]
 async fn a_call_nobody_decides_in_time_expires_and_never_runs() {
     let rig = GatewayRig::start(5).await;
-    let created = rig.call_as_task_agent("get_time", json!({})).await;
-    let task_id = created["taskId"].as_str().expect("a task id").to_owned();
+    let task_id = rig.task_of_call("get_time", json!({})).await;
 
     // Its approval window (24 h) ends now: moved in the ledger file, as a second process would.
-    let ledger =
-        rusqlite::Connection::open(rig.dir.path().join("ledger.sqlite3")).expect("open the ledger");
-    ledger
-        .busy_timeout(Duration::from_secs(10))
-        .expect("busy timeout");
-    let moved = ledger
+    let moved = rig
+        .open_ledger()
         .execute(
             "UPDATE gated_calls SET expires_at = 0 WHERE task_id = ?1",
             [&task_id],
@@ -510,12 +480,7 @@ async fn a_call_nobody_decides_in_time_expires_and_never_runs() {
     assert_eq!(moved, 1);
     let task = rig.task_to_end(&task_id).await;
 
-    assert_eq!(task["status"], "completed", "{task}");
-    assert_eq!(task["result"]["isError"], true, "{task}");
-    assert_eq!(
-        task["result"]["_meta"][DISPOSITION], "denied-not-executed",
-        "{task}"
-    );
+    assert_completed(&task, true, "denied-not-executed");
     let text = task["result"]["content"][0]["text"].as_str().unwrap_or("");
     assert!(text.contains("nobody approved it in time"), "{text}");
     let late = rig.cli(&["answer", &task_id, "--accept", "{}"]).await;
@@ -587,10 +552,7 @@ async fn countersign_connect_relays_a_stdio_host_through_the_same_policies() {
 #[tokio::test]
 async fn always_allow_on_an_approval_creates_a_visible_rule_for_that_agent_and_tool() {
     let rig = GatewayRig::start(5).await;
-    let created = rig
-        .call_as_task_agent("get_time", json!({"first": true}))
-        .await;
-    let task_id = created["taskId"].as_str().expect("a task id").to_owned();
+    let task_id = rig.task_of_call("get_time", json!({"first": true})).await;
 
     rig.cli(&["answer", &task_id, "--accept", r#"{"alwaysAllow": true}"#])
         .await
@@ -670,45 +632,32 @@ async fn the_read_only_switch_lets_only_tools_marked_read_only_pass() {
 #[tokio::test]
 async fn a_result_recorded_before_a_kill_9_is_what_the_agent_polls_after_the_restart() {
     let mut rig = GatewayRig::start(5).await;
-    let created = rig.call_as_task_agent("get_time", json!({"n": 3})).await;
-    let task_id = created["taskId"].as_str().expect("a task id").to_owned();
-    rig.cli(&["answer", &task_id, "--accept", "{}"])
-        .await
-        .assert_code(0);
+    let task_id = rig.task_of_call("get_time", json!({"n": 3})).await;
+    rig.approve(&task_id).await;
 
     // Wait, reading the ledger file as another process would, until the upstream's answer is
     // recorded; the agent has not polled.
-    let ledger =
-        rusqlite::Connection::open(rig.dir.path().join("ledger.sqlite3")).expect("open the ledger");
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let state: String = ledger
-            .query_row(
-                "SELECT state FROM gated_calls WHERE task_id = ?1",
-                [&task_id],
-                |r| r.get(0),
-            )
-            .expect("the call's row");
-        if state == "done" {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the call never finished: {state}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let port = rig.port;
-    rig.kill9().await;
-    rig.start_gateway(port).await;
+    let ledger = rig.open_ledger();
+    eventually(
+        "the call never finished",
+        Duration::from_secs(30),
+        Duration::from_millis(20),
+        || async {
+            let state: String = ledger
+                .query_row(
+                    "SELECT state FROM gated_calls WHERE task_id = ?1",
+                    [&task_id],
+                    |r| r.get(0),
+                )
+                .expect("the call's row");
+            (state == "done").then_some(())
+        },
+    )
+    .await;
+    rig.restart_after_kill9().await;
     let task = rig.task_to_end(&task_id).await;
 
-    assert_eq!(task["status"], "completed", "{task}");
-    assert_eq!(task["result"]["isError"], false, "{task}");
-    assert_eq!(
-        task["result"]["_meta"][DISPOSITION], "approved-executed",
-        "{task}"
-    );
+    assert_completed(&task, false, "approved-executed");
     assert_eq!(rig.upstream_calls(), 1, "the upstream ran it once");
 }
 
@@ -717,36 +666,17 @@ async fn a_result_recorded_before_a_kill_9_is_what_the_agent_polls_after_the_res
 #[tokio::test]
 async fn the_demo_agent_gets_its_allowed_call_at_once_and_its_other_call_runs_after_approval_with_a_timeline(
 ) {
-    use countersign_core::console::view::{GatedDecision, ServerAddRequest};
-    use countersign_core::console::{Console, Setup, Start};
+    use countersign_core::console::view::GatedDecision;
     use countersign_core::gateway::demo_agent::{self, GatedEnd};
     use countersign_core::gateway::endpoint::{Gateway, GatewayConfig};
     use countersign_core::ledger::EventKind;
-    use countersign_demo::DemoServer;
     use std::sync::Arc;
 
-    let demo = DemoServer::start(
-        std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
-        DemoConfig {
-            time_scale: 0.05,
-            ..DemoConfig::default()
-        },
-    )
-    .await
-    .expect("the demo server starts");
-    let dir = countersign_tests::procs::DataDir::new("demo-agent");
-    let mut setup = Setup::new(dir.path());
-    setup.start = Start::Now;
-    let console = Arc::new(Console::open(setup).await.expect("the console opens"));
-    console
-        .add_server(ServerAddRequest {
-            name: "demo".into(),
-            url: demo.url(),
-            token: None,
-            discover: true,
-        })
-        .await
-        .expect("the demo server registers");
+    let config = DemoConfig {
+        time_scale: 0.05,
+        ..DemoConfig::default()
+    };
+    let (demo, _dir, console) = console_with_demo("demo-agent", config).await;
     let gateway = Gateway::start(Arc::clone(&console), GatewayConfig::default())
         .await
         .expect("the gateway starts");
@@ -759,18 +689,16 @@ async fn the_demo_agent_gets_its_allowed_call_at_once_and_its_other_call_runs_af
     let agent = tokio::spawn(async move { demo_agent::run(&url, enrolled).await });
 
     // Its gated call waits in the inbox; the allowed one has already run.
-    let deadline = tokio::time::Instant::now() + DEADLINE;
-    let pending = loop {
-        let pending = console.pending_gated_calls().await.expect("the inbox");
-        if let Some(call) = pending.into_iter().next() {
-            break call;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the demo agent's call never reached the inbox"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let pending = eventually(
+        "the demo agent's call never reached the inbox",
+        DEADLINE,
+        Duration::from_millis(50),
+        || async {
+            let pending = console.pending_gated_calls().await.expect("the inbox");
+            pending.into_iter().next()
+        },
+    )
+    .await;
     assert_eq!(pending.agent, demo_agent::AGENT);
     assert_eq!(pending.tool, demo_agent::GATED_TOOL);
     assert_eq!(
@@ -885,29 +813,9 @@ async fn in_process_gateway(
     countersign_core::gateway::endpoint::Gateway,
     String,
 ) {
-    use countersign_core::console::view::ServerAddRequest;
-    use countersign_core::console::{Console, Setup, Start};
     use countersign_core::gateway::endpoint::Gateway;
 
-    let demo = countersign_demo::DemoServer::start(
-        std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
-        DemoConfig::default(),
-    )
-    .await
-    .expect("the demo server starts");
-    let dir = countersign_tests::procs::DataDir::new("gateway-in-process");
-    let mut setup = Setup::new(dir.path());
-    setup.start = Start::Now;
-    let console = std::sync::Arc::new(Console::open(setup).await.expect("the console opens"));
-    console
-        .add_server(ServerAddRequest {
-            name: "demo".into(),
-            url: demo.url(),
-            token: None,
-            discover: true,
-        })
-        .await
-        .expect("the demo server registers");
+    let (demo, dir, console) = console_with_demo("gateway-in-process", DemoConfig::default()).await;
     let (_, token) = console.add_agent("bot").await.expect("an agent");
     let gateway = Gateway::start(std::sync::Arc::clone(&console), config)
         .await
@@ -1123,13 +1031,8 @@ async fn subscriptions_listen_is_relayed_as_a_stream_tagged_with_the_agents_own_
     let rig = GatewayRig::start(5).await;
     let body = json!({"jsonrpc": "2.0", "id": "agent-listen-1", "method": "subscriptions/listen",
         "params": {"_meta": tasks_meta(), "notifications": {"toolsListChanged": true}}});
-    let mut response = reqwest::Client::new()
-        .post(&rig.url)
+    let mut response = raw::post(&reqwest::Client::new(), &rig.url, "subscriptions/listen")
         .bearer_auth(&rig.token)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", "subscriptions/listen")
         .body(body.to_string())
         .send()
         .await
@@ -1187,26 +1090,20 @@ async fn an_approved_call_whose_upstream_asks_first_puts_its_questions_in_the_in
     // it runs; re-sent with the answer, it creates a task whose result greets that name.
     let agent = rig.spawn_agent("fastmcp", "test_tool_with_task", json!({}));
     let task_id = rig.wait_for_pending("test_tool_with_task").await;
-    rig.cli(&["answer", &task_id, "--accept", "{}"])
-        .await
-        .assert_code(0);
+    rig.approve(&task_id).await;
 
-    let deadline = tokio::time::Instant::now() + DEADLINE;
-    let asked = loop {
-        if let Some(item) = rig
-            .pending_questions()
-            .await
-            .into_iter()
-            .find(|q| q["kind"] == "tool_call_questions" && q["task_id"] == task_id.as_str())
-        {
-            break item;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the upstream's questions never reached the inbox"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let asked = eventually(
+        "the upstream's questions never reached the inbox",
+        DEADLINE,
+        Duration::from_millis(100),
+        || async {
+            rig.pending_questions()
+                .await
+                .into_iter()
+                .find(|q| q["kind"] == "tool_call_questions" && q["task_id"] == task_id.as_str())
+        },
+    )
+    .await;
     assert!(
         asked["questions"]["user_name"].is_object(),
         "the upstream's own question, for the person: {asked}"

@@ -52,6 +52,23 @@ async fn a_pooled_connection_the_server_closes_unanswered_is_replaced_and_the_po
     let seen = requests.clone();
     let server = Hostile::builder()
         .tool("1", move |req| {
+            // A retried request carries the same headers as the one that was cut off (they are
+            // built again for the retry, not kept): anything else is refused, failing the poll.
+            let headers = [
+                req.header("mcp-method"),
+                req.header("mcp-name"),
+                req.header("mcp-protocol-version"),
+                req.header("content-type"),
+            ];
+            let expected = [
+                Some("tasks/get"),
+                Some("1.0"),
+                Some(countersign_core::mcp::PROTOCOL_VERSION),
+                Some("application/json"),
+            ];
+            if headers != expected {
+                return Reply::status(400, &[]);
+            }
             if seen.fetch_add(1, Ordering::SeqCst) % 3 == 2 {
                 Reply::Raw(Vec::new())
             } else {

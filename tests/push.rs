@@ -11,42 +11,16 @@ mod rig;
 
 use std::time::{Duration, Instant};
 
-use countersign_core::ledger::tasks::LedgerStatus;
+use countersign_core::ledger::tasks::{LedgerStatus, TaskRecord};
 use countersign_core::ledger::{EventKind, Via};
 use countersign_core::mcp::{self, ListenEvent, ListenRequest, TaskStatus};
 use countersign_core::status::push::StreamScheme;
-use countersign_demo::{DemoConfig, DemoServer, Fault, TaskChange};
+use countersign_demo::{DemoConfig, DemoServer, Fault};
 use countersign_tests::drive::{accept, call, client, expect_task, poll_to_questions};
 use countersign_tests::peer::FastmcpPeer;
-use rig::{describe, state_vias, updates, Rig};
+use countersign_tests::{demo, raw};
+use rig::{assert_every_change, describe, state_vias, updates, Rig};
 use serde_json::{json, Value};
-
-async fn demo(config: DemoConfig) -> DemoServer {
-    DemoServer::start(([127, 0, 0, 1], 0).into(), config)
-        .await
-        .unwrap_or_else(|e| panic!("the demo server must start: {e}"))
-}
-
-/// The `(status, statusMessage)` changes the server made after creating the task, the way the
-/// ledger records them: consecutive duplicates (payload-only changes) dropped.
-fn server_updates(changes: &[TaskChange]) -> Vec<(String, Option<String>)> {
-    let mut out: Vec<(String, Option<String>)> = Vec::new();
-    let mut previous: Option<(String, Option<String>)> = None;
-    for change in changes {
-        let status = serde_json::to_value(change.status)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_owned))
-            .unwrap_or_default();
-        let now = (status, change.status_message.clone());
-        if let Some(before) = &previous {
-            if *before != now {
-                out.push(now.clone());
-            }
-        }
-        previous = Some(now);
-    }
-    out
-}
 
 // ---------------------------------------------------------------------------------------------
 // The demo's stream on the wire
@@ -67,12 +41,7 @@ fn listen_body(id: Value, notifications: Value, capabilities: Value) -> Value {
 }
 
 async fn post_listen(url: &str, body: &Value) -> reqwest::Response {
-    reqwest::Client::new()
-        .post(url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", "subscriptions/listen")
+    raw::post(&reqwest::Client::new(), url, "subscriptions/listen")
         .body(body.to_string())
         .send()
         .await
@@ -127,7 +96,7 @@ impl RawStream {
 #[tokio::test]
 async fn the_demo_acknowledges_known_tasks_pushes_the_tasks_get_state_pings_and_closes_on_shutdown()
 {
-    let server = demo(DemoConfig {
+    let server = demo::start(DemoConfig {
         time_scale: 0.01,
         listen_keepalive: Duration::from_millis(100),
         ..DemoConfig::default()
@@ -189,12 +158,7 @@ async fn the_demo_acknowledges_known_tasks_pushes_the_tasks_get_state_pings_and_
         .await
         .expect("the current state follows the acknowledgement");
     // What tasks/get returns, without the result envelope, tagged with the subscription.
-    let from_get = reqwest::Client::new()
-        .post(&url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", "tasks/get")
+    let from_get = raw::post(&reqwest::Client::new(), &url, "tasks/get")
         .header("mcp-name", &task.task_id)
         .body(
             json!({"jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {
@@ -247,7 +211,7 @@ async fn the_demo_acknowledges_known_tasks_pushes_the_tasks_get_state_pings_and_
 
 #[tokio::test]
 async fn listen_needs_the_tasks_extension_and_is_unknown_when_push_is_off() {
-    let server = demo(DemoConfig::default()).await;
+    let server = demo::start(DemoConfig::default()).await;
     let without_tasks = post_listen(
         &server.url(),
         &listen_body(json!(7), json!({"taskIds": ["x"]}), json!({})),
@@ -269,7 +233,7 @@ async fn listen_needs_the_tasks_extension_and_is_unknown_when_push_is_off() {
     assert_eq!(missing.status(), 400, "`notifications` is required");
     server.shutdown().await;
 
-    let off = demo(DemoConfig {
+    let off = demo::start(DemoConfig {
         push: false,
         ..DemoConfig::default()
     })
@@ -308,7 +272,7 @@ async fn next_event(listening: &mut mcp::Listening) -> Option<mcp::Result<Listen
 
 #[tokio::test]
 async fn the_client_reads_the_demo_stream_into_typed_events() {
-    let server = demo(DemoConfig {
+    let server = demo::start(DemoConfig {
         time_scale: 0.01,
         listen_keepalive: Duration::from_millis(50),
         ..DemoConfig::default()
@@ -390,17 +354,23 @@ async fn the_client_reads_the_demo_stream_into_typed_events() {
 // The engine with push
 // ---------------------------------------------------------------------------------------------
 
+/// The demo server (`config`), and a console whose engine has push on, with it registered.
+async fn pushing(config: DemoConfig) -> (DemoServer, Rig) {
+    let server = demo::start(config).await;
+    let rig = Rig::start(&server.url(), true).await;
+    (server, rig)
+}
+
 #[tokio::test]
 async fn push_delivers_every_change_of_an_elicitation_task_without_a_single_poll() {
     // pollIntervalMs 2 s: the engine's first poll would come 2 s after the handle; push must
     // have covered the task long before, and then polls only every 30 s.
-    let server = demo(DemoConfig {
+    let (server, rig) = pushing(DemoConfig {
         time_scale: 0.2,
         poll_interval_ms: 2000,
         ..DemoConfig::default()
     })
     .await;
-    let rig = Rig::start(&server.url(), true).await;
     let record = rig
         .call(
             "deploy_service",
@@ -442,14 +412,11 @@ async fn push_delivers_every_change_of_an_elicitation_task_without_a_single_poll
         1,
         "the answer is delivered once"
     );
-    let changes = server
-        .task_changes(&record.task_id)
-        .expect("the server knows the task");
-    assert_eq!(
-        updates(&timeline),
-        server_updates(&changes),
-        "every server-side change is in the ledger, in order; timeline:\n{}",
-        describe(&timeline)
+    assert_every_change(
+        &server,
+        &record.task_id,
+        &timeline,
+        "every server-side change is in the ledger, in order",
     );
     assert!(
         updates(&timeline)
@@ -473,12 +440,11 @@ async fn push_delivers_every_change_of_an_elicitation_task_without_a_single_poll
 #[tokio::test]
 async fn a_broken_stream_falls_back_to_polling_at_once_and_loses_no_change() {
     // A change every 300 ms for 6 s; polls (when not covered) every 100 ms catch each one.
-    let server = demo(DemoConfig {
+    let (server, rig) = pushing(DemoConfig {
         poll_interval_ms: 100,
         ..DemoConfig::default()
     })
     .await;
-    let rig = Rig::start(&server.url(), true).await;
     let record = rig
         .call("bench_job", json!({"duration_ms": 6000, "steps": 20}))
         .await;
@@ -514,20 +480,13 @@ async fn a_broken_stream_falls_back_to_polling_at_once_and_loses_no_change() {
     rig.wait_finished(record.id).await;
 
     let timeline = rig.timeline(record.id);
-    let changes = server
-        .task_changes(&record.task_id)
-        .expect("the server knows the task");
-    assert_eq!(
-        updates(&timeline),
-        server_updates(&changes),
-        "no change lost, none repeated, none out of order; timeline:\n{}",
-        describe(&timeline)
+    let server_updates = assert_every_change(
+        &server,
+        &record.task_id,
+        &timeline,
+        "no change lost, none repeated, none out of order",
     );
-    assert_eq!(
-        server_updates(&changes).len(),
-        20,
-        "19 step messages, then done"
-    );
+    assert_eq!(server_updates.len(), 20, "19 step messages, then done");
     let vias = state_vias(&timeline);
     assert!(
         vias.contains(&Via::Push) && vias.contains(&Via::Poll),
@@ -555,12 +514,11 @@ async fn a_broken_stream_falls_back_to_polling_at_once_and_loses_no_change() {
 
 #[tokio::test]
 async fn a_gracefully_closed_stream_reconnects_and_push_resumes() {
-    let server = demo(DemoConfig {
+    let (server, rig) = pushing(DemoConfig {
         poll_interval_ms: 100,
         ..DemoConfig::default()
     })
     .await;
-    let rig = Rig::start(&server.url(), true).await;
     let record = rig
         .call("bench_job", json!({"duration_ms": 5000, "steps": 10}))
         .await;
@@ -576,15 +534,7 @@ async fn a_gracefully_closed_stream_reconnects_and_push_resumes() {
     .await;
     rig.wait_finished(record.id).await;
     let timeline = rig.timeline(record.id);
-    let changes = server
-        .task_changes(&record.task_id)
-        .expect("the server knows the task");
-    assert_eq!(
-        updates(&timeline),
-        server_updates(&changes),
-        "timeline:\n{}",
-        describe(&timeline)
-    );
+    assert_every_change(&server, &record.task_id, &timeline, "");
     assert_eq!(
         timeline.last().map(|e| e.via),
         Some(Via::Push),
@@ -592,6 +542,25 @@ async fn a_gracefully_closed_stream_reconnects_and_push_resumes() {
     );
     rig.shutdown().await;
     server.shutdown().await;
+}
+
+/// Waits for each of `records` to finish; every change the server made is in its timeline, in
+/// order, and every state event came by push.
+async fn each_finished_with_every_change_pushed(
+    rig: &Rig,
+    server: &DemoServer,
+    records: &[TaskRecord],
+) {
+    for record in records {
+        rig.wait_finished(record.id).await;
+        let timeline = rig.timeline(record.id);
+        assert_every_change(server, &record.task_id, &timeline, "");
+        assert!(
+            state_vias(&timeline).iter().all(|v| *v == Via::Push),
+            "{:?}",
+            state_vias(&timeline)
+        );
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -617,15 +586,7 @@ async fn run_bench_job(
         .await;
     rig.wait_finished(record.id).await;
     let timeline = rig.timeline(record.id);
-    let changes = server
-        .task_changes(&record.task_id)
-        .expect("the server knows the task");
-    assert_eq!(
-        updates(&timeline),
-        server_updates(&changes),
-        "push={push}; timeline:\n{}",
-        describe(&timeline)
-    );
+    assert_every_change(server, &record.task_id, &timeline, &format!("push={push}"));
     let failures = timeline
         .iter()
         .filter(|e| matches!(e.kind, EventKind::PollFailed { .. }))
@@ -643,7 +604,7 @@ async fn run_bench_job(
 
 #[tokio::test]
 async fn a_demo_without_push_is_polled_exactly_as_before() {
-    let server = demo(DemoConfig {
+    let server = demo::start(DemoConfig {
         push: false,
         poll_interval_ms: 100,
         ..DemoConfig::default()
@@ -737,7 +698,7 @@ async fn the_fastmcp_peer_without_listen_is_polled_exactly_as_before() {
 
 #[tokio::test]
 async fn batched_streams_are_added_retired_and_merged_without_losing_a_change() {
-    let server = demo(DemoConfig {
+    let server = demo::start(DemoConfig {
         poll_interval_ms: 2000,
         ..DemoConfig::default()
     })
@@ -760,24 +721,7 @@ async fn batched_streams_are_added_retired_and_merged_without_losing_a_change() 
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
-    for record in &records {
-        rig.wait_finished(record.id).await;
-        let timeline = rig.timeline(record.id);
-        let changes = server
-            .task_changes(&record.task_id)
-            .expect("the server knows the task");
-        assert_eq!(
-            updates(&timeline),
-            server_updates(&changes),
-            "timeline:\n{}",
-            describe(&timeline)
-        );
-        assert!(
-            state_vias(&timeline).iter().all(|v| *v == Via::Push),
-            "{:?}",
-            state_vias(&timeline)
-        );
-    }
+    each_finished_with_every_change_pushed(&rig, &server, &records).await;
     let stats = server.stats();
     assert_eq!(stats.requests_for("tasks/get"), 0, "{:?}", stats.requests);
     let push = rig.engine().push_stats();
@@ -799,7 +743,7 @@ async fn batched_streams_are_added_retired_and_merged_without_losing_a_change() 
 
 #[tokio::test]
 async fn per_task_streams_deliver_every_change_too() {
-    let server = demo(DemoConfig {
+    let server = demo::start(DemoConfig {
         poll_interval_ms: 2000,
         ..DemoConfig::default()
     })
@@ -819,24 +763,7 @@ async fn per_task_streams_deliver_every_change_too() {
         r.engine().push_stats().open_streams == 3
     })
     .await;
-    for record in &records {
-        rig.wait_finished(record.id).await;
-        let timeline = rig.timeline(record.id);
-        let changes = server
-            .task_changes(&record.task_id)
-            .expect("the server knows the task");
-        assert_eq!(
-            updates(&timeline),
-            server_updates(&changes),
-            "timeline:\n{}",
-            describe(&timeline)
-        );
-        assert!(
-            state_vias(&timeline).iter().all(|v| *v == Via::Push),
-            "{:?}",
-            state_vias(&timeline)
-        );
-    }
+    each_finished_with_every_change_pushed(&rig, &server, &records).await;
     assert_eq!(server.stats().requests_for("tasks/get"), 0);
     assert_eq!(server.stats().requests_for("subscriptions/listen"), 3);
     rig.shutdown().await;
@@ -858,7 +785,7 @@ async fn measure_stream_schemes_under_churn() {
         StreamScheme::Single,
         StreamScheme::PerTask,
     ] {
-        let server = demo(DemoConfig {
+        let server = demo::start(DemoConfig {
             poll_interval_ms: 5000,
             ..DemoConfig::default()
         })

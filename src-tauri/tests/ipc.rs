@@ -2,11 +2,16 @@
 //! the real console (a ledger in a temp dir, the engine running) against the built-in demo
 //! server on 127.0.0.1, and the error shape the UI branches on.
 
+use countersign_core::console::gateway::{AgentCall, Gate, PolicyInput};
+use countersign_core::console::view::ServerAddRequest;
 use countersign_core::console::{Console, Setup, Start};
+use countersign_core::ledger::gated::{GatedMode, GatedRecord};
+use countersign_core::ledger::servers::ServerRecord;
 use countersign_core::secrets::Secrets;
+use countersign_core::sensitive::Sensitive;
 use countersign_demo::{DemoConfig, DemoServer};
 use countersign_desktop::{ipc, Launch, Shell};
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -32,6 +37,69 @@ impl Drop for Fixture {
         self.resident.end();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+impl Fixture {
+    /// The console behind the window's commands.
+    fn console(&self) -> Arc<Console> {
+        use tauri::Manager as _;
+        Arc::clone(&self._app.state::<Shell>().console)
+    }
+}
+
+/// A call as the gateway holds it when no rule allows it: the agent `ci-bot` (its token, shown
+/// once) calls `tool` with `arguments` in task mode on the server added as `server`, and the
+/// call waits for a person.
+struct Held {
+    token: Sensitive<String>,
+    server: ServerRecord,
+    record: GatedRecord,
+}
+
+fn held_call(
+    console: &Console,
+    server: ServerAddRequest,
+    tool: &str,
+    arguments: &Map<String, Value>,
+) -> Held {
+    let (_agent, token) = block_on(console.add_agent("ci-bot")).expect("an agent");
+    let agent = block_on(console.authenticate_agent(token.expose()))
+        .expect("the ledger answers")
+        .expect("its token authenticates it");
+    let server = block_on(console.add_server(server)).expect("a server");
+    let held = block_on(console.gate(
+        AgentCall {
+            agent: &agent,
+            server: &server,
+            tool,
+            arguments,
+            mode: GatedMode::Task,
+            tool_info: None,
+        },
+        &PolicyInput {
+            rules: Vec::new(),
+            allow_read_only: false,
+        },
+    ))
+    .expect("the call is recorded");
+    let Gate::Held(record) = held else {
+        panic!("with no rule the call waits for a person, got {held:?}")
+    };
+    Held {
+        token,
+        server,
+        record,
+    }
+}
+
+/// `gated_decide`'s request: a person's decision on the call `task_id`, without a reason.
+fn decide_request(task_id: &str, approve: bool, always_allow: bool) -> Value {
+    json!({"request": {"taskId": task_id, "decision": {"approve": approve, "reason": null, "always_allow": always_allow}}})
+}
+
+/// `gated_answer`'s request: `response` to the question `key` of the call `task_id`.
+fn answer_request(task_id: &str, key: &str, response: Value) -> Value {
+    json!({"request": {"taskId": task_id, "answers": [{"key": key, "response": response}]}})
 }
 
 /// The real resident (`countersign-resident`, built beside these tests) on the fixture's data
@@ -456,45 +524,24 @@ fn the_demo_server_starts_with_one_click_once_and_its_example_tasks_begin() {
 
 #[test]
 fn an_agents_held_call_is_approved_from_the_window_and_the_agents_view_shows_removes_and_revokes() {
-    use countersign_core::console::gateway::{AgentCall, Gate, PolicyInput};
-    use countersign_core::console::view::{RuleAction, ServerAddRequest};
-    use countersign_core::ledger::gated::GatedMode;
-    use tauri::Manager as _;
+    use countersign_core::console::view::RuleAction;
 
     let fx = app("gated");
-    let console = Arc::clone(&fx._app.state::<Shell>().console);
-    let (_agent, token) = block_on(console.add_agent("ci-bot")).expect("an agent");
-    let agent = block_on(console.authenticate_agent(token.expose()))
-        .expect("the ledger answers")
-        .expect("its token authenticates it");
-    let server = block_on(console.add_server(ServerAddRequest {
-        name: "deploys".into(),
-        url: "http://127.0.0.1:9/mcp".into(),
-        token: None,
-        discover: false,
-    }))
-    .expect("a server");
+    let console = fx.console();
     let arguments = json!({"service": "billing", "environment": "production"});
     let arguments = arguments.as_object().expect("an object").clone();
     // What the gateway does with an agent's tools/call when no rule allows it: hold it.
-    let held = block_on(console.gate(
-        AgentCall {
-            agent: &agent,
-            server: &server,
-            tool: "deploy_service",
-            arguments: &arguments,
-            mode: GatedMode::Task,
-            tool_info: None,
+    let Held { token, record, .. } = held_call(
+        &console,
+        ServerAddRequest {
+            name: "deploys".into(),
+            url: "http://127.0.0.1:9/mcp".into(),
+            token: None,
+            discover: false,
         },
-        &PolicyInput {
-            rules: Vec::new(),
-            allow_read_only: false,
-        },
-    ))
-    .expect("the call is recorded");
-    let Gate::Held(record) = held else {
-        panic!("with no rule the call waits for a person, got {held:?}")
-    };
+        "deploy_service",
+        &arguments,
+    );
 
     let listed = invoke(&fx.window, "gated_list", json!({})).expect("gated_list");
     assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed}");
@@ -512,14 +559,14 @@ fn an_agents_held_call_is_approved_from_the_window_and_the_agents_view_shows_rem
     let decided = invoke(
         &fx.window,
         "gated_decide",
-        json!({"request": {"taskId": record.task_id, "decision": {"approve": true, "reason": null, "always_allow": true}}}),
+        decide_request(&record.task_id, true, true),
     )
     .expect("gated_decide");
     assert_eq!(decided["state"], "approved", "{decided}");
     let again = invoke(
         &fx.window,
         "gated_decide",
-        json!({"request": {"taskId": record.task_id, "decision": {"approve": false, "reason": null, "always_allow": false}}}),
+        decide_request(&record.task_id, false, false),
     )
     .expect_err("a call is decided once");
     assert_eq!(again["code"], "already_answered", "{again}");
@@ -592,49 +639,27 @@ fn an_agents_held_call_is_approved_from_the_window_and_the_agents_view_shows_rem
 
 #[test]
 fn an_approved_calls_upstream_questions_are_listed_and_answered_from_the_window_once() {
-    use countersign_core::console::gateway::{AgentCall, Claim, Gate, PolicyInput};
-    use countersign_core::console::view::ServerAddRequest;
-    use countersign_core::ledger::gated::GatedMode;
-    use tauri::Manager as _;
+    use countersign_core::console::gateway::Claim;
 
     let (fx, url) = app_with_demo("gated-questions");
-    let console = Arc::clone(&fx._app.state::<Shell>().console);
-    let (_agent, token) = block_on(console.add_agent("ci-bot")).expect("an agent");
-    let agent = block_on(console.authenticate_agent(token.expose()))
-        .expect("the ledger answers")
-        .expect("its token authenticates it");
-    let server = block_on(console.add_server(ServerAddRequest {
-        name: "demo".into(),
-        url,
-        token: None,
-        discover: false,
-    }))
-    .expect("the demo server");
-    let arguments = serde_json::Map::new();
+    let console = fx.console();
     // What the gateway does: hold the agent's call, and once a person approved it, claim it and
     // send it upstream; the demo's test_tool_with_task answers with an MRTR question first.
-    let held = block_on(console.gate(
-        AgentCall {
-            agent: &agent,
-            server: &server,
-            tool: "test_tool_with_task",
-            arguments: &arguments,
-            mode: GatedMode::Task,
-            tool_info: None,
+    let Held { server, record, .. } = held_call(
+        &console,
+        ServerAddRequest {
+            name: "demo".into(),
+            url,
+            token: None,
+            discover: false,
         },
-        &PolicyInput {
-            rules: Vec::new(),
-            allow_read_only: false,
-        },
-    ))
-    .expect("the call is recorded");
-    let Gate::Held(record) = held else {
-        panic!("with no rule the call waits for a person, got {held:?}")
-    };
+        "test_tool_with_task",
+        &Map::new(),
+    );
     invoke(
         &fx.window,
         "gated_decide",
-        json!({"request": {"taskId": record.task_id, "decision": {"approve": true, "reason": null, "always_allow": false}}}),
+        decide_request(&record.task_id, true, false),
     )
     .expect("gated_decide");
     let Claim::Run(running) = block_on(console.claim_gated(record.id)).expect("claim") else {
@@ -673,27 +698,29 @@ fn an_approved_calls_upstream_questions_are_listed_and_answered_from_the_window_
     let wrong = invoke(
         &fx.window,
         "gated_answer",
-        json!({"request": {"taskId": record.task_id, "answers": [
-            {"key": "someone_else", "response": {"action": "decline"}}
-        ]}}),
+        answer_request(
+            &record.task_id,
+            "someone_else",
+            json!({"action": "decline"}),
+        ),
     )
     .expect_err("only the keys asked are answered");
     assert_eq!(wrong["code"], "invalid_input", "{wrong}");
     let answered = invoke(
         &fx.window,
         "gated_answer",
-        json!({"request": {"taskId": record.task_id, "answers": [
-            {"key": "user_name", "response": {"action": "accept", "content": {"name": "Ada"}}}
-        ]}}),
+        answer_request(
+            &record.task_id,
+            "user_name",
+            json!({"action": "accept", "content": {"name": "Ada"}}),
+        ),
     )
     .expect("gated_answer");
     assert_eq!(answered["task_id"], record.task_id, "{answered}");
     let again = invoke(
         &fx.window,
         "gated_answer",
-        json!({"request": {"taskId": record.task_id, "answers": [
-            {"key": "user_name", "response": {"action": "decline"}}
-        ]}}),
+        answer_request(&record.task_id, "user_name", json!({"action": "decline"})),
     )
     .expect_err("questions are answered once");
     assert_eq!(again["code"], "already_answered", "{again}");
@@ -856,7 +883,6 @@ fn oauth_peer() -> OAuthPeer {
 fn oauth_sign_in_shows_where_and_until_when_and_no_ipc_payload_carries_a_token() {
     use countersign_core::auth::{follow_without_browser, Credentials};
     use countersign_core::console::SignInClient;
-    use tauri::Manager;
 
     let peer = oauth_peer();
     let dir = scratch_dir("oauth");
@@ -901,11 +927,7 @@ fn oauth_sign_in_shows_where_and_until_when_and_no_ipc_payload_carries_a_token()
     .expect("a plan for a pre-registered client");
     assert_eq!(own["registration"], "pre_registered", "{own}");
 
-    let console = f
-        .window
-        .state::<countersign_desktop::Shell>()
-        .console
-        .clone();
+    let console = f.console();
     // A sign-in bound to another host than the authorization server's opens nothing.
     let opened = Arc::new(Mutex::new(Vec::<String>::new()));
     let record = {
@@ -1024,10 +1046,8 @@ fn oauth_sign_in_shows_where_and_until_when_and_no_ipc_payload_carries_a_token()
 
 #[test]
 fn an_agent_created_in_the_window_gets_its_token_once_and_nothing_else_carries_it() {
-    use tauri::Manager as _;
-
     let fx = app("agent-add");
-    let console = Arc::clone(&fx._app.state::<Shell>().console);
+    let console = fx.console();
     let created = invoke(
         &fx.window,
         "agent_add",

@@ -6,10 +6,12 @@
 
 #![allow(dead_code)]
 
-use std::net::SocketAddr;
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::Duration;
 
+use countersign_core::console::view::ServerAddRequest;
+use countersign_core::console::{Console, Setup, Start};
 use countersign_core::mcp::headers::{header_params, param_headers};
 use countersign_demo::{DemoConfig, DemoServer};
 use serde_json::{json, Value};
@@ -29,6 +31,29 @@ pub fn tasks_meta() -> Value {
         "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}},
         "io.modelcontextprotocol/clientInfo": {"name": "raw-test-agent", "version": "1"},
     })
+}
+
+/// In this process: our demo server (`config`), a console on a fresh ledger (`label`) running
+/// the engine, and the demo registered as `demo` (its tools discovered).
+pub async fn console_with_demo(
+    label: &str,
+    config: DemoConfig,
+) -> (DemoServer, DataDir, Arc<Console>) {
+    let demo = crate::demo::start(config).await;
+    let dir = DataDir::new(label);
+    let mut setup = Setup::new(dir.path());
+    setup.start = Start::Now;
+    let console = Arc::new(Console::open(setup).await.expect("the console opens"));
+    console
+        .add_server(ServerAddRequest {
+            name: "demo".into(),
+            url: demo.url(),
+            token: None,
+            discover: true,
+        })
+        .await
+        .expect("the demo server registers");
+    (demo, dir, console)
 }
 
 pub struct GatewayRig {
@@ -53,9 +78,7 @@ impl GatewayRig {
 
     /// As [`GatewayRig::start`], with the demo server configured (pacing, poll interval).
     pub async fn start_with(hold_seconds: u64, config: DemoConfig) -> GatewayRig {
-        let demo = DemoServer::start(SocketAddr::from(([127, 0, 0, 1], 0)), config)
-            .await
-            .expect("the demo server starts");
+        let demo = crate::demo::start(config).await;
         let mut rig = GatewayRig {
             dir: DataDir::new("gateway"),
             url: String::new(),
@@ -135,39 +158,30 @@ impl GatewayRig {
         let _ = tokio::time::timeout(Duration::from_secs(10), child.wait()).await;
     }
 
+    /// `tests/peers/gateway_agent.py` as the agent holding `token`, in `mode` (`fastmcp` or
+    /// `session`), calling `tool` with `args` through the gateway.
+    fn agent_command(&self, mode: &str, token: &str, tool: &str, args: &Value) -> Command {
+        let mut command = Command::new(crate::peer::python());
+        command
+            .arg(crate::peer::repo_root().join("tests/peers/gateway_agent.py"))
+            .args([mode, &self.url, token, tool, &args.to_string()])
+            .args(["--timeout", "55"]);
+        command
+    }
+
     /// Runs the agent script to its end: `{"isError", "text", "meta"}` or `{"error"}`.
     pub async fn agent(&self, mode: &str, token: &str, tool: &str, args: Value) -> Value {
-        let output = tokio::time::timeout(
-            DEADLINE,
-            Command::new(crate::peer::python())
-                .arg(crate::peer::repo_root().join("tests/peers/gateway_agent.py"))
-                .args([mode, &self.url, token, tool, &args.to_string()])
-                .args(["--timeout", "55"])
-                .stdin(Stdio::null())
-                .kill_on_drop(true)
-                .output(),
+        let command = self.agent_command(mode, token, tool, &args);
+        let cannot_run = format!(
+            "cannot run {} (run .ci/setup-peer.sh)",
+            crate::peer::python().display()
+        );
+        agent_result(
+            command,
+            format!("the {mode} agent calling {tool}"),
+            cannot_run,
         )
         .await
-        .unwrap_or_else(|_| panic!("the {mode} agent calling {tool} ran longer than {DEADLINE:?}"))
-        .unwrap_or_else(|e| {
-            panic!(
-                "cannot run {} (run .ci/setup-peer.sh): {e}",
-                crate::peer::python().display()
-            )
-        });
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        let line = stdout
-            .lines()
-            .rev()
-            .find(|l| !l.trim().is_empty())
-            .unwrap_or_else(|| {
-                panic!(
-                    "the agent printed nothing; stderr:\n{}",
-                    String::from_utf8_lossy(&output.stderr)
-                )
-            });
-        serde_json::from_str(line)
-            .unwrap_or_else(|e| panic!("agent output is not JSON ({e}): {line}"))
     }
 
     /// The official TypeScript SDK's client (`tests/peers/ts_session_agent.mjs`, the 2025-11-25
@@ -176,73 +190,37 @@ impl GatewayRig {
     pub async fn ts_agent(&self, tool: &str, args: Value) -> Value {
         let tools = crate::peer::ci_tools();
         let node = tools.join("node_modules/.bin/node");
-        let output = tokio::time::timeout(
-            DEADLINE,
-            Command::new(&node)
-                .arg(crate::peer::repo_root().join("tests/peers/ts_session_agent.mjs"))
-                .args([&self.url, &self.token, tool, &args.to_string()])
-                .env("COUNTERSIGN_CI_TOOLS", &tools)
-                .stdin(Stdio::null())
-                .kill_on_drop(true)
-                .output(),
+        let mut command = Command::new(&node);
+        command
+            .arg(crate::peer::repo_root().join("tests/peers/ts_session_agent.mjs"))
+            .args([&self.url, &self.token, tool, &args.to_string()])
+            .env("COUNTERSIGN_CI_TOOLS", &tools);
+        let cannot_run = format!("cannot run {} (run .ci/setup-tools.sh)", node.display());
+        agent_result(
+            command,
+            format!("the TypeScript agent calling {tool}"),
+            cannot_run,
         )
         .await
-        .unwrap_or_else(|_| {
-            panic!("the TypeScript agent calling {tool} ran longer than {DEADLINE:?}")
-        })
-        .unwrap_or_else(|e| {
-            panic!(
-                "cannot run {} (run .ci/setup-tools.sh): {e}",
-                node.display()
-            )
-        });
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        let line = stdout
-            .lines()
-            .rev()
-            .find(|l| !l.trim().is_empty())
-            .unwrap_or_else(|| {
-                panic!(
-                    "the TypeScript agent printed nothing (run .ci/setup-tools.sh?); stderr:\n{}",
-                    String::from_utf8_lossy(&output.stderr)
-                )
-            });
-        serde_json::from_str(line)
-            .unwrap_or_else(|e| panic!("agent output is not JSON ({e}): {line}"))
     }
 
     /// A stdio-only host (the `mcp` package's stdio client) starting `countersign connect demo`,
     /// which relays to this gateway: the agent script's result.
     pub async fn stdio_agent(&self, tool: &str, args: Value) -> Value {
-        let output = tokio::time::timeout(
-            DEADLINE,
-            Command::new(crate::peer::python())
-                .arg(crate::peer::repo_root().join("tests/peers/gateway_agent.py"))
-                .arg("stdio")
-                .arg(cli::binary())
-                .args([&self.token, tool, &args.to_string()])
-                .args(["--timeout", "55", "--server", "demo", "--data-dir"])
-                .arg(self.dir.path())
-                .stdin(Stdio::null())
-                .kill_on_drop(true)
-                .output(),
+        let mut command = Command::new(crate::peer::python());
+        command
+            .arg(crate::peer::repo_root().join("tests/peers/gateway_agent.py"))
+            .arg("stdio")
+            .arg(cli::binary())
+            .args([&self.token, tool, &args.to_string()])
+            .args(["--timeout", "55", "--server", "demo", "--data-dir"])
+            .arg(self.dir.path());
+        agent_result(
+            command,
+            format!("the stdio agent calling {tool}"),
+            "cannot run the stdio agent".to_owned(),
         )
         .await
-        .unwrap_or_else(|_| panic!("the stdio agent calling {tool} ran longer than {DEADLINE:?}"))
-        .unwrap_or_else(|e| panic!("cannot run the stdio agent: {e}"));
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        let line = stdout
-            .lines()
-            .rev()
-            .find(|l| !l.trim().is_empty())
-            .unwrap_or_else(|| {
-                panic!(
-                    "the stdio agent printed nothing; stderr:\n{}",
-                    String::from_utf8_lossy(&output.stderr)
-                )
-            });
-        serde_json::from_str(line)
-            .unwrap_or_else(|e| panic!("agent output is not JSON ({e}): {line}"))
     }
 
     /// The agent `bot` in the background.
@@ -252,85 +230,75 @@ impl GatewayRig {
         tool: &'static str,
         args: Value,
     ) -> tokio::task::JoinHandle<Value> {
-        let (python, script) = (
-            crate::peer::python(),
-            crate::peer::repo_root().join("tests/peers/gateway_agent.py"),
-        );
-        let (url, token) = (self.url.clone(), self.token.clone());
-        tokio::spawn(async move {
-            let output = tokio::time::timeout(
-                DEADLINE,
-                Command::new(python)
-                    .arg(script)
-                    .args([mode, &url, &token, tool, &args.to_string()])
-                    .args(["--timeout", "55"])
-                    .stdin(Stdio::null())
-                    .kill_on_drop(true)
-                    .output(),
-            )
-            .await
-            .unwrap_or_else(|_| panic!("the agent calling {tool} ran longer than {DEADLINE:?}"))
-            .unwrap_or_else(|e| panic!("cannot run the agent: {e}"));
-            let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-            let line = stdout
-                .lines()
-                .rev()
-                .find(|l| !l.trim().is_empty())
-                .unwrap_or("")
-                .to_owned();
-            serde_json::from_str(&line).unwrap_or_else(|e| {
-                panic!(
-                    "agent output is not JSON ({e}): {line:?}; stderr:\n{}",
-                    String::from_utf8_lossy(&output.stderr)
-                )
-            })
-        })
+        let command = self.agent_command(mode, &self.token, tool, &args);
+        tokio::spawn(agent_result(
+            command,
+            format!("the {mode} agent calling {tool}"),
+            "cannot run the agent".to_owned(),
+        ))
+    }
+
+    /// Everything `countersign inbox --json` lists.
+    async fn inbox(&self) -> Vec<Value> {
+        let run = self.cli(&["inbox", "--json"]).await;
+        run.assert_code(0);
+        run.json().as_array().cloned().unwrap_or_default()
     }
 
     /// The server questions `countersign inbox --json` lists.
     pub async fn pending_questions(&self) -> Vec<Value> {
-        let run = self.cli(&["inbox", "--json"]).await;
-        run.assert_code(0);
-        run.json()
-            .as_array()
-            .cloned()
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|item| item["kind"] != "tool_call")
-            .collect()
+        let mut items = self.inbox().await;
+        items.retain(|item| item["kind"] != "tool_call");
+        items
     }
 
     /// The gated calls `countersign inbox --json` lists.
     pub async fn pending_calls(&self) -> Vec<Value> {
-        let run = self.cli(&["inbox", "--json"]).await;
-        run.assert_code(0);
-        run.json()
-            .as_array()
-            .cloned()
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|item| item["kind"] == "tool_call")
-            .collect()
+        let mut items = self.inbox().await;
+        items.retain(|item| item["kind"] == "tool_call");
+        items
+    }
+
+    /// `countersign answer TASK_ID --accept {}`: a person approves the call (or accepts the
+    /// question) `task_id`.
+    pub async fn approve(&self, task_id: &str) {
+        self.cli(&["answer", task_id, "--accept", "{}"])
+            .await
+            .assert_code(0);
+    }
+
+    /// kill -9 of the gateway, then a new one on the same port (as a person restarting it).
+    pub async fn restart_after_kill9(&mut self) {
+        let port = self.port;
+        self.kill9().await;
+        self.start_gateway(port).await;
+    }
+
+    /// The ledger file, opened as a second process would (waiting up to 10 s for a writer).
+    pub fn open_ledger(&self) -> rusqlite::Connection {
+        let ledger = rusqlite::Connection::open(self.dir.path().join("ledger.sqlite3"))
+            .expect("open the ledger");
+        ledger
+            .busy_timeout(Duration::from_secs(10))
+            .expect("busy timeout");
+        ledger
     }
 
     /// Waits until the inbox lists a call of `tool`; returns its task id.
     pub async fn wait_for_pending(&self, tool: &str) -> String {
-        let deadline = tokio::time::Instant::now() + DEADLINE;
-        loop {
-            if let Some(call) = self
-                .pending_calls()
-                .await
-                .into_iter()
-                .find(|c| c["tool"] == tool)
-            {
-                return call["task_id"].as_str().expect("a task id").to_owned();
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "no call of {tool} appeared in the inbox within {DEADLINE:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        let call = eventually(
+            &format!("no call of {tool} appeared in the inbox within {DEADLINE:?}"),
+            DEADLINE,
+            Duration::from_millis(100),
+            || async {
+                self.pending_calls()
+                    .await
+                    .into_iter()
+                    .find(|c| c["tool"] == tool)
+            },
+        )
+        .await;
+        call["task_id"].as_str().expect("a task id").to_owned()
     }
 
     /// One JSON-RPC request with `token` (none: no Authorization header): the HTTP status and
@@ -347,13 +315,7 @@ impl GatewayRig {
         params: Value,
         headers: &[(String, String)],
     ) -> (u16, Value) {
-        let mut request = self
-            .http
-            .post(&self.url)
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .header("mcp-protocol-version", "2026-07-28")
-            .header("mcp-method", method);
+        let mut request = crate::raw::post(&self.http, &self.url, method);
         // The name the request routes by, as SEP-2243 has a client send it.
         if let Some(name) = ["name", "uri", "taskId"]
             .iter()
@@ -407,6 +369,12 @@ impl GatewayRig {
         body["result"].clone()
     }
 
+    /// [`GatewayRig::call_as_task_agent`] for a call that becomes a task: its task id.
+    pub async fn task_of_call(&self, tool: &str, arguments: Value) -> String {
+        let created = self.call_as_task_agent(tool, arguments).await;
+        created["taskId"].as_str().expect("a task id").to_owned()
+    }
+
     /// `tasks/get` (or another `tasks/*` method) of one of Countersign's tasks.
     pub async fn task_request(&self, method: &str, task_id: &str) -> Value {
         let (status, body) = self
@@ -440,5 +408,50 @@ impl GatewayRig {
     /// `tools/call` requests the upstream (the demo server) has received.
     pub fn upstream_calls(&self) -> u64 {
         self.demo.stats().requests_for("tools/call")
+    }
+}
+
+/// Runs an agent `command` (`who`: what it is, for the messages) to its end, at most
+/// [`DEADLINE`]: the JSON of the last line it printed.
+async fn agent_result(mut command: Command, who: String, cannot_run: String) -> Value {
+    let output = tokio::time::timeout(
+        DEADLINE,
+        command.stdin(Stdio::null()).kill_on_drop(true).output(),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("{who} ran longer than {DEADLINE:?}"))
+    .unwrap_or_else(|e| panic!("{cannot_run}: {e}"));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let line = stdout
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or_else(|| {
+            panic!(
+                "{who} printed nothing; stderr:\n{}",
+                String::from_utf8_lossy(&output.stderr)
+            )
+        });
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("agent output is not JSON ({e}): {line}"))
+}
+
+/// Polls `check` every `every` until it gives a value; fails saying `failure` after `within`.
+pub async fn eventually<T, F, Fut>(
+    failure: &str,
+    within: Duration,
+    every: Duration,
+    mut check: F,
+) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{failure}");
+        tokio::time::sleep(every).await;
     }
 }

@@ -2,6 +2,7 @@
 //! server, and the CLI.
 
 pub mod cli;
+pub mod demo;
 pub mod drive;
 pub mod gateway;
 pub mod hostile;
@@ -9,3 +10,4 @@ pub mod ledger_view;
 pub mod peer;
 pub mod procs;
 pub mod proxy;
+pub mod raw;

@@ -18,6 +18,7 @@ use countersign_core::ledger::servers::ServerRecord;
 use countersign_core::ledger::tasks::TaskRecord;
 use countersign_core::ledger::{events, EventKind, StoredEvent, Via};
 use countersign_core::mcp::ToolCall;
+use countersign_demo::{DemoServer, TaskChange};
 use serde_json::{Map, Value};
 
 /// How long one wait may take before the test fails.
@@ -212,6 +213,54 @@ pub fn state_vias(timeline: &[StoredEvent]) -> Vec<Via> {
         })
         .map(|e| e.via)
         .collect()
+}
+
+/// The `(status, statusMessage)` changes the server made after creating the task, the way the
+/// ledger records them: consecutive duplicates (payload-only changes) dropped.
+fn server_updates(changes: &[TaskChange]) -> Vec<(String, Option<String>)> {
+    let mut out: Vec<(String, Option<String>)> = Vec::new();
+    let mut previous: Option<(String, Option<String>)> = None;
+    for change in changes {
+        let status = serde_json::to_value(change.status)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default();
+        let now = (status, change.status_message.clone());
+        if let Some(before) = &previous {
+            if *before != now {
+                out.push(now.clone());
+            }
+        }
+        previous = Some(now);
+    }
+    out
+}
+
+/// Asserts that `timeline`, the ledger's of the task `task_id`, holds every change the demo
+/// `server` made to it, in order (`why`: what that shows, for the message); returns those
+/// changes as [`server_updates`] reads them.
+pub fn assert_every_change(
+    server: &DemoServer,
+    task_id: &str,
+    timeline: &[StoredEvent],
+    why: &str,
+) -> Vec<(String, Option<String>)> {
+    let changes = server
+        .task_changes(task_id)
+        .expect("the server knows the task");
+    let expected = server_updates(&changes);
+    let why = if why.is_empty() {
+        String::new()
+    } else {
+        format!("{why}; ")
+    };
+    assert_eq!(
+        updates(timeline),
+        expected,
+        "{why}timeline:\n{}",
+        describe(timeline)
+    );
+    expected
 }
 
 /// One line per event, for failure messages.

@@ -11,6 +11,7 @@ use countersign_core::console::Console;
 use countersign_core::gateway::endpoint::{self, Gateway, GatewayConfig};
 use countersign_core::gateway::relay;
 use countersign_core::ledger::{self, inputs};
+use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 use crate::ledger_mode::Desk;
@@ -67,6 +68,35 @@ async fn close(console: Arc<Console>) {
     }
 }
 
+/// Prints what a command did: `value` as JSON with `--json`, else as `human` tells a person.
+fn report<T: Serialize + ?Sized>(
+    json_out: bool,
+    value: &T,
+    human: impl FnOnce(&T),
+) -> Result<u8, CliError> {
+    if json_out {
+        terminal::json(&serde_json::to_value(value).unwrap_or(Value::Null));
+    } else {
+        human(value);
+    }
+    Ok(EXIT_COMPLETED)
+}
+
+/// [`report`] for a list: for a person, a line per item, or `empty` when there is none.
+fn report_list<T: Serialize>(
+    json_out: bool,
+    items: &[T],
+    empty: &str,
+    line: impl Fn(&T),
+) -> Result<u8, CliError> {
+    report(json_out, items, |items| {
+        if items.is_empty() {
+            say!("{empty}");
+        }
+        items.iter().for_each(line);
+    })
+}
+
 /// `agents add NAME`: prints the token once.
 pub(crate) async fn agents_add(desk: &Desk, name: &str, json_out: bool) -> Result<u8, CliError> {
     let (agent, token) = desk.console().add_agent(name).await?;
@@ -85,59 +115,51 @@ pub(crate) async fn agents_add(desk: &Desk, name: &str, json_out: bool) -> Resul
 /// `agents remove NAME`: revokes its token.
 pub(crate) async fn agents_remove(desk: &Desk, name: &str, json_out: bool) -> Result<u8, CliError> {
     let agent = desk.console().remove_agent(name).await?;
-    if json_out {
-        terminal::json(&serde_json::to_value(&agent).unwrap_or(Value::Null));
-    } else {
-        say!("agent {} revoked: its token no longer works", agent.name);
-    }
-    Ok(EXIT_COMPLETED)
+    report(json_out, &agent, |agent| {
+        say!("agent {} revoked: its token no longer works", agent.name)
+    })
 }
 
 /// `agents list`.
 pub(crate) async fn agents_list(desk: &Desk, json_out: bool) -> Result<u8, CliError> {
     let agents = desk.console().agents().await?;
-    if json_out {
-        terminal::json(&serde_json::to_value(&agents).unwrap_or(Value::Null));
-        return Ok(EXIT_COMPLETED);
-    }
-    if agents.is_empty() {
-        say!("no agents (add one with `countersign agents add NAME`)");
-    }
-    for agent in agents {
-        let state = if agent.revoked_at.is_some() {
-            "revoked"
-        } else {
-            "active"
-        };
-        say!("{} ({state})", agent.name);
-    }
-    Ok(EXIT_COMPLETED)
+    report_list(
+        json_out,
+        &agents,
+        "no agents (add one with `countersign agents add NAME`)",
+        |agent| {
+            let state = if agent.revoked_at.is_some() {
+                "revoked"
+            } else {
+                "active"
+            };
+            say!("{} ({state})", agent.name);
+        },
+    )
 }
 
 /// `policy list`.
 pub(crate) async fn policy_list(desk: &Desk, json_out: bool) -> Result<u8, CliError> {
     let rules = desk.console().rules().await?;
-    if json_out {
-        terminal::json(&serde_json::to_value(&rules).unwrap_or(Value::Null));
-        return Ok(EXIT_COMPLETED);
-    }
-    if rules.is_empty() {
-        say!("no rules: every agent tool call asks a person");
-    }
-    for rule in rules {
-        say!(
-            "#{} {} {} {} for {}{}",
-            rule.id,
-            rule.server,
-            rule.tool,
-            rule.action.as_str(),
-            rule.agent.as_deref().unwrap_or("every agent"),
-            rule.condition
-                .map(|c| format!(" when {c}"))
-                .unwrap_or_default()
-        );
-    }
-    Ok(EXIT_COMPLETED)
+    report_list(
+        json_out,
+        &rules,
+        "no rules: every agent tool call asks a person",
+        |rule| {
+            say!(
+                "#{} {} {} {} for {}{}",
+                rule.id,
+                rule.server,
+                rule.tool,
+                rule.action.as_str(),
+                rule.agent.as_deref().unwrap_or("every agent"),
+                rule.condition
+                    .as_ref()
+                    .map(|c| format!(" when {c}"))
+                    .unwrap_or_default()
+            )
+        },
+    )
 }
 
 /// `policy set SERVER TOOL allow|ask|deny [--agent NAME] [--when JSON]`.
@@ -163,18 +185,15 @@ pub(crate) async fn policy_set(
             condition,
         })
         .await?;
-    if json_out {
-        terminal::json(&serde_json::to_value(&rule).unwrap_or(Value::Null));
-    } else {
+    report(json_out, &rule, |rule| {
         say!(
             "rule #{} set: {} {} {}",
             rule.id,
             rule.server,
             rule.tool,
             rule.action.as_str()
-        );
-    }
-    Ok(EXIT_COMPLETED)
+        )
+    })
 }
 
 /// `policy remove ID`.
@@ -259,18 +278,15 @@ pub(crate) async fn answer(
             .map(|k| (k.clone(), response.clone()))
             .collect();
         let answered = desk.console().answer_gated(id, answers).await?;
-        if json_out {
-            terminal::json(&serde_json::to_value(&answered).unwrap_or(Value::Null));
-        } else {
+        return report(json_out, &answered, |answered| {
             say!(
                 "{} answered: {} of {} by agent {} goes upstream again with the answers",
                 answered.task_id,
                 answered.tool,
                 answered.server,
                 answered.agent
-            );
-        }
-        return Ok(EXIT_COMPLETED);
+            )
+        });
     }
     let decision = match accept {
         Some(text) => {
@@ -288,9 +304,7 @@ pub(crate) async fn answer(
         },
     };
     let decided = desk.console().decide_gated(id, decision).await?;
-    if json_out {
-        terminal::json(&serde_json::to_value(&decided).unwrap_or(Value::Null));
-    } else {
+    report(json_out, &decided, |decided| {
         say!(
             "{} {}: {} of {} by agent {}",
             decided.task_id,
@@ -298,9 +312,8 @@ pub(crate) async fn answer(
             decided.tool,
             decided.server,
             decided.agent
-        );
-    }
-    Ok(EXIT_COMPLETED)
+        )
+    })
 }
 
 /// `inbox`: the server questions and the agent calls waiting for a person. With `--json`, one

@@ -311,9 +311,9 @@ fn open_connection(path: &Path) -> Result<Connection> {
     // FULL: a committed task handle survives power loss, not just a killed process.
     conn.pragma_update(None, "synchronous", "FULL")?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
-    // Room for every statement of the hot paths (observations, the change feed, the CLI's
-    // reads) so none is evicted and parsed again.
-    conn.set_prepared_statement_cache_capacity(64);
+    // Room for every statement of the hot paths (observations, a call's intent and task, the
+    // change feed, the CLI's reads) so none is evicted and parsed again.
+    conn.set_prepared_statement_cache_capacity(128);
     Ok(conn)
 }
 

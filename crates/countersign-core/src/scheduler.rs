@@ -16,10 +16,11 @@
 //! Time is `tokio::time::Instant`, so tests run the scheduler under paused time.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
 use std::time::Duration;
 
 use rand::Rng as _;
+use rustc_hash::FxHashMap;
 use tokio::time::Instant;
 
 /// Interval used when the server gives no `pollIntervalMs`.
@@ -90,7 +91,7 @@ pub fn spread(interval: Duration) -> Duration {
 #[derive(Debug, Default)]
 pub struct DeadlineQueue {
     heap: BinaryHeap<Reverse<(Instant, u64, i64)>>,
-    current: HashMap<i64, u64>,
+    current: FxHashMap<i64, u64>,
     next_generation: u64,
 }
 

@@ -20,11 +20,11 @@
 pub mod poll;
 pub mod push;
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
+use rustc_hash::FxHashMap;
 use tokio::sync::Semaphore;
 
 use crate::ledger::Via;
@@ -103,7 +103,7 @@ pub struct ServerLink {
 
 /// The servers the engine talks to, by row id; shared by the engine and its sources.
 #[derive(Debug, Clone, Default)]
-pub struct Links(Arc<RwLock<HashMap<i64, ServerLink>>>);
+pub struct Links(Arc<RwLock<FxHashMap<i64, ServerLink>>>);
 
 impl Links {
     /// The link for a server.
@@ -137,7 +137,7 @@ impl Links {
 /// The tasks a source watches, kept beside its loop so that a restarted loop can pick them up
 /// again (see [`supervise`]).
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Watched(Arc<Mutex<HashMap<i64, Watch>>>);
+pub(crate) struct Watched(Arc<Mutex<FxHashMap<i64, Watch>>>);
 
 impl Watched {
     pub(crate) fn insert(&self, watch: &Watch) {

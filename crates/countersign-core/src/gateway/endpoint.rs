@@ -18,7 +18,7 @@
 //!   approval and that the identical call may be repeated; the approval is bound to (agent,
 //!   server, tool, argument digest), so the identical retry after it runs once.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, RwLock};
@@ -32,7 +32,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::Router;
 use serde_json::{json, Map, Value};
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 
 use super::outcome::{self, Disposition, TASKS_EXTENSION, TOOL_APPROVAL_EXTENSION};
 use super::TASK_PREFIX;
@@ -1377,8 +1377,8 @@ async fn claim_and_run(shared: &Shared, link: &Link, id: i64) -> Option<GatedRec
 async fn send_approved(shared: Arc<Shared>, mut stopped: watch::Receiver<bool>) {
     let mut wake = shared.console.ledger().subscribe();
     let mut last_expiry = tokio::time::Instant::now() - EXPIRY_INTERVAL;
-    let mut sending: std::collections::HashSet<i64> = std::collections::HashSet::new();
-    let (done_tx, mut done_rx) = tokio::sync::mpsc::unbounded_channel::<i64>();
+    let mut sending: HashSet<i64> = HashSet::new();
+    let (done_tx, mut done_rx) = mpsc::unbounded_channel::<i64>();
     loop {
         tokio::select! {
             _ = stopped.wait_for(|s| *s) => return,
@@ -1406,54 +1406,61 @@ async fn send_approved(shared: Arc<Shared>, mut stopped: watch::Receiver<bool>) 
         match shared.console.answered_gated_calls().await {
             Ok(answered) => {
                 for call in answered {
-                    if !sending.insert(call.id) {
-                        continue;
-                    }
-                    let (shared, done) = (shared.clone(), done_tx.clone());
-                    tokio::spawn(async move {
-                        match shared.console.server(call.server_id).await {
-                            Ok(server) => match shared.link(&server).await {
-                                Ok(link) => {
-                                    if let Err(e) =
-                                        shared.console.resend_gated(&call, &link.client).await
-                                    {
-                                        // Taken but not recorded: the row stays `running`
-                                        // without questions, and the next start calls it
-                                        // outcome_unknown.
-                                        tracing::error!(task = %call.task_id, "recording a gated call's next round failed: {e}");
-                                    }
-                                }
-                                Err(e) => {
-                                    tracing::warn!(task = %call.task_id, "no upstream client: {e}")
-                                }
-                            },
-                            Err(e) => tracing::warn!(task = %call.task_id, "no server: {e}"),
-                        }
-                        let _ = done.send(call.id);
-                    });
+                    spawn_for_call(&shared, &mut sending, &done_tx, call, Round::Answered);
                 }
             }
             Err(e) => tracing::warn!("reading answered gated calls failed: {e}"),
         }
         for call in approved {
-            if !sending.insert(call.id) {
-                continue;
-            }
-            let (shared, done) = (shared.clone(), done_tx.clone());
-            tokio::spawn(async move {
-                match shared.console.server(call.server_id).await {
-                    Ok(server) => match shared.link(&server).await {
-                        Ok(link) => {
-                            claim_and_run(&shared, &link, call.id).await;
-                        }
-                        Err(e) => tracing::warn!(task = %call.task_id, "no upstream client: {e}"),
-                    },
-                    Err(e) => tracing::warn!(task = %call.task_id, "no server: {e}"),
-                }
-                let _ = done.send(call.id);
-            });
+            spawn_for_call(&shared, &mut sending, &done_tx, call, Round::Approved);
         }
     }
+}
+
+/// Which round of a call the sender sends.
+#[derive(Clone, Copy)]
+enum Round {
+    /// An approved call, not yet claimed: claimed, then sent once.
+    Approved,
+    /// A call whose upstream asked questions that the person answered: the next round.
+    Answered,
+}
+
+/// Sends `call`'s `round` from a task of its own, so the sender's loop goes on meanwhile, unless
+/// a task is already sending that call (`sending`); the task reports the call's id on `done` when
+/// it ends, whatever became of it.
+fn spawn_for_call(
+    shared: &Arc<Shared>,
+    sending: &mut HashSet<i64>,
+    done: &mpsc::UnboundedSender<i64>,
+    call: GatedRecord,
+    round: Round,
+) {
+    if !sending.insert(call.id) {
+        return;
+    }
+    let (shared, done) = (shared.clone(), done.clone());
+    tokio::spawn(async move {
+        match shared.console.server(call.server_id).await {
+            Ok(server) => match shared.link(&server).await {
+                Ok(link) => match round {
+                    Round::Approved => {
+                        claim_and_run(&shared, &link, call.id).await;
+                    }
+                    Round::Answered => {
+                        if let Err(e) = shared.console.resend_gated(&call, &link.client).await {
+                            // Taken but not recorded: the row stays `running` without
+                            // questions, and the next start calls it outcome_unknown.
+                            tracing::error!(task = %call.task_id, "recording a gated call's next round failed: {e}");
+                        }
+                    }
+                },
+                Err(e) => tracing::warn!(task = %call.task_id, "no upstream client: {e}"),
+            },
+            Err(e) => tracing::warn!(task = %call.task_id, "no server: {e}"),
+        }
+        let _ = done.send(call.id);
+    });
 }
 
 #[cfg(test)]

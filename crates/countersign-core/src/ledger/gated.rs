@@ -3,7 +3,7 @@
 //! state change is a conditional UPDATE on the state it expects, so two deciders (the app and
 //! the CLI) or a decision racing an expiry or a cancel cannot both win.
 
-use rusqlite::{params, Connection, OptionalExtension, Row};
+use rusqlite::{params, Connection, OptionalExtension, Params, Row};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -198,6 +198,21 @@ const SELECT: &str =
         g.answers
      FROM gated_calls g JOIN agents a ON a.id = g.agent_id JOIN servers s ON s.id = g.server_id";
 
+/// The call `clause` (what follows [`SELECT`]: `WHERE …`, `ORDER BY …`) picks, if any.
+fn select_one(conn: &Connection, clause: &str, params: impl Params) -> Result<Option<GatedRecord>> {
+    Ok(conn
+        .prepare_cached(&format!("{SELECT} {clause}"))?
+        .query_row(params, from_row)
+        .optional()?)
+}
+
+/// The calls `clause` picks, in its order.
+fn select_all(conn: &Connection, clause: &str, params: impl Params) -> Result<Vec<GatedRecord>> {
+    let mut stmt = conn.prepare_cached(&format!("{SELECT} {clause}"))?;
+    let rows = stmt.query_map(params, from_row)?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
 fn from_row(row: &Row<'_>) -> rusqlite::Result<GatedRecord> {
     let arguments: String = row.get(7)?;
     let mode: String = row.get(9)?;
@@ -302,18 +317,13 @@ pub fn insert(conn: &Connection, call: NewGated<'_>) -> Result<GatedRecord> {
 
 /// One gated call by row.
 pub fn get(conn: &Connection, id: i64) -> Result<GatedRecord> {
-    conn.prepare_cached(&format!("{SELECT} WHERE g.id = ?1"))?
-        .query_row([id], from_row)
-        .optional()?
+    select_one(conn, "WHERE g.id = ?1", [id])?
         .ok_or_else(|| Error::NotFound(format!("gated call #{id}")))
 }
 
 /// One gated call by Countersign's task id.
 pub fn by_task_id(conn: &Connection, task_id: &str) -> Result<Option<GatedRecord>> {
-    Ok(conn
-        .prepare_cached(&format!("{SELECT} WHERE g.task_id = ?1"))?
-        .query_row([task_id], from_row)
-        .optional()?)
+    select_one(conn, "WHERE g.task_id = ?1", [task_id])
 }
 
 /// The newest call with this binding (agent, server, tool, argument digest) in `state`.
@@ -325,30 +335,26 @@ pub fn with_binding(
     digest: &str,
     state: GatedState,
 ) -> Result<Option<GatedRecord>> {
-    Ok(conn
-        .prepare_cached(&format!(
-            "{SELECT} WHERE g.agent_id = ?1 AND g.server_id = ?2 AND g.tool = ?3
-               AND g.args_digest = ?4 AND g.state = ?5 ORDER BY g.id DESC LIMIT 1"
-        ))?
-        .query_row(
-            params![agent_id, server_id, tool, digest, state.as_str()],
-            from_row,
-        )
-        .optional()?)
+    select_one(
+        conn,
+        "WHERE g.agent_id = ?1 AND g.server_id = ?2 AND g.tool = ?3
+               AND g.args_digest = ?4 AND g.state = ?5 ORDER BY g.id DESC LIMIT 1",
+        params![agent_id, server_id, tool, digest, state.as_str()],
+    )
 }
 
 /// Calls in `state`, oldest first.
 pub fn in_state(conn: &Connection, state: GatedState) -> Result<Vec<GatedRecord>> {
-    let mut stmt = conn.prepare_cached(&format!("{SELECT} WHERE g.state = ?1 ORDER BY g.id"))?;
-    let rows = stmt.query_map([state.as_str()], from_row)?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
+    select_all(conn, "WHERE g.state = ?1 ORDER BY g.id", [state.as_str()])
 }
 
 /// The newest calls first.
 pub fn recent(conn: &Connection, limit: usize) -> Result<Vec<GatedRecord>> {
-    let mut stmt = conn.prepare_cached(&format!("{SELECT} ORDER BY g.id DESC LIMIT ?1"))?;
-    let rows = stmt.query_map([limit.min(i64::MAX as usize) as i64], from_row)?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
+    select_all(
+        conn,
+        "ORDER BY g.id DESC LIMIT ?1",
+        [limit.min(i64::MAX as usize) as i64],
+    )
 }
 
 /// How many of an agent's calls wait for a person (the rate limit's measure).
@@ -479,21 +485,21 @@ pub fn withdraw_asking(conn: &Connection, id: i64) -> Result<bool> {
 
 /// Running calls whose questions were answered and not yet sent, oldest first.
 pub fn answered_calls(conn: &Connection) -> Result<Vec<GatedRecord>> {
-    let mut stmt = conn.prepare_cached(&format!(
-        "{SELECT} WHERE g.state = 'running' AND g.answers IS NOT NULL ORDER BY g.id"
-    ))?;
-    let rows = stmt.query_map([], from_row)?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
+    select_all(
+        conn,
+        "WHERE g.state = 'running' AND g.answers IS NOT NULL ORDER BY g.id",
+        [],
+    )
 }
 
 /// Running calls with questions waiting for the person, oldest first.
 pub fn asking(conn: &Connection) -> Result<Vec<GatedRecord>> {
-    let mut stmt = conn.prepare_cached(&format!(
-        "{SELECT} WHERE g.state = 'running' AND g.questions IS NOT NULL AND g.answers IS NULL
-         ORDER BY g.id"
-    ))?;
-    let rows = stmt.query_map([], from_row)?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
+    select_all(
+        conn,
+        "WHERE g.state = 'running' AND g.questions IS NOT NULL AND g.answers IS NULL
+         ORDER BY g.id",
+        [],
+    )
 }
 
 #[cfg(test)]
@@ -502,39 +508,63 @@ mod tests {
     use crate::ledger::rules::{self, NewRule, RuleAction};
     use crate::ledger::{agents, servers, Ledger};
 
-    fn scratch() -> std::path::PathBuf {
-        crate::ledger::scratch_dir("gated")
+    /// A ledger of its own in a scratch directory; [`remove`] closes and removes it.
+    fn scratch() -> (std::path::PathBuf, Ledger) {
+        let dir = crate::ledger::scratch_dir("gated");
+        let ledger = Ledger::open(&dir).expect("ledger");
+        (dir, ledger)
+    }
+
+    fn remove(dir: std::path::PathBuf, ledger: Ledger) {
+        ledger.close();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Adds the server `demo` and the agent `bot` (token digest `digest`), and records their
+    /// task-mode call of `tool` with no arguments, in `state`, that never expires.
+    fn record_call(
+        conn: &Connection,
+        task_id: &str,
+        tool: &str,
+        state: GatedState,
+        tool_info: Option<&ToolInfo>,
+    ) -> Result<GatedRecord> {
+        let server = servers::add(conn, "demo", "http://127.0.0.1:1/mcp", false)?;
+        let agent = agents::add(conn, "bot", "digest")?;
+        insert(
+            conn,
+            NewGated {
+                task_id,
+                agent_id: agent.id,
+                server_id: server.id,
+                tool,
+                arguments: &Map::new(),
+                args_digest: "d",
+                mode: GatedMode::Task,
+                state,
+                reason: None,
+                expires_at: i64::MAX,
+                tool_info,
+            },
+        )
     }
 
     #[test]
     fn a_decision_wins_once_and_only_an_approved_call_can_be_claimed() {
-        let dir = scratch();
-        let ledger = Ledger::open(&dir).expect("ledger");
+        let (dir, ledger) = scratch();
         let (moved, claims, state, revoked_is_gone) = ledger
             .write_blocking(|ctx| {
-                let server = servers::add(ctx.conn, "demo", "http://127.0.0.1:1/mcp", false)?;
-                let agent = agents::add(ctx.conn, "bot", "digest")?;
-                let arguments = Map::new();
                 let listed = ToolInfo {
                     description: Some("Deploys.".into()),
                     destructive_hint: Some(true),
                     ..ToolInfo::default()
                 };
-                let call = insert(
+                let call = record_call(
                     ctx.conn,
-                    NewGated {
-                        task_id: "csg-1",
-                        agent_id: agent.id,
-                        server_id: server.id,
-                        tool: "deploy",
-                        arguments: &arguments,
-                        args_digest: "d",
-                        mode: GatedMode::Task,
-                        state: GatedState::Pending,
-                        reason: None,
-                        expires_at: i64::MAX,
-                        tool_info: Some(&listed),
-                    },
+                    "csg-1",
+                    "deploy",
+                    GatedState::Pending,
+                    Some(&listed),
                 )?;
                 assert_eq!(
                     call.tool_info,
@@ -561,7 +591,7 @@ mod tests {
                     )?,
                 ];
                 // Two claimants: one wins.
-                let claims = [
+                let claim = || {
                     transition(
                         ctx.conn,
                         call.id,
@@ -569,16 +599,9 @@ mod tests {
                         GatedState::Running,
                         None,
                         None,
-                    )?,
-                    transition(
-                        ctx.conn,
-                        call.id,
-                        GatedState::Approved,
-                        GatedState::Running,
-                        None,
-                        None,
-                    )?,
-                ];
+                    )
+                };
+                let claims = [claim()?, claim()?];
                 let state = get(ctx.conn, call.id)?;
                 agents::revoke(ctx.conn, "bot")?;
                 let revoked_is_gone = agents::by_token_digest(ctx.conn, "digest")?.is_none();
@@ -595,34 +618,20 @@ mod tests {
         );
         assert_eq!(state.reason, None, "the loser's reason is not recorded");
         assert!(revoked_is_gone, "a revoked token no longer finds its agent");
-        ledger.close();
-        let _ = std::fs::remove_dir_all(&dir);
+        remove(dir, ledger);
     }
 
     #[test]
     fn questions_are_answered_once_and_an_answered_round_is_taken_by_one_sender() {
-        let dir = scratch();
-        let ledger = Ledger::open(&dir).expect("ledger");
+        let (dir, ledger) = scratch();
         let seen = ledger
             .write_blocking(|ctx| {
-                let server = servers::add(ctx.conn, "demo", "http://127.0.0.1:1/mcp", false)?;
-                let agent = agents::add(ctx.conn, "bot", "digest")?;
-                let arguments = Map::new();
-                let call = insert(
+                let call = record_call(
                     ctx.conn,
-                    NewGated {
-                        task_id: "csg-q",
-                        agent_id: agent.id,
-                        server_id: server.id,
-                        tool: "test_tool_with_task",
-                        arguments: &arguments,
-                        args_digest: "d",
-                        mode: GatedMode::Task,
-                        state: GatedState::Approved,
-                        reason: None,
-                        expires_at: i64::MAX,
-                        tool_info: None,
-                    },
+                    "csg-q",
+                    "test_tool_with_task",
+                    GatedState::Approved,
+                    None,
                 )?;
                 let questions = GatedQuestions {
                     input_requests:
@@ -699,14 +708,12 @@ mod tests {
         );
         assert_eq!((after.questions, after.answers), (None, None));
         assert_eq!(after.state, GatedState::Running, "still in flight");
-        ledger.close();
-        let _ = std::fs::remove_dir_all(&dir);
+        remove(dir, ledger);
     }
 
     #[test]
     fn setting_a_rule_again_replaces_it_and_a_condition_makes_another_rule() {
-        let dir = scratch();
-        let ledger = Ledger::open(&dir).expect("ledger");
+        let (dir, ledger) = scratch();
         let rules_now = ledger
             .write_blocking(|ctx| {
                 let server = servers::add(ctx.conn, "demo", "http://127.0.0.1:1/mcp", false)?;
@@ -732,7 +739,6 @@ mod tests {
             actions,
             vec![(RuleAction::Allow, false), (RuleAction::Deny, true)]
         );
-        ledger.close();
-        let _ = std::fs::remove_dir_all(&dir);
+        remove(dir, ledger);
     }
 }

@@ -58,10 +58,8 @@ pub fn create(
     arguments: Option<&Map<String, Value>>,
 ) -> Result<i64> {
     let now = now_ms();
-    conn.execute(
-        "INSERT INTO call_intents (server_id, tool, arguments, state, owner_pid, created_at, updated_at) VALUES (?1, ?2, ?3, 'sending', ?4, ?5, ?5)",
-        params![server_id, tool, arguments.map(|a| Value::Object(a.clone()).to_string()), std::process::id(), now],
-    )?;
+    conn.prepare_cached("INSERT INTO call_intents (server_id, tool, arguments, state, owner_pid, created_at, updated_at) VALUES (?1, ?2, ?3, 'sending', ?4, ?5, ?5)")?
+        .execute(params![server_id, tool, arguments.map(|a| Value::Object(a.clone()).to_string()), std::process::id(), now])?;
     Ok(conn.last_insert_rowid())
 }
 
@@ -73,19 +71,15 @@ pub fn resolve(
     task: Option<i64>,
     outcome: Option<&Value>,
 ) -> Result<()> {
-    conn.execute(
-        "UPDATE call_intents SET state = ?2, task = ?3, outcome = ?4, updated_at = ?5 WHERE id = ?1",
-        params![id, state, task, outcome.map(Value::to_string), now_ms()],
-    )?;
+    conn.prepare_cached("UPDATE call_intents SET state = ?2, task = ?3, outcome = ?4, updated_at = ?5 WHERE id = ?1")?
+        .execute(params![id, state, task, outcome.map(Value::to_string), now_ms()])?;
     Ok(())
 }
 
 /// Marks a still-`sending` intent as `unknown`; false if it was resolved meanwhile.
 pub fn conclude_unknown(conn: &Connection, id: i64) -> Result<bool> {
-    let n = conn.execute(
-        "UPDATE call_intents SET state = 'unknown', updated_at = ?2 WHERE id = ?1 AND state = 'sending'",
-        params![id, now_ms()],
-    )?;
+    let n = conn.prepare_cached("UPDATE call_intents SET state = 'unknown', updated_at = ?2 WHERE id = ?1 AND state = 'sending'")?
+        .execute(params![id, now_ms()])?;
     Ok(n == 1)
 }
 

@@ -168,11 +168,8 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<TaskRecord> {
 /// The row of the task `task_id` on server `server_id`, if the ledger tracks it.
 pub fn row_of(conn: &Connection, server_id: i64, task_id: &str) -> Result<Option<i64>> {
     Ok(conn
-        .query_row(
-            "SELECT id FROM tasks WHERE server_id = ?1 AND task_id = ?2",
-            params![server_id, task_id],
-            |r| r.get(0),
-        )
+        .prepare_cached("SELECT id FROM tasks WHERE server_id = ?1 AND task_id = ?2")?
+        .query_row(params![server_id, task_id], |r| r.get(0))
         .optional()?)
 }
 
@@ -193,11 +190,8 @@ pub fn insert(
     origin: &str,
 ) -> Result<TaskRecord> {
     let exists: Option<i64> = conn
-        .query_row(
-            "SELECT id FROM tasks WHERE server_id = ?1 AND task_id = ?2",
-            params![server_id, task.task_id],
-            |r| r.get(0),
-        )
+        .prepare_cached("SELECT id FROM tasks WHERE server_id = ?1 AND task_id = ?2")?
+        .query_row(params![server_id, task.task_id], |r| r.get(0))
         .optional()?;
     if let Some(id) = exists {
         return Err(Error::Conflict(format!(
@@ -207,11 +201,12 @@ pub fn insert(
     }
     let now = now_ms();
     let status = LedgerStatus::from(task.status());
-    conn.execute(
+    conn.prepare_cached(
         "INSERT INTO tasks (server_id, task_id, tool, arguments, origin, status, status_message, state,
              poll_interval_ms, ttl_ms, created_text, created_at, updated_at, finished_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?12, ?13)",
-        params![
+    )?
+    .execute(params![
             server_id,
             task.task_id,
             tool,
@@ -254,10 +249,8 @@ pub fn store_state(conn: &Connection, id: i64, task: &mcp::Task) -> Result<()> {
 /// Marks a task expired or lost: conclusions only the client draws.
 pub fn conclude(conn: &Connection, id: i64, status: LedgerStatus) -> Result<()> {
     let now = now_ms();
-    conn.execute(
-        "UPDATE tasks SET status = ?2, updated_at = ?3, finished_at = ?3 WHERE id = ?1 AND finished_at IS NULL",
-        params![id, status.as_str(), now],
-    )?;
+    conn.prepare_cached("UPDATE tasks SET status = ?2, updated_at = ?3, finished_at = ?3 WHERE id = ?1 AND finished_at IS NULL")?
+        .execute(params![id, status.as_str(), now])?;
     Ok(())
 }
 

@@ -658,7 +658,8 @@ impl Client {
                 // Boxed: the request's state (hyper's futures among it) is ~1.8 KB, and every
                 // future that awaits it inline, up to the poll loop's spawned task, would
                 // otherwise grow by as much and be copied at each level on every poll.
-                let reply = Box::pin(polls.post(headers()?, body.clone(), deadline))
+                let again = || headers().unwrap_or_default();
+                let reply = Box::pin(polls.post(headers()?, &again, body.clone(), deadline))
                     .await
                     .map_err(|f| self.pooled_error(f))?;
                 if (300..400).contains(&reply.status) {
@@ -677,18 +678,13 @@ impl Client {
             body: mut stream,
         } = reply;
 
-        let content_type = headers
-            .get(CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
-        let retry_after = headers
-            .get(reqwest::header::RETRY_AFTER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| parse_retry_after(v, std::time::SystemTime::now()));
-        let www_authenticate = headers
-            .get(reqwest::header::WWW_AUTHENTICATE)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
+        let content_type = headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok());
+        let retry_after = || {
+            headers
+                .get(reqwest::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| parse_retry_after(v, std::time::SystemTime::now()))
+        };
 
         if (300..400).contains(&status) {
             return Err(redirected(method, status, &headers));
@@ -701,10 +697,10 @@ impl Client {
         if status == 429 {
             return Err(Error::RateLimited {
                 method: method.into(),
-                retry_after,
+                retry_after: retry_after(),
             });
         }
-        let framing = Framing::from_content_type(content_type.as_deref());
+        let framing = Framing::from_content_type(content_type);
         let task_id = params.get("taskId").and_then(Value::as_str);
 
         if !(200..300).contains(&status) {
@@ -717,8 +713,11 @@ impl Client {
                 status,
                 framing,
                 body: &body,
-                www_authenticate,
-                retry_after,
+                www_authenticate: headers
+                    .get(reqwest::header::WWW_AUTHENTICATE)
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_owned),
+                retry_after: retry_after(),
             }));
         }
 
@@ -1254,6 +1253,10 @@ fn insert_known(headers: &mut HeaderMap, name: HeaderName, value: &str) -> Resul
 struct FixedMeta {
     capabilities: Box<RawValue>,
     client_info: Box<RawValue>,
+    /// `_meta`'s text up to the protocol version's value: `{"…protocolVersion":`.
+    head: Box<[u8]>,
+    /// `_meta`'s text after the protocol version: `,"…clientCapabilities":…,"…clientInfo":…}`.
+    tail: Box<[u8]>,
 }
 
 impl FixedMeta {
@@ -1263,13 +1266,36 @@ impl FixedMeta {
                 Error::InvalidRequest(format!("the client's _meta could not be encoded: {e}"))
             })
         };
+        let capabilities = encode(client_capabilities())?;
+        let client_info =
+            encode(json!({"name": options.client_name, "version": options.client_version}))?;
+        let mut tail = Vec::new();
+        for (key, value) in [
+            (META_CLIENT_CAPABILITIES, &capabilities),
+            (META_CLIENT_INFO, &client_info),
+        ] {
+            tail.push(b',');
+            write_json(&mut tail, key)?;
+            tail.push(b':');
+            tail.extend_from_slice(value.get().as_bytes());
+        }
+        tail.push(b'}');
+        let mut head = vec![b'{'];
+        write_json(&mut head, META_PROTOCOL_VERSION)?;
+        head.push(b':');
         Ok(Self {
-            capabilities: encode(client_capabilities())?,
-            client_info: encode(
-                json!({"name": options.client_name, "version": options.client_version}),
-            )?,
+            capabilities,
+            client_info,
+            head: head.into_boxed_slice(),
+            tail: tail.into_boxed_slice(),
         })
     }
+}
+
+/// Appends `value`'s JSON text to `out`.
+fn write_json<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) -> Result<()> {
+    serde_json::to_writer(out, value)
+        .map_err(|e| Error::InvalidRequest(format!("a request could not be encoded: {e}")))
 }
 
 /// One JSON-RPC request, written straight into the body's bytes: `params` as given, then the
@@ -1287,38 +1313,38 @@ struct Envelope<'a> {
 }
 
 impl Envelope<'_> {
+    /// The request's bytes, exactly as serde_json would print the request as a `Value` (the
+    /// tests hold it to that), but with the fixed parts copied in rather than escaped again on
+    /// every poll: only the id, the method, `params` and the protocol version go through serde.
     fn encode(&self) -> Result<Vec<u8>> {
-        serde_json::to_vec(self).map_err(|e| {
-            Error::InvalidRequest(format!(
-                "the {} request could not be encoded: {e}",
-                self.method
-            ))
-        })
-    }
-}
-
-impl Serialize for Envelope<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
-        let mut map = serializer.serialize_map(Some(4))?;
-        map.serialize_entry("jsonrpc", "2.0")?;
-        map.serialize_entry("id", &self.id)?;
-        map.serialize_entry("method", self.method)?;
-        map.serialize_entry("params", &EnvelopeParams(self))?;
-        map.end()
-    }
-}
-
-struct EnvelopeParams<'a>(&'a Envelope<'a>);
-
-impl Serialize for EnvelopeParams<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
-        let envelope = self.0;
-        let mut map = serializer.serialize_map(None)?;
-        for (key, value) in envelope.params.iter().filter(|(key, _)| *key != "_meta") {
-            map.serialize_entry(key, value)?;
+        let mut out = Vec::with_capacity(128 + self.fixed.head.len() + self.fixed.tail.len());
+        out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+        write_json(&mut out, &self.id)?;
+        out.extend_from_slice(b",\"method\":");
+        write_json(&mut out, self.method)?;
+        out.extend_from_slice(b",\"params\":{");
+        for (key, value) in self.params.iter().filter(|(key, _)| *key != "_meta") {
+            write_json(&mut out, key)?;
+            out.push(b':');
+            write_json(&mut out, value)?;
+            out.push(b',');
         }
-        map.serialize_entry("_meta", &EnvelopeMeta(envelope))?;
-        map.end()
+        out.extend_from_slice(b"\"_meta\":");
+        // The gateway speaks for an agent: the agent's declared capabilities, not ours.
+        let agents = self
+            .params
+            .get("_meta")
+            .and_then(|meta| meta.get(META_CLIENT_CAPABILITIES));
+        match agents {
+            Some(_) => write_json(&mut out, &EnvelopeMeta(self))?,
+            None => {
+                out.extend_from_slice(&self.fixed.head);
+                write_json(&mut out, self.version)?;
+                out.extend_from_slice(&self.fixed.tail);
+            }
+        }
+        out.extend_from_slice(b"}}");
+        Ok(out)
     }
 }
 

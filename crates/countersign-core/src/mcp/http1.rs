@@ -139,16 +139,21 @@ impl Http1 {
     }
 
     /// POSTs `body` with `headers` and returns the response's head, its body still to read.
-    /// Waits at most until `deadline`. A pooled connection that turns out to be closed is
-    /// replaced once by a fresh one (callers send only idempotent requests here).
+    /// Waits at most until `deadline` (one timer for the request and its body). A pooled
+    /// connection that turns out to be closed is replaced once by a fresh one (callers send only
+    /// idempotent requests here), with headers from `again`: the first ones went with the
+    /// request that failed, and keeping a copy of every request's headers for that rare case
+    /// cost more than building them anew.
     pub(super) async fn post(
         &self,
         headers: HeaderMap,
+        again: &(dyn Fn() -> HeaderMap + Sync),
         body: Bytes,
         deadline: tokio::time::Instant,
     ) -> Result<Reply, Failure> {
-        match tokio::time::timeout_at(deadline, self.post_within(headers, body)).await {
-            Ok(result) => result.map(|(status, headers, body)| Reply {
+        let mut timer = Box::pin(tokio::time::sleep_until(deadline));
+        match within(&mut timer, self.post_within(headers, again, body)).await {
+            Some(result) => result.map(|(status, headers, body)| Reply {
                 status,
                 headers,
                 body: Streaming {
@@ -156,16 +161,17 @@ impl Http1 {
                     body: body.1,
                     ended: false,
                     pool: self.clone(),
-                    deadline,
+                    timer,
                 },
             }),
-            Err(_) => Err(Failure::Timeout),
+            None => Err(Failure::Timeout),
         }
     }
 
     async fn post_within(
         &self,
         headers: HeaderMap,
+        again: &(dyn Fn() -> HeaderMap + Sync),
         body: Bytes,
     ) -> Result<(u16, HeaderMap, (Conn, Incoming)), Failure> {
         let mut headers = Some(headers);
@@ -177,12 +183,7 @@ impl Http1 {
             let mut request = Request::new(Full::new(body.clone()));
             *request.method_mut() = Method::POST;
             *request.uri_mut() = self.shared.target.clone();
-            // Kept for a retry until a request has gone out on a connection that was fresh.
-            let mut request_headers = if pooled {
-                headers.clone().unwrap_or_default()
-            } else {
-                headers.take().unwrap_or_default()
-            };
+            let mut request_headers = headers.take().unwrap_or_else(again);
             request_headers.insert(HOST, self.shared.host_header.clone());
             *request.headers_mut() = request_headers;
 
@@ -283,7 +284,8 @@ pub(super) struct Streaming {
     body: Incoming,
     ended: bool,
     pool: Http1,
-    deadline: tokio::time::Instant,
+    /// The request's deadline, shared with its head.
+    timer: Pin<Box<tokio::time::Sleep>>,
 }
 
 impl Streaming {
@@ -294,17 +296,15 @@ impl Streaming {
         }
         let conn = self.conn.as_mut()?;
         loop {
-            let frame =
-                tokio::time::timeout_at(self.deadline, drive(&mut conn.driver, self.body.frame()))
-                    .await;
+            let frame = within(&mut self.timer, drive(&mut conn.driver, self.body.frame())).await;
             match frame {
-                Err(_) => return Some(Err(Failure::Timeout)),
-                Ok(None) => {
+                None => return Some(Err(Failure::Timeout)),
+                Some(None) => {
                     self.ended = true;
                     return None;
                 }
-                Ok(Some(Err(e))) => return Some(Err(Failure::Io(error_text(&e)))),
-                Ok(Some(Ok(frame))) => {
+                Some(Some(Err(e))) => return Some(Err(Failure::Io(error_text(&e)))),
+                Some(Some(Ok(frame))) => {
                     if let Ok(data) = frame.into_data() {
                         return Some(Ok(data));
                     }
@@ -344,6 +344,19 @@ async fn drive<F: Future>(driver: &mut Option<Driver>, work: F) -> F::Output {
             }
         }
         Poll::Pending
+    })
+    .await
+}
+
+/// Awaits `work` until `timer` fires: `None` if it fires first. One timer serves a request's
+/// whole exchange, where a `timeout_at` per step would register (and remove) one each time.
+async fn within<F: Future>(timer: &mut Pin<Box<tokio::time::Sleep>>, work: F) -> Option<F::Output> {
+    let mut work = pin!(work);
+    std::future::poll_fn(|cx| {
+        if let Poll::Ready(out) = work.as_mut().poll(cx) {
+            return Poll::Ready(Some(out));
+        }
+        timer.as_mut().poll(cx).map(|()| None)
     })
     .await
 }

@@ -7,12 +7,12 @@
 //! other source silently fails, so it never stops, it only slows down. When coverage ends, the
 //! task is back at its normal interval at once.
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
 use futures_util::stream::{FuturesUnordered, StreamExt as _};
+use rustc_hash::FxHashMap;
 
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -186,10 +186,10 @@ async fn run(
     // Held for the loop's life; a panic releases it for the restarted loop.
     let mut commands = commands.lock().await;
     let mut queue = DeadlineQueue::new();
-    let mut entries: HashMap<i64, Entry> = HashMap::new();
+    let mut entries: FxHashMap<i64, Entry> = FxHashMap::default();
     let mut generation = 0u64;
     // Per server: bumped by every failed poll (see `Entry::digest`).
-    let mut epochs: HashMap<i64, u64> = HashMap::new();
+    let mut epochs: FxHashMap<i64, u64> = FxHashMap::default();
     // The polls out now, driven by this loop's own task: an answer wakes the loop directly,
     // with no spawned task per poll and no channel hand-off back (on a server whose polls
     // arrive one at a time, those were a thread wake-up each). A panic in a poll is the loop's,
