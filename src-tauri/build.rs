@@ -42,6 +42,7 @@ const COMMANDS: &[&str] = &[
     "url_open",
     "settings_get",
     "settings_set",
+    "resident_restart",
 ];
 
 fn main() {

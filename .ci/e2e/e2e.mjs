@@ -9,9 +9,10 @@
 import assert from "node:assert/strict";
 import { execFileSync, spawn, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { existsSync, mkdirSync, readFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { App, NotificationLog, screenshot, sleep, startServer, until, windowTitled, stepper } from "./wd.mjs";
+import { alive, askResident, residentsOn, trayMenuOf } from "./procs.mjs";
 
 const root = resolve(import.meta.dirname, "../..");
 const app = process.env.COUNTERSIGN_APP;
@@ -705,6 +706,40 @@ await step("with `countersign watch` holding the ledger: a banner, no notificati
   watch.kill();
 });
 
+/**
+ * Issue 12: a click on an agent's call's notification opens the window on THAT call. The click
+ * goes through the notification daemon (dunst's context menu, answered by .ci/e2e/dunst-pick.sh
+ * with the call's "Open in Countersign" line, i.e. its default action, as a click on the body
+ * runs it); the resident starts the window process at the call's page, which hands it over to
+ * this window (single instance). The window starts elsewhere, so only the click can bring it to
+ * the inbox.
+ */
+async function step_notificationOpensTheCall(taskId, card) {
+  await ui.go("#/settings");
+  await until("the Settings page", () => ui.js(`return location.hash === "#/settings" && !document.querySelector(".gated-call");`));
+  await until("the call's notification on screen", () => Number(execFileSync("dunstctl", ["count", "displayed"]).toString().trim()) >= 1, 10000);
+  writeFileSync(join(process.env.XDG_RUNTIME_DIR, "dunst-pick"), "Open in Countersign (demo-agent wants to run demo · batch_export)");
+  execFileSync("dunstctl", ["context"]);
+  const want = `#/inbox/call/${encodeURIComponent(taskId)}`;
+  await until(`the window on ${want}`, async () => (await ui.js(`return location.hash;`)) === want, 20000).catch(async (e) => {
+    const menu = readFileSync(join(process.env.XDG_RUNTIME_DIR, "dunst-menu.log"), "utf8");
+    throw new Error(`${e.message}; the window is at ${await ui.js(`return location.hash;`)}; the daemon offered:\n${menu}`);
+  });
+  const shown = await until("the call's card focused and highlighted", () =>
+    ui.js(
+      `const c = document.querySelector(arguments[0]);
+       if (!c || document.activeElement !== c) return null;
+       const r = c.getBoundingClientRect();
+       return { focused: c.classList.contains("focused"), current: c.getAttribute("aria-current"), others: document.querySelectorAll(".gated-call.focused").length,
+                inView: r.top >= 0 && r.top < window.innerHeight };`,
+      card,
+    ),
+    10000,
+  );
+  assert.deepEqual(shown, { focused: true, current: "true", others: 1, inView: true }, "that call, and only it, is highlighted, focused and in view");
+  await ui.shot(join(shots, "inbox-call-from-notification.png"));
+}
+
 await step("the first-launch demo: its agent's call waits in the inbox with a notification; Approve runs it (issue 13)", async () => {
   await ui.quit();
   closeNotifications();
@@ -723,6 +758,9 @@ await step("the first-launch demo: its agent's call waits in the inbox with a no
   await ui.shot(join(shots, "inbox-demo-agent.png"));
   await until("its notification", () => notifications.fresh("demo-agent wants to run demo · batch_export").length >= 1, 10000);
   console.log(`     the demo agent's call waited in the inbox ${((Date.now() - t0) / 1000).toFixed(1)} s after launch`);
+  const taskId = await ui.js(`return document.querySelector(arguments[0]).dataset.taskId;`, card);
+  assert.match(taskId, /^csg-/, "the card names Countersign's task id");
+  await step_notificationOpensTheCall(taskId, card);
   await ui.click(`${card} [data-testid="gated-approve"]`);
   await until("the card gone", async () => !(await ui.exists(card)));
   await ui.go("#/agents");
@@ -752,6 +790,57 @@ await step("the first-launch demo: its agent's call waits in the inbox with a no
   );
   await assertAccessible("the Agents view with a call's timeline");
   await ui.shot(join(shots, "agents-call-timeline.png"));
+});
+
+await step("the resident killed (kill -9) with the window open: a banner, one new resident, the banner gone, the tray and a demo task resume (issue 12)", async () => {
+  const demoDir = join(work, "demo-ledger");
+  const state = async () => (await askResident(demoDir, { ask: "state" })).state;
+  const killed = (await state()).pid;
+  assert.deepEqual(residentsOn(demoDir), [killed], "one resident before");
+  await ui.go("#/tasks");
+  // Every banner the window shows, in order: a restart can be quicker than a poll of the DOM.
+  await ui.js(`window.__banners = [];
+    new MutationObserver(() => {
+      const b = document.querySelector('[data-testid="resident-lost"]');
+      const text = b?.textContent.replace(/\\s+/g, " ").trim();
+      if (text && window.__banners.at(-1) !== text) window.__banners.push(text);
+    }).observe(document.body, { childList: true, subtree: true, characterData: true });
+    return true;`);
+  process.kill(killed, "SIGKILL");
+  const banners = await until("the banner", () => ui.js(`return window.__banners.length ? window.__banners : null;`), 10000);
+  assert.match(banners[0], /^Countersign's background service stopped — restarting…/, `the window says so at once: ${banners}`);
+  const pid = await until("a new resident answering", async () => {
+    const now = await state().catch(() => null);
+    return now && now.pid !== killed ? now.pid : null;
+  }, 60000);
+  await until("the banner gone", async () => !(await ui.exists('[data-testid="resident-lost"]')), 20000);
+  assert.ok(!alive(killed), "the killed one is gone");
+  assert.deepEqual(residentsOn(demoDir), [pid], "one resident: the new one holds the lock");
+  console.log(`     banners shown: ${JSON.stringify(await ui.js(`return window.__banners;`))}; resident ${killed} → ${pid}`);
+  // The tray is back (its menu on the bus, from the new process), and the window's toggle
+  // reaches the new resident and comes back through the new watch.
+  await until("the new resident's tray menu", () => trayMenuOf(pid), 15000);
+  // The switch's input is visually hidden behind its track: clicked as the label passes it on.
+  const toggleDnd = () => ui.js(`document.querySelector('[data-testid="dnd"]').click(); return true;`);
+  await toggleDnd();
+  await until("do-not-disturb on in the new resident", async () => (await state()).dnd === true, 10000);
+  await until("the window shows it", () => ui.js(`return document.querySelector('[data-testid="dnd"]').checked;`), 10000);
+  await toggleDnd();
+  await until("do-not-disturb off again", async () => (await state()).dnd === false, 10000);
+  // A demo task flows through the new resident: asked, notified, approved in the window, done.
+  closeNotifications();
+  execFileSync(cli, ["--data-dir", demoDir, "call", "demo", "deploy_service", JSON.stringify({ service: "after-crash", environment: "staging" }), "--no-follow"]);
+  const taskOf = () => JSON.parse(execFileSync(cli, ["--data-dir", demoDir, "--json", "tasks"]).toString()).find((t) => JSON.stringify(t.arguments ?? {}).includes("after-crash"));
+  const task = await until("the task recorded", taskOf, 20000);
+  await ui.go("#/inbox");
+  const item = `.inbox-item[data-task-id="${task.task_id}"]`;
+  await until("its question in the window's inbox", () => ui.exists(item), 60000);
+  await until("its notification, from the new resident", () => notifications.calls.some((c) => c.replacesId === 0 && c.body.includes("after-crash")), 20000);
+  await ui.click(item);
+  await ui.keys("a");
+  await until("a to ask first", () => ui.exists('[data-testid="armed"][data-armed="approve"]'));
+  await ui.keys("a");
+  await until("the task completed", () => taskOf()?.status === "completed", 60000);
 });
 
 await ui.quit();

@@ -2,6 +2,8 @@
 // or a person starts), read from /proc and the X server, for background.mjs and tray.mjs.
 import { readdirSync, readFileSync } from "node:fs";
 import { spawnSync } from "node:child_process";
+import { createConnection } from "node:net";
+import { join } from "node:path";
 
 /** Every process as pid → {ppid, comm} (comm: at most 15 characters, as /proc has it). */
 function table() {
@@ -75,3 +77,55 @@ export function windows(...pids) {
 
 /** The window processes (`countersign-des…`) under `pids`. */
 export const windowProcesses = (...pids) => descendants(...pids).filter((p) => p.comm.startsWith("countersign-des"));
+
+/** The residents (`countersign-resident`) running on `dataDir`, by their command line. */
+export function residentsOn(dataDir) {
+  const out = [];
+  for (const [pid, { comm }] of table()) {
+    if (!comm.startsWith("countersign-res")) continue;
+    try {
+      const args = readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0");
+      const i = args.indexOf("--data-dir");
+      if (i >= 0 && args[i + 1] === dataDir && !args.includes("--quit")) out.push(pid);
+    } catch {}
+  }
+  return out;
+}
+
+/** The tray menu (com.canonical.dbusmenu at /MenuBar) that process `pid` exports on the session bus. */
+export function trayMenuOf(pid) {
+  const names = spawnSync("busctl", ["--user", "list", "--no-legend"]).stdout?.toString() ?? "";
+  for (const line of names.split("\n")) {
+    const [name, owner] = line.trim().split(/\s+/);
+    if (Number(owner) !== pid || !name?.startsWith(":")) continue;
+    const tree = spawnSync("busctl", ["--user", "tree", name, "--list"]).stdout?.toString() ?? "";
+    const path = tree.split("\n").find((p) => p.trim() === "/MenuBar");
+    if (path) return { name, path: path.trim() };
+  }
+  return null;
+}
+
+/** Asks the resident on `dataDir` one thing over its control socket (`resident.sock`, one JSON
+ * line each way; `core/src/resident.rs`), e.g. `{ ask: "state" }`; resolves with its reply. */
+export function askResident(dataDir, request) {
+  return new Promise((resolve, reject) => {
+    const socket = createConnection(join(dataDir, "resident.sock"));
+    let buffer = "";
+    socket.setTimeout(5000, () => socket.destroy(new Error("the resident did not answer in 5 s")));
+    socket.on("connect", () => socket.write(`${JSON.stringify(request)}\n`));
+    socket.on("data", (d) => {
+      buffer += d;
+      const end = buffer.indexOf("\n");
+      if (end >= 0) {
+        socket.end();
+        try {
+          resolve(JSON.parse(buffer.slice(0, end)));
+        } catch (e) {
+          reject(e);
+        }
+      }
+    });
+    socket.on("error", reject);
+    socket.on("close", () => reject(new Error("the resident closed the connection without answering")));
+  });
+}

@@ -13,7 +13,7 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { sleep, until, stepper } from "./wd.mjs";
-import { alive, descendants, uiLibraries, windowProcesses, windows } from "./procs.mjs";
+import { alive, descendants, trayMenuOf, uiLibraries, windowProcesses, windows } from "./procs.mjs";
 
 const app = process.env.COUNTERSIGN_APP;
 const residentExe = process.env.COUNTERSIGN_RESIDENT;
@@ -45,17 +45,7 @@ const logged = (re) => log.find((l) => re.test(l));
 
 /** The app's tray menu on the session bus: its connection, the object path, and item ids by label. */
 let menu;
-function findMenu() {
-  const names = execFileSync("busctl", ["--user", "list", "--no-legend"]).toString().split("\n");
-  for (const line of names) {
-    const [name, pid] = line.trim().split(/\s+/);
-    if (Number(pid) !== proc.pid || !name?.startsWith(":")) continue;
-    const tree = spawnSync("busctl", ["--user", "tree", name, "--list"]).stdout?.toString() ?? "";
-    const path = tree.split("\n").find((p) => p.trim() === "/MenuBar");
-    if (path) return { name, path: path.trim() };
-  }
-  return null;
-}
+const findMenu = () => trayMenuOf(proc.pid);
 function layout() {
   const out = execFileSync("gdbus", ["call", "--session", "--dest", menu.name, "--object-path", menu.path, "--method", "com.canonical.dbusmenu.GetLayout", "--", "0", "-1", "[]"]).toString();
   const items = {};

@@ -87,6 +87,16 @@ pub async fn notify_dnd_set<R: Runtime>(
     Ok(crate::refresh_shell_state(&app, &shell).await)
 }
 
+/// Tries again to start the background service after a restart failed (the banner's Retry).
+#[tauri::command]
+pub async fn resident_restart<R: Runtime>(
+    app: AppHandle<R>,
+    shell: State<'_, Shell>,
+) -> Result<ShellState> {
+    crate::resident::retry(&shell);
+    Ok(crate::refresh_shell_state(&app, &shell).await)
+}
+
 /// Text sizes the window offers (page zoom, in percent).
 pub const ZOOM_PERCENTS: [u16; 5] = [100, 125, 150, 175, 200];
 

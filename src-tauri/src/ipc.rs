@@ -136,6 +136,7 @@ contract! {
         url_open: UrlOpenRequest => (),
         settings_get: () => SettingsPage,
         settings_set: Settings => SettingsPage,
+        resident_restart: () => ShellState,
     }
     events {
         EVENT_RECORDED = "event_recorded": EventView,
@@ -174,8 +175,26 @@ pub struct AppInfo {
     pub shell: ShellState,
 }
 
+/// How the window is linked to the resident (Countersign's background service: the engine, the
+/// tray, the notifications). Only a resident that went away without saying Quit (a crash, a
+/// `kill -9`) is started again; a Quit ends the window too.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, TS)]
+#[serde(rename_all = "camelCase", tag = "state")]
+pub enum ResidentLink {
+    /// Following its state (or not started by this window: the IPC tests).
+    #[default]
+    Connected,
+    /// It went away without a Quit; this window is starting it again.
+    Restarting,
+    /// Starting it again failed; `resident_restart` tries again.
+    Failed {
+        /// Why, for a person.
+        message: String,
+    },
+}
+
 /// State owned by the shell itself.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, TS)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, TS)]
 #[serde(rename_all = "camelCase")]
 pub struct ShellState {
     /// Questions waiting for the user.
@@ -186,6 +205,9 @@ pub struct ShellState {
     pub notification_actions: bool,
     /// The do-not-disturb schedule (Settings) holds notifications now.
     pub dnd_scheduled: bool,
+    /// Whether the background service is there (else a banner says it is being restarted, or
+    /// why it could not be, with Retry).
+    pub resident: ResidentLink,
 }
 
 pub use countersign_core::settings::{Day, DndSchedule, GatewaySetting, Settings};

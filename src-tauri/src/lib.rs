@@ -48,8 +48,8 @@ pub enum Error {
     #[error(transparent)]
     Console(#[from] console::OpenError),
     /// The command line was wrong.
-    #[error("{0}")]
-    Usage(String),
+    #[error(transparent)]
+    Usage(#[from] countersign_core::resident::launch::UsageError),
     /// The resident could not be started.
     #[error("cannot start Countersign's background process {}: {source}", exe.display())]
     ResidentSpawn {
@@ -88,6 +88,13 @@ pub struct Shell {
     pub resident: Mutex<ResidentState>,
     /// The resident's watch, to tell it what the window views.
     pub viewer: tokio::sync::Mutex<Option<WatchWriter>>,
+    /// Whether the resident is there, being restarted, or could not be restarted.
+    pub link: Mutex<ipc::ResidentLink>,
+    /// How to start the resident again when it goes away without a Quit (as `run` started it);
+    /// `None`: this window did not start it (the IPC tests), so it only follows it.
+    pub restart: Option<Options>,
+    /// Woken by `resident_restart`: try again after a failed restart.
+    pub retry: tokio::sync::Notify,
 }
 
 impl Shell {
@@ -101,7 +108,21 @@ impl Shell {
             painted_ms: Mutex::default(),
             resident: Mutex::default(),
             viewer: tokio::sync::Mutex::new(None),
+            link: Mutex::default(),
+            restart: None,
+            retry: tokio::sync::Notify::new(),
         }
+    }
+
+    /// Starts the resident again with `options` when it goes away without a Quit.
+    pub fn restarting_with(mut self, options: Options) -> Self {
+        self.restart = Some(options);
+        self
+    }
+
+    /// Whether the resident is there, as last known.
+    pub fn link(&self) -> ipc::ResidentLink {
+        self.link.lock().map(|l| l.clone()).unwrap_or_default()
     }
 
     /// The resident's state as last known.
@@ -112,20 +133,14 @@ impl Shell {
     /// Pending count (questions and agents' held calls), DND and notification capabilities, as
     /// of now.
     pub async fn state(&self) -> ShellState {
-        let questions = self.console.inbox().await.map(|l| l.len()).unwrap_or(0);
-        let calls = self
-            .console
-            .pending_gated_calls()
-            .await
-            .map(|l| l.len())
-            .unwrap_or(0);
-        let pending = u32::try_from(questions + calls).unwrap_or(u32::MAX);
+        let pending = self.console.waiting_count().await;
         let resident = self.resident_state();
         ShellState {
             pending,
             dnd: resident.dnd,
             dnd_scheduled: resident.dnd_scheduled,
             notification_actions: resident.notification_actions,
+            resident: self.link(),
         }
     }
 
@@ -179,7 +194,7 @@ pub fn run(options: Options, launch: Launch) -> Result<(), Error> {
         asked_at_ms: options.asked_at,
         ..launch
     };
-    let shell = Shell::new(Arc::new(console), launch);
+    let shell = Shell::new(Arc::new(console), launch).restarting_with(options.clone());
     // One window per ledger: a second window launch on the same data directory hands its
     // arguments to the running one (which goes to the page or link) and exits. First among the
     // plugins, so the second instance stops before anything else starts.
@@ -257,6 +272,7 @@ pub fn builder<R: Runtime>(builder: tauri::Builder<R>, shell: Shell) -> tauri::B
             commands::url_open,
             settings::settings_get,
             settings::settings_set,
+            commands::resident_restart,
         ])
         .on_window_event(|window, event| {
             if let tauri::WindowEvent::Focused(focused) = event {
@@ -278,7 +294,7 @@ pub fn builder<R: Runtime>(builder: tauri::Builder<R>, shell: Shell) -> tauri::B
 pub async fn refresh_shell_state<R: Runtime>(app: &AppHandle<R>, shell: &Shell) -> ShellState {
     let state = shell.state().await;
     window::show_state(app, &state);
-    let _ = app.emit(event::SHELL_STATE_CHANGED, state);
+    let _ = app.emit(event::SHELL_STATE_CHANGED, state.clone());
     state
 }
 

@@ -1,8 +1,11 @@
-//! The command line and environment: where the ledger is, whether to run the demo.
+//! The command line and environment: where the ledger is, whether to run the demo. The flags the
+//! resident shares are read by [`countersign_core::resident::launch`]; `--page`, `--background`
+//! and `--asked-at` are the window's.
 
 use std::path::PathBuf;
 use std::time::Instant;
 
+use countersign_core::resident::launch::{Flags, UsageError};
 use countersign_core::resident::Page;
 
 use crate::Error;
@@ -30,79 +33,52 @@ pub struct Options {
 
 /// Reads `--page`'s value.
 pub fn page(json: &str) -> Result<Page, Error> {
-    serde_json::from_str(json).map_err(|e| Error::Usage(format!("--page: not a page: {e}")))
+    serde_json::from_str(json).map_err(|e| usage(format!("--page: not a page: {e}")))
+}
+
+/// A command line this process cannot follow.
+fn usage(message: impl Into<String>) -> Error {
+    Error::Usage(UsageError(message.into()))
 }
 
 impl Options {
     /// Parses `args` (without the program name) over the environment.
     pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Self, Error> {
-        let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-        let mut data_dir = env("COUNTERSIGN_DATA_DIR").map(PathBuf::from);
-        let mut demo = env("COUNTERSIGN_DEMO").is_some_and(|v| v != "0");
-        let mut link = None;
+        let mut flags = Flags::from_env()?;
         let mut background = false;
         let mut page_asked = None;
         let mut asked_at = None;
-        let port = |v: &str| {
-            v.parse::<u16>()
-                .map_err(|_| Error::Usage(format!("--gateway needs a port number, not {v:?}")))
-        };
-        let mut gateway = env("COUNTERSIGN_GATEWAY_PORT")
-            .map(|v| port(&v))
-            .transpose()?;
         let mut args = args.into_iter();
         while let Some(arg) = args.next() {
+            if flags.take(&arg, &mut args)? {
+                continue;
+            }
             match arg.as_str() {
-                "--demo" => demo = true,
                 "--background" => background = true,
                 "--page" => {
                     let json = args
                         .next()
-                        .ok_or_else(|| Error::Usage("--page needs a page".into()))?;
+                        .ok_or_else(|| usage("--page needs a page"))?;
                     page_asked = Some(page(&json)?);
                 }
                 other if other.starts_with("--asked-at=") => {
                     let ms = &other["--asked-at=".len()..];
                     asked_at = Some(ms.parse::<u128>().map_err(|_| {
-                        Error::Usage(format!("--asked-at needs unix milliseconds, not {ms:?}"))
+                        usage(format!("--asked-at needs unix milliseconds, not {ms:?}"))
                     })?);
                 }
-                "--data-dir" => {
-                    data_dir = Some(
-                        args.next()
-                            .map(PathBuf::from)
-                            .ok_or_else(|| Error::Usage("--data-dir needs a directory".into()))?,
-                    )
-                }
-                "--gateway" => {
-                    let value = args
-                        .next()
-                        .ok_or_else(|| Error::Usage("--gateway needs a port (0: any)".into()))?;
-                    gateway = Some(port(&value)?);
-                }
-                other if other.starts_with("--gateway=") => {
-                    gateway = Some(port(&other["--gateway=".len()..])?)
-                }
-                other if other.starts_with("--data-dir=") => {
-                    data_dir = Some(PathBuf::from(&other["--data-dir=".len()..]))
-                }
-                "-h" | "--help" => return Err(Error::Usage(
-                    "usage: countersign-desktop [--data-dir DIR] [--demo] [--gateway PORT] [--background] [--page JSON] [countersign://task/…]"
-                        .into(),
+                "-h" | "--help" => return Err(usage(
+                    "usage: countersign-desktop [--data-dir DIR] [--demo] [--gateway PORT] [--background] [--page JSON] [countersign://task/…]",
                 )),
-                other if countersign_core::console::link::is_link(other) => link = Some(other.to_owned()),
-                other => return Err(Error::Usage(format!("unknown argument {other:?}"))),
+                other => return Err(usage(format!("unknown argument {other:?}"))),
             }
         }
-        let speed = env("COUNTERSIGN_DEMO_SPEED")
-            .and_then(|s| s.parse::<f64>().ok())
-            .filter(|s| s.is_finite() && *s > 0.0)
-            .unwrap_or(1.0);
+        let shared = flags.finish();
         Ok(Self {
-            data_dir: data_dir.unwrap_or_else(countersign_core::ledger::default_data_dir),
-            demo: demo.then_some(speed),
-            link,
-            gateway,
+            data_dir: shared.data_dir,
+            demo: shared.demo,
+            link: shared.link,
+            gateway: shared.gateway,
             background,
             page: page_asked,
             asked_at,

@@ -1,7 +1,8 @@
 //! The window's side of the resident ([`countersign_core::resident`]): starting it when it does
 //! not run, following its state (do-not-disturb, notification buttons, gateway, start at login)
 //! for the title bar's toggle and the Settings and Agents pages, telling it what the window
-//! shows, and ending with it (the tray's Quit ends every window).
+//! shows, ending with it (the tray's Quit ends every window), and starting it again when it went
+//! away without a Quit (a crash: the window says so meanwhile, and offers Retry if it fails).
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -10,6 +11,7 @@ use std::time::{Duration, Instant};
 use countersign_core::resident::{self, ControlError, Reply, Request, ResidentState, Watch};
 use tauri::{AppHandle, Manager, Runtime};
 
+use crate::ipc::ResidentLink;
 use crate::{Error, Options, Shell};
 
 /// How long a resident just started may take to answer (it opens the ledger first; a debug
@@ -19,13 +21,7 @@ const START_TIMEOUT: Duration = Duration::from_secs(30);
 /// The resident's executable: `COUNTERSIGN_RESIDENT`, else `countersign-resident` beside this
 /// executable (how the package installs both, and how cargo builds both).
 pub fn resident_exe() -> PathBuf {
-    if let Some(path) = std::env::var_os("COUNTERSIGN_RESIDENT").filter(|p| !p.is_empty()) {
-        return PathBuf::from(path);
-    }
-    std::env::current_exe()
-        .ok()
-        .and_then(|exe| exe.parent().map(|dir| dir.join("countersign-resident")))
-        .unwrap_or_else(|| PathBuf::from("countersign-resident"))
+    resident::launch::sibling_exe("COUNTERSIGN_RESIDENT", "countersign-resident")
 }
 
 /// Makes sure a resident runs on the data directory: starts one (its own process group, so it
@@ -33,14 +29,17 @@ pub fn resident_exe() -> PathBuf {
 /// migrated before this process opens it. With `--demo` and a resident already running, asks
 /// it for the demo server.
 pub fn ensure(options: &Options) -> Result<(), Error> {
+    tauri::async_runtime::block_on(start(options))
+}
+
+/// [`ensure`], for a caller on the runtime (the restart after a crash).
+async fn start(options: &Options) -> Result<(), Error> {
     let dir = &options.data_dir;
-    let asked = tauri::async_runtime::block_on(async {
-        if options.demo.is_some() {
-            resident::ask(dir, &Request::Demo).await.map(|_| ())
-        } else {
-            resident::ask(dir, &Request::State).await.map(|_| ())
-        }
-    });
+    let asked = if options.demo.is_some() {
+        resident::ask(dir, &Request::Demo).await.map(|_| ())
+    } else {
+        resident::ask(dir, &Request::State).await.map(|_| ())
+    };
     match asked {
         Ok(()) => return Ok(()),
         Err(ControlError::NotRunning { .. }) => {}
@@ -69,7 +68,7 @@ pub fn ensure(options: &Options) -> Result<(), Error> {
         })?;
     let deadline = Instant::now() + START_TIMEOUT;
     loop {
-        if tauri::async_runtime::block_on(resident::running(dir)) {
+        if resident::running(dir).await {
             break;
         }
         match child.try_wait() {
@@ -84,29 +83,132 @@ pub fn ensure(options: &Options) -> Result<(), Error> {
                 seconds: START_TIMEOUT.as_secs(),
             });
         }
-        std::thread::sleep(Duration::from_millis(20));
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
     // Reaped when it ends (if before this window: the Quit of the tray).
     std::thread::spawn(move || child.wait());
     Ok(())
 }
 
+/// A resident that goes away this soon after this window reached it did not really come back:
+/// after [`MAX_QUICK_LOSSES`] of those in a row the window stops restarting it and says so.
+const QUICK_LOSS: Duration = Duration::from_secs(10);
+
+/// How many quick losses in a row end the restarts (until Retry).
+const MAX_QUICK_LOSSES: u32 = 3;
+
+/// How a watch ended.
+enum Ended {
+    /// The resident said Quit: the window ends too.
+    Quit,
+    /// It went away without one (a crash, `kill -9`), or the connection broke.
+    Lost,
+}
+
 /// Follows the resident's state for as long as the window runs; ends the window when the
-/// resident quits (the tray's Quit, or `countersign-resident --quit`).
+/// resident quits (the tray's Quit, or `countersign-resident --quit`). When it goes away without
+/// a Quit (it crashed, or was killed), the window says so (a banner: [`ResidentLink`]), starts
+/// it again as `run` did at launch, and follows the new one; a failed start waits for Retry
+/// ([`retry`]).
 pub async fn follow<R: Runtime>(app: AppHandle<R>) {
     let dir = app.state::<Shell>().console.data_dir().to_path_buf();
-    let watch = match Watch::open(&dir).await {
-        Ok(watch) => watch,
-        Err(e) => {
-            // The IPC tests, or a resident that ended meanwhile: the window still works on the
-            // ledger; do-not-disturb and the gateway just show their defaults.
-            tracing::warn!("not following the background process: {e}");
-            return;
+    let mut quick_losses = 0;
+    loop {
+        match Watch::open(&dir).await {
+            Ok(watch) => {
+                let since = Instant::now();
+                set_link(&app, ResidentLink::Connected).await;
+                match watch_until_it_ends(&app, watch).await {
+                    Ended::Quit => {
+                        tracing::info!("the background process ends: so does the window");
+                        app.exit(0);
+                        return;
+                    }
+                    Ended::Lost => {
+                        quick_losses = if since.elapsed() < QUICK_LOSS {
+                            quick_losses + 1
+                        } else {
+                            0
+                        }
+                    }
+                }
+            }
+            Err(e) => {
+                // Not there (it ended between the start and now), or not answering a watch:
+                // counted as a quick loss, so a resident that answers but cannot be watched is
+                // not started again and again.
+                tracing::warn!("cannot follow the background process: {e}");
+                quick_losses += 1;
+            }
         }
-    };
+        *app.state::<Shell>().viewer.lock().await = None;
+        let Some(options) = app.state::<Shell>().restart.clone() else {
+            // The IPC tests: the window still works on the ledger; do-not-disturb and the
+            // gateway show what was last known.
+            tracing::warn!("not following the background process any more");
+            return;
+        };
+        if quick_losses >= MAX_QUICK_LOSSES {
+            let message = format!(
+                "it stopped {quick_losses} times in a row within {} s of starting",
+                QUICK_LOSS.as_secs()
+            );
+            tracing::error!("the background process {message}: not starting it again by itself");
+            quick_losses = 0;
+            set_link(&app, ResidentLink::Failed { message }).await;
+            app.state::<Shell>().retry.notified().await;
+        }
+        restart(&app, &options).await;
+    }
+}
+
+/// Starts the resident again until it answers, waiting for Retry after each failure.
+async fn restart<R: Runtime>(app: &AppHandle<R>, options: &Options) {
+    loop {
+        tracing::warn!("the background process went away: starting it again");
+        set_link(app, ResidentLink::Restarting).await;
+        match start(options).await {
+            Ok(()) => return,
+            Err(e) => {
+                tracing::error!("could not start the background process again: {e}");
+                set_link(
+                    app,
+                    ResidentLink::Failed {
+                        message: e.to_string(),
+                    },
+                )
+                .await;
+                app.state::<Shell>().retry.notified().await;
+            }
+        }
+    }
+}
+
+/// The banner's Retry: starts the resident again now, if a restart failed.
+pub fn retry(shell: &Shell) {
+    if matches!(shell.link(), ResidentLink::Failed { .. }) {
+        shell.retry.notify_one();
+    }
+}
+
+/// Records the link to the resident and tells the webview (the banner) and the title.
+async fn set_link<R: Runtime>(app: &AppHandle<R>, link: ResidentLink) {
+    let shell = app.state::<Shell>();
+    let changed = shell.link.lock().is_ok_and(|mut slot| {
+        let changed = *slot != link;
+        *slot = link;
+        changed
+    });
+    if changed {
+        crate::refresh_shell_state(app, &shell).await;
+    }
+}
+
+/// Follows one watch until the resident quits or goes away.
+async fn watch_until_it_ends<R: Runtime>(app: &AppHandle<R>, watch: Watch) -> Ended {
     let (mut reader, writer) = watch.into_split();
     *app.state::<Shell>().viewer.lock().await = Some(writer);
-    tell_viewing(&app).await;
+    tell_viewing(app).await;
     loop {
         match reader.next().await {
             Ok(Some(Reply::State { state })) => {
@@ -114,23 +216,17 @@ pub async fn follow<R: Runtime>(app: AppHandle<R>) {
                 if let Ok(mut slot) = shell.resident.lock() {
                     *slot = state;
                 }
-                crate::refresh_shell_state(&app, &shell).await;
+                crate::refresh_shell_state(app, &shell).await;
             }
-            Ok(Some(Reply::Quit)) => {
-                tracing::info!("the background process ends: so does the window");
-                app.exit(0);
-                return;
-            }
+            Ok(Some(Reply::Quit)) => return Ended::Quit,
             Ok(Some(_)) => {}
-            // It went away without a Quit (it crashed, or was killed): the window still works
-            // on the ledger; do-not-disturb and the gateway show what was last known.
             Ok(None) => {
                 tracing::warn!("the background process went away");
-                return;
+                return Ended::Lost;
             }
             Err(e) => {
                 tracing::warn!("lost the background process: {e}");
-                return;
+                return Ended::Lost;
             }
         }
     }

@@ -172,6 +172,30 @@ mod tests {
     }
 
     #[test]
+    fn a_notification_on_an_agents_call_opens_the_inbox_on_that_call() {
+        // What the resident passes with `--page` on the click (feed.rs), as the window reads it.
+        let page = crate::options::page(r#"{"page":"gatedCall","taskId":"csg-4f2a"}"#)
+            .expect("the resident's page parses");
+        assert_eq!(
+            page,
+            Page::GatedCall {
+                task_id: "csg-4f2a".into()
+            }
+        );
+        assert_eq!(
+            go_script(&page),
+            "location.hash = \"#/inbox/call/csg-4f2a\";"
+        );
+        let hostile = Page::GatedCall {
+            task_id: "\";alert(1)//\u{2028}".into(),
+        };
+        assert_eq!(
+            go_script(&hostile),
+            "location.hash = \"#/inbox/call/%22%3Balert(1)%2F%2F%E2%80%A8\";"
+        );
+    }
+
+    #[test]
     fn a_hostile_key_stays_inside_the_script_string() {
         let page = Page::Inbox {
             question: Some((1, "';alert(1)//\"</script>\u{2028}".into())),

@@ -159,12 +159,21 @@ fn setup(dir: &std::path::Path) -> Setup {
 }
 
 fn app_on(dir: PathBuf, demo: Option<DemoServer>) -> Fixture {
+    app_on_with(dir, demo, |shell| shell)
+}
+
+/// [`app_on`], with the shell made by `shell` (e.g. one that restarts its resident).
+fn app_on_with(
+    dir: PathBuf,
+    demo: Option<DemoServer>,
+    shell: impl FnOnce(Shell) -> Shell,
+) -> Fixture {
     let resident = Resident::start(&dir);
     // As the window opens it: the engine is the resident's.
     let mut window_setup = setup(&dir);
     window_setup.start = Start::WhenNeeded;
     let console = block_on(Console::open(window_setup)).expect("console opens the ledger");
-    let shell = Shell::new(Arc::new(console), Launch::now());
+    let shell = shell(Shell::new(Arc::new(console), Launch::now()));
     let app = countersign_desktop::builder(mock_builder(), shell)
         .build(tauri::generate_context!("tauri.conf.json", test = true))
         .expect("app builds with the real config and capabilities");
@@ -542,6 +551,11 @@ fn an_agents_held_call_is_approved_from_the_window_and_the_agents_view_shows_rem
         listed[0]["arguments"]["environment"], "production",
         "the exact arguments reach the window"
     );
+    let info = invoke(&fx.window, "app_info", json!({})).expect("app_info");
+    assert_eq!(
+        info["shell"]["pending"], 1,
+        "a held call counts as waiting (the title, as the tray)"
+    );
     let decided = invoke(
         &fx.window,
         "gated_decide",
@@ -558,6 +572,11 @@ fn an_agents_held_call_is_approved_from_the_window_and_the_agents_view_shows_rem
     assert_eq!(again["code"], "already_answered", "{again}");
     let listed = invoke(&fx.window, "gated_list", json!({})).expect("gated_list");
     assert_eq!(listed, json!([]), "nothing waits any more");
+    let info = invoke(&fx.window, "app_info", json!({})).expect("app_info");
+    assert_eq!(
+        info["shell"]["pending"], 0,
+        "a decided call no longer counts"
+    );
     // The call's timeline, from the ledger: asked, then approved (by this person).
     let timeline = invoke(
         &fx.window,
@@ -1076,4 +1095,123 @@ fn an_agent_created_in_the_window_gets_its_token_once_and_nothing_else_carries_i
     let bad = invoke(&fx.window, "agent_add", json!({"request": {"name": "a b"}}))
         .expect_err("a name with a space");
     assert_eq!(bad["code"], "invalid_input", "{bad}");
+}
+
+/// The resident's pid, as it answers on `dir`.
+fn resident_pid(dir: &std::path::Path) -> Option<u32> {
+    block_on(countersign_core::resident::ask_state(
+        dir,
+        &countersign_core::resident::Request::State,
+    ))
+    .ok()
+    .map(|s| s.pid)
+}
+
+fn kill_9(pid: u32) {
+    let status = std::process::Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(status.success(), "kill -9 {pid}");
+}
+
+/// The window's link to the resident, as `app_info` shows it to the UI (the banner's state).
+fn link(window: &WebviewWindow<MockRuntime>) -> Value {
+    invoke(window, "app_info", json!({})).expect("app_info")["shell"]["resident"].clone()
+}
+
+#[test]
+fn a_killed_resident_is_started_again_and_a_failed_restart_waits_for_retry() {
+    let dir = scratch_dir("crash");
+    let exe = std::env::current_exe()
+        .ok()
+        .and_then(|t| Some(t.parent()?.parent()?.join("countersign-resident")))
+        .expect("the resident beside the tests");
+    // How the window starts it again (`resident::resident_exe`): only this test's shell restarts.
+    std::env::set_var("COUNTERSIGN_RESIDENT", &exe);
+    let options =
+        countersign_desktop::Options::parse(["--data-dir".to_owned(), dir.display().to_string()])
+            .expect("options");
+    let mut fx = app_on_with(dir.clone(), None, |shell| shell.restarting_with(options));
+    let window = fx.window.clone();
+    // What the app's setup starts once its event loop runs (the mock runtime has none).
+    tauri::async_runtime::spawn(countersign_desktop::resident::follow(
+        fx._app.handle().clone(),
+    ));
+    until(
+        "the window follows the resident",
+        Duration::from_secs(10),
+        || (link(&window)["state"] == "connected").then_some(Value::Null),
+    );
+    let first = &mut fx.resident;
+
+    // kill -9: no Quit on the watch. The window starts a new one, and follows it.
+    kill_9(first.pid);
+    let _ = first.child.wait();
+    let second = until("a new resident answers", Duration::from_secs(30), || {
+        resident_pid(&dir)
+            .filter(|pid| *pid != first.pid)
+            .map(Value::from)
+    });
+    until("the link back", Duration::from_secs(10), || {
+        (link(&window)["state"] == "connected").then_some(Value::Null)
+    });
+    let lock = std::fs::File::open(dir.join(countersign_core::resident::LOCK)).expect("lock file");
+    assert!(
+        matches!(lock.try_lock(), Err(std::fs::TryLockError::WouldBlock)),
+        "the new resident holds the lock: one resident per data directory"
+    );
+    // The new watch carries the resident's state into the window (the title's toggle).
+    let dnd = invoke(
+        &window,
+        "notify_dnd_set",
+        json!({"request": {"enabled": true}}),
+    )
+    .expect("do-not-disturb reaches the new resident");
+    assert_eq!(dnd["dnd"], true);
+    assert_eq!(dnd["resident"]["state"], "connected");
+
+    // A restart that fails says why and waits for Retry.
+    std::env::set_var("COUNTERSIGN_RESIDENT", "/bin/false");
+    kill_9(
+        second
+            .as_u64()
+            .and_then(|p| u32::try_from(p).ok())
+            .expect("pid"),
+    );
+    let failed = until("the failure shown", Duration::from_secs(30), || {
+        let l = link(&window);
+        (l["state"] == "failed").then_some(l)
+    });
+    assert!(
+        failed["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("ended at start")),
+        "the banner says why: {failed}"
+    );
+    assert_eq!(resident_pid(&dir), None, "nothing runs meanwhile");
+    std::env::set_var("COUNTERSIGN_RESIDENT", &exe);
+    let retried = invoke(&window, "resident_restart", json!({})).expect("resident_restart");
+    assert_ne!(
+        retried["resident"]["state"], "connected",
+        "not back yet at the click: {retried}"
+    );
+    let third = until("Retry starts it", Duration::from_secs(30), || {
+        resident_pid(&dir).map(Value::from)
+    });
+    until("the banner gone", Duration::from_secs(10), || {
+        (link(&window)["state"] == "connected").then_some(Value::Null)
+    });
+
+    // The end: a resident killed while restarts fail leaves nothing running behind the test.
+    std::env::set_var("COUNTERSIGN_RESIDENT", "/bin/false");
+    kill_9(
+        third
+            .as_u64()
+            .and_then(|p| u32::try_from(p).ok())
+            .expect("pid"),
+    );
+    until("the last failure", Duration::from_secs(30), || {
+        (link(&window)["state"] == "failed").then_some(Value::Null)
+    });
 }

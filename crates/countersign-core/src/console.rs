@@ -554,6 +554,19 @@ impl Console {
             .collect())
     }
 
+    /// How much waits for a person: the inbox's questions and the agents' calls held for a
+    /// decision (the tray's and the window title's count). A list that cannot be read counts as
+    /// empty: the count is a hint, the inbox says the rest.
+    pub async fn waiting_count(&self) -> u32 {
+        let questions = self.inbox().await.map(|l| l.len()).unwrap_or(0);
+        let calls = self
+            .pending_gated_calls()
+            .await
+            .map(|l| l.len())
+            .unwrap_or(0);
+        u32::try_from(questions + calls).unwrap_or(u32::MAX)
+    }
+
     /// Every pending question, oldest first.
     pub async fn inbox(&self) -> Result<Vec<InputRequestView>> {
         Ok(self

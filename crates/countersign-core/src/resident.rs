@@ -14,6 +14,8 @@
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+
+pub mod launch;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::net::unix::OwnedReadHalf;
 use tokio::net::UnixStream;
@@ -42,6 +44,13 @@ pub enum Page {
         /// The question's task row and key.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         question: Option<(i64, String)>,
+    },
+    /// The inbox on one agent's call held by the gateway (waiting for approval, or approved and
+    /// asked questions by its upstream), by Countersign's task id (`csg-…`): its card focused.
+    #[serde(rename_all = "camelCase")]
+    GatedCall {
+        /// Countersign's task id of the call.
+        task_id: String,
     },
     /// One task's detail, by its ledger row.
     Task {
@@ -74,6 +83,7 @@ impl Page {
             Page::Inbox {
                 question: Some((row, key)),
             } => format!("#/inbox/{row}/{}", uri_component(key)),
+            Page::GatedCall { task_id } => format!("#/inbox/call/{}", uri_component(task_id)),
             Page::Task { row } => format!("#/tasks/{row}"),
             Page::Adopt { server_id, task_id } => {
                 format!("#/adopt/{server_id}/{}", uri_component(task_id))
@@ -374,6 +384,28 @@ mod tests {
             question: Some((1, "é".into())),
         };
         assert_eq!(accented.route(), "#/inbox/1/%C3%A9");
+        let call = Page::GatedCall {
+            task_id: "csg-0a1b".into(),
+        };
+        assert_eq!(call.route(), "#/inbox/call/csg-0a1b");
+        let hostile = Page::GatedCall {
+            task_id: "x/';alert(1)//#".into(),
+        };
+        assert_eq!(hostile.route(), "#/inbox/call/x%2F'%3Balert(1)%2F%2F%23");
+    }
+
+    #[test]
+    fn a_gated_call_page_is_typed_on_the_wire() {
+        let page = Page::GatedCall {
+            task_id: "csg-7".into(),
+        };
+        let wire = serde_json::to_value(&page).expect("serializes");
+        assert_eq!(wire, json!({"page": "gatedCall", "taskId": "csg-7"}));
+        assert_eq!(serde_json::from_value::<Page>(wire).expect("parses"), page);
+        assert!(
+            serde_json::from_value::<Page>(json!({"page": "gatedCall"})).is_err(),
+            "a call page names its call"
+        );
     }
 
     #[test]

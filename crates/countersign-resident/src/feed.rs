@@ -127,65 +127,78 @@ async fn notify_questions(resident: &Arc<Resident>, left: &[(String, String)]) {
         .filter(|a| left.iter().any(|(id, _)| *id == a.call.task_id));
     for asked in arrived {
         let call = &asked.call;
-        if notifier.holding() {
-            notifier.hold([(id_of(&call.task_id), call.server.clone())]);
-            continue;
-        }
-        let on_open = Arc::clone(resident);
         let title = format!(
             "{} asks before running {} · {}",
             call.server, call.tool, call.agent
         );
         // The first question's text from the core (plain, truncated, a link's host first; the
-        // notifier escapes it); the inbox shows them all.
+        // notifier escapes it); the inbox shows them all. No buttons: the answers need its form.
         let body = asked.questions.first().map_or_else(
             || notice::form_body("Approved; the server asks before running it."),
             |q| notifications::body_text(&q.request, false),
         );
-        notifier.call_asking(&id_of(&call.task_id), title, body, move || {
-            on_open.open(Some(Page::Inbox { question: None }), None)
-        });
-        tracing::info!("notified: questions on agent call {}", call.task_id);
+        tell_call(resident, id_of(&call.task_id), call, title, body, None);
     }
 }
 
 /// One notification for an agent's call waiting for approval: Approve/Decline decide it.
 fn notify_call(resident: &Arc<Resident>, call: &GatedCallView) {
-    let notifier = &resident.notifier;
-    if notifier.holding() {
-        notifier.hold([(call.task_id.clone(), call.server.clone())]);
-        return;
-    }
-    let (on_answer, on_open) = (Arc::clone(resident), Arc::clone(resident));
+    let on_answer = Arc::clone(resident);
     let id = call.task_id.clone();
+    let decide = Box::new(move |approve| {
+        let decision = GatedDecision {
+            approve,
+            reason: None,
+            always_allow: false,
+        };
+        let console = Arc::clone(&on_answer.console);
+        if let Err(e) = on_answer
+            .runtime
+            .block_on(console.decide_gated(&id, decision))
+        {
+            // Decided in the window meanwhile, or withdrawn: the ledger says which.
+            tracing::info!("notification decision for {id} not applied: {e}");
+        }
+    });
     let title = format!(
         "{} wants to run {} · {}",
         call.agent, call.server, call.tool
     );
     // Arguments are the agent's: plain text, truncated; the window shows them whole.
     let body = notice::form_body(&format!("Arguments: {}", call.arguments));
-    notifier.call_waiting(
-        &call.task_id,
+    tell_call(
+        resident,
+        call.task_id.clone(),
+        call,
         title,
         body,
-        move |approve| {
-            let decision = GatedDecision {
-                approve,
-                reason: None,
-                always_allow: false,
-            };
-            let console = Arc::clone(&on_answer.console);
-            if let Err(e) = on_answer
-                .runtime
-                .block_on(console.decide_gated(&id, decision))
-            {
-                // Decided in the window meanwhile, or withdrawn: the ledger says which.
-                tracing::info!("notification decision for {id} not applied: {e}");
-            }
-        },
-        move || on_open.open(Some(Page::Inbox { question: None }), None),
+        Some(decide),
     );
-    tracing::info!("notified: agent call {}", call.task_id);
+}
+
+/// Tells of an agent's `call` (as `id` to the notifier), or keeps it for the summary while
+/// notifications are held. A click on the body opens the inbox on that call's card.
+fn tell_call(
+    resident: &Arc<Resident>,
+    id: String,
+    call: &GatedCallView,
+    title: String,
+    body: String,
+    decide: Option<crate::notify::Decide>,
+) {
+    let notifier = &resident.notifier;
+    if notifier.holding() {
+        notifier.hold([(id, call.server.clone())]);
+        return;
+    }
+    let on_open = Arc::clone(resident);
+    let page = Page::GatedCall {
+        task_id: call.task_id.clone(),
+    };
+    notifier.agent_call(&id, title, body, decide, move || {
+        on_open.open(Some(page), None)
+    });
+    tracing::info!("notified: agent call {id}");
 }
 
 /// Re-reads the inbox ([`countersign_core::console::Console::look_at_inbox`]): closes the

@@ -35,8 +35,8 @@ use options::Options;
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The command line was wrong.
-    #[error("{0}")]
-    Usage(String),
+    #[error(transparent)]
+    Usage(#[from] countersign_core::resident::launch::UsageError),
     /// The data directory or the lock file could not be made.
     #[error("cannot use the data directory {}: {source}", path.display())]
     DataDir {
@@ -131,14 +131,7 @@ impl Resident {
 
     /// Recomputes the pending count for the tray, and tells watching windows of any change.
     pub async fn refresh(&self) {
-        let questions = self.console.inbox().await.map(|l| l.len()).unwrap_or(0);
-        let calls = self
-            .console
-            .pending_gated_calls()
-            .await
-            .map(|l| l.len())
-            .unwrap_or(0);
-        let pending = u32::try_from(questions + calls).unwrap_or(u32::MAX);
+        let pending = self.console.waiting_count().await;
         let dnd = self.notifier.dnd();
         if let Some(tray) = self.tray.get() {
             tray.update(|t| {
@@ -177,17 +170,7 @@ impl Resident {
 
 fn main() {
     // Warnings by default; RUST_LOG=info|debug for more. Nothing logged ever holds a token.
-    let level = match std::env::var("RUST_LOG").as_deref() {
-        Ok("trace") => tracing::Level::TRACE,
-        Ok("debug") => tracing::Level::DEBUG,
-        Ok("info") => tracing::Level::INFO,
-        Ok("error") => tracing::Level::ERROR,
-        _ => tracing::Level::WARN,
-    };
-    tracing_subscriber::fmt()
-        .with_max_level(level)
-        .with_writer(std::io::stderr)
-        .init();
+    resident::launch::init_logging();
     let result = Options::parse(std::env::args().skip(1)).and_then(|options| {
         // Two workers: the engine's polls, the feed and the socket are light; notification
         // threads block on this runtime from outside it.

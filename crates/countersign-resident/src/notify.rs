@@ -60,6 +60,9 @@ struct SummaryState {
     waiting: bool,
 }
 
+/// What Approve (`true`) or Decline (`false`) on an agent's call's notification does.
+pub type Decide = Box<dyn FnOnce(bool) + Send>;
+
 /// Decrements the live count when a question notification's thread ends, however it ends.
 struct LiveGuard(Arc<Notifier>);
 
@@ -209,108 +212,53 @@ impl Notifier {
         on_answer: impl FnOnce(QuickAnswer) + Send + 'static,
         on_open: impl FnOnce() + Send + 'static,
     ) {
-        self.live.fetch_add(1, Ordering::Relaxed);
-        let guard = LiveGuard(Arc::clone(self));
-        let (me, input) = (Arc::clone(self), input.clone());
-        let spawned = std::thread::Builder::new()
-            .name("notify".into())
-            .spawn(move || {
-                let _guard = guard;
-                me.post(&input, on_answer, on_open);
-            });
-        if let Err(e) = spawned {
-            tracing::warn!("cannot spawn notification thread: {e}");
-        }
+        let input = input.clone();
+        self.spawn_live("notify", move |me| me.post(&input, on_answer, on_open));
     }
 
-    /// Posts the notification for an agent's call waiting for approval (`id`: Countersign's task
-    /// id), on its own thread, with Approve/Decline when the daemon offers actions. At most
-    /// [`MAX_LIVE`](countersign_core::console::notifications::MAX_LIVE) wait for a click at once;
-    /// beyond that the call is only in the inbox. `on_answer(true)` approves, `(false)` declines.
-    pub fn call_waiting(
+    /// Posts the notification for an agent's call, on its own thread (`id`: the notifier's
+    /// identity for it, claimed once until [`Notifier::input_closed`]). A call waiting for
+    /// approval passes `decide`: Approve/Decline, when the daemon offers actions, call it with
+    /// `true` or `false`. An approved call whose upstream asks questions passes `None`: the
+    /// answers need the inbox's form. A click on the body calls `on_open`. Nothing while
+    /// notifications are held (the feed keeps those calls for the summary); at most
+    /// [`MAX_LIVE`](countersign_core::console::notifications::MAX_LIVE) wait for a click at once,
+    /// beyond that the call is only in the inbox.
+    pub fn agent_call(
         self: &Arc<Self>,
         id: &str,
         title: String,
         body: String,
-        on_answer: impl FnOnce(bool) + Send + 'static,
+        decide: Option<Decide>,
         on_open: impl FnOnce() + Send + 'static,
     ) {
-        // Held calls are kept by the feed (it knows the server) for the summary.
-        if self.holding() || !self.claim(id) {
+        if !self.claim(id)
+            || self.live.load(Ordering::Relaxed)
+                >= countersign_core::console::notifications::MAX_LIVE
+        {
             return;
         }
-        if self.live.load(Ordering::Relaxed) >= countersign_core::console::notifications::MAX_LIVE {
-            return;
-        }
-        self.live.fetch_add(1, Ordering::Relaxed);
-        let guard = LiveGuard(Arc::clone(self));
-        let (me, id) = (Arc::clone(self), id.to_owned());
-        let spawned = std::thread::Builder::new()
-            .name("notify-call".into())
-            .spawn(move || {
-                let _guard = guard;
-                me.post_call(&id, title, body, on_answer, on_open);
-            });
-        if let Err(e) = spawned {
-            tracing::warn!("cannot spawn notification thread: {e}");
-        }
-    }
-
-    /// Posts the notification for an approved agent call whose upstream asks questions before
-    /// running it (`id`: the notifier's identity of that round, claimed once until
-    /// [`Notifier::input_closed`]). No buttons: the answers need the inbox's form; a click on the
-    /// body calls `on_open`.
-    pub fn call_asking(
-        self: &Arc<Self>,
-        id: &str,
-        title: String,
-        body: String,
-        on_open: impl FnOnce() + Send + 'static,
-    ) {
-        if !self.claim(id) {
-            return;
-        }
-        if self.live.load(Ordering::Relaxed) >= countersign_core::console::notifications::MAX_LIVE {
-            return;
-        }
-        self.live.fetch_add(1, Ordering::Relaxed);
-        let guard = LiveGuard(Arc::clone(self));
-        let (me, id) = (Arc::clone(self), id.to_owned());
-        let spawned = std::thread::Builder::new()
-            .name("notify-asking".into())
-            .spawn(move || {
-                let _guard = guard;
-                me.post_asking(&id, title, body, on_open);
-            });
-        if let Err(e) = spawned {
-            tracing::warn!("cannot spawn notification thread: {e}");
-        }
-    }
-
-    #[cfg(target_os = "linux")]
-    fn post_asking(&self, id: &str, title: String, body: String, on_open: impl FnOnce()) {
-        let body = if self.renders_markup() {
-            escape(&body)
-        } else {
-            body
-        };
-        let handle = match question_notification(&title, &body, self.sound()).show() {
-            Ok(h) => h,
-            Err(e) => {
-                tracing::warn!("notification for {id} not shown: {e}");
-                return;
-            }
-        };
-        self.remember(id, handle.id(), title);
-        handle.wait_for_action(|action| {
-            if action == "default" {
-                on_open();
-            }
+        let id = id.to_owned();
+        self.spawn_live("notify-call", move |me| {
+            me.post_call(&id, title, body, decide, on_open)
         });
     }
 
-    #[cfg(not(target_os = "linux"))]
-    fn post_asking(&self, _id: &str, _title: String, _body: String, _on_open: impl FnOnce()) {}
+    /// Runs `post` on a thread of its own (its wait for a click blocks), counted among the live
+    /// notifications until it ends, however it ends.
+    fn spawn_live(self: &Arc<Self>, name: &str, post: impl FnOnce(&Notifier) + Send + 'static) {
+        self.live.fetch_add(1, Ordering::Relaxed);
+        let (guard, me) = (LiveGuard(Arc::clone(self)), Arc::clone(self));
+        let spawned = std::thread::Builder::new()
+            .name(name.into())
+            .spawn(move || {
+                let _guard = guard;
+                post(&me);
+            });
+        if let Err(e) = spawned {
+            tracing::warn!("cannot spawn notification thread: {e}");
+        }
+    }
 
     #[cfg(target_os = "linux")]
     fn post_call(
@@ -318,7 +266,7 @@ impl Notifier {
         id: &str,
         title: String,
         body: String,
-        on_answer: impl FnOnce(bool),
+        decide: Option<Decide>,
         on_open: impl FnOnce(),
     ) {
         let body = if self.renders_markup() {
@@ -327,8 +275,8 @@ impl Notifier {
             body
         };
         let mut n = question_notification(&title, &body, self.sound());
-        let actions = self.actions_supported();
-        if actions {
+        let decide = decide.filter(|_| self.actions_supported());
+        if decide.is_some() {
             n.action("approve", "Approve").action("decline", "Decline");
         }
         let handle = match n.show() {
@@ -339,10 +287,10 @@ impl Notifier {
             }
         };
         self.remember(id, handle.id(), title);
-        handle.wait_for_action(|action| match action {
-            "approve" if actions => on_answer(true),
-            "decline" if actions => on_answer(false),
-            "default" => on_open(),
+        handle.wait_for_action(|action| match (action, decide) {
+            ("approve", Some(decide)) => decide(true),
+            ("decline", Some(decide)) => decide(false),
+            ("default", _) => on_open(),
             _ => {}
         });
     }
@@ -353,7 +301,7 @@ impl Notifier {
         _id: &str,
         _title: String,
         _body: String,
-        _on_answer: impl FnOnce(bool),
+        _decide: Option<Decide>,
         _on_open: impl FnOnce(),
     ) {
     }
@@ -607,34 +555,7 @@ pub const MAX_HELD: usize = 256;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use countersign_core::console::view::InputKind;
-    use serde_json::{json, Value};
-
-    fn form(schema: Value) -> InputKind {
-        InputKind::Form {
-            message: "Approve deployment of 'billing-api'?".into(),
-            requested_schema: schema,
-        }
-    }
-
-    fn question(server: &str, key: &str) -> InputRequestView {
-        InputRequestView {
-            task_row: 1,
-            key: key.into(),
-            task_id: "t".into(),
-            server_name: server.into(),
-            tool_name: None,
-            requested_at_ms: 0,
-            expires_at_ms: None,
-            request: form(json!({})),
-        }
-    }
-
-    fn questions(n: usize) -> Vec<InputRequestView> {
-        (0..n)
-            .map(|i| question(["a", "b", "c", "d", "e"][i % 5], &format!("k{i}")))
-            .collect()
-    }
+    use countersign_core::console::notifications::examples::questions;
 
     #[test]
     fn while_held_nothing_is_claimed_and_what_arrived_is_kept_once_for_the_summary() {

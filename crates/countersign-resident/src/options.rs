@@ -1,7 +1,10 @@
 //! The command line and environment (the same names as the app's: the app hands its own
-//! `--data-dir`, `--demo` and `--gateway` over when it starts the resident).
+//! `--data-dir`, `--demo` and `--gateway` over when it starts the resident). The shared flags are
+//! read by [`countersign_core::resident::launch`]; `--quit` and `--background` are the resident's.
 
 use std::path::PathBuf;
+
+use countersign_core::resident::launch::{Flags, UsageError};
 
 use crate::Error;
 
@@ -23,62 +26,35 @@ pub struct Options {
 
 const USAGE: &str = "usage: countersign-resident [--data-dir DIR] [--demo] [--gateway PORT] [--background] [--quit] [countersign://task/…]";
 
+/// A command line this process cannot follow.
+fn usage(message: impl Into<String>) -> Error {
+    Error::Usage(UsageError(message.into()))
+}
+
 impl Options {
     /// Parses `args` (without the program name) over the environment.
     pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Self, Error> {
-        let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-        let mut data_dir = env("COUNTERSIGN_DATA_DIR").map(PathBuf::from);
-        let mut demo = env("COUNTERSIGN_DEMO").is_some_and(|v| v != "0");
-        let port = |v: &str| {
-            v.parse::<u16>()
-                .map_err(|_| Error::Usage(format!("--gateway needs a port number, not {v:?}")))
-        };
-        let mut gateway = env("COUNTERSIGN_GATEWAY_PORT")
-            .map(|v| port(&v))
-            .transpose()?;
-        let mut link = None;
+        let mut flags = Flags::from_env()?;
         let mut quit = false;
         let mut args = args.into_iter();
         while let Some(arg) = args.next() {
+            if flags.take(&arg, &mut args)? {
+                continue;
+            }
             match arg.as_str() {
-                "--demo" => demo = true,
                 "--quit" => quit = true,
                 // How start at login launches it; the resident never opens a window by itself.
                 "--background" => {}
-                "--data-dir" => {
-                    let dir = args
-                        .next()
-                        .ok_or_else(|| Error::Usage("--data-dir needs a directory".into()))?;
-                    data_dir = Some(PathBuf::from(dir));
-                }
-                "--gateway" => {
-                    let value = args
-                        .next()
-                        .ok_or_else(|| Error::Usage("--gateway needs a port (0: any)".into()))?;
-                    gateway = Some(port(&value)?);
-                }
-                other if other.starts_with("--gateway=") => {
-                    gateway = Some(port(&other["--gateway=".len()..])?)
-                }
-                other if other.starts_with("--data-dir=") => {
-                    data_dir = Some(PathBuf::from(&other["--data-dir=".len()..]))
-                }
-                "-h" | "--help" => return Err(Error::Usage(USAGE.into())),
-                other if countersign_core::console::link::is_link(other) => {
-                    link = Some(other.to_owned())
-                }
-                other => return Err(Error::Usage(format!("unknown argument {other:?}; {USAGE}"))),
+                "-h" | "--help" => return Err(usage(USAGE)),
+                other => return Err(usage(format!("unknown argument {other:?}; {USAGE}"))),
             }
         }
-        let speed = env("COUNTERSIGN_DEMO_SPEED")
-            .and_then(|s| s.parse::<f64>().ok())
-            .filter(|s| s.is_finite() && *s > 0.0)
-            .unwrap_or(1.0);
+        let shared = flags.finish();
         Ok(Self {
-            data_dir: data_dir.unwrap_or_else(countersign_core::ledger::default_data_dir),
-            demo: demo.then_some(speed),
-            gateway,
-            link,
+            data_dir: shared.data_dir,
+            demo: shared.demo,
+            gateway: shared.gateway,
+            link: shared.link,
             quit,
         })
     }

@@ -15,13 +15,7 @@ use countersign_core::resident::Page;
 /// The window process's executable: `COUNTERSIGN_DESKTOP`, else `countersign-desktop` beside
 /// this executable (how the package installs both, and how cargo builds both).
 pub fn desktop_exe() -> PathBuf {
-    if let Some(path) = std::env::var_os("COUNTERSIGN_DESKTOP").filter(|p| !p.is_empty()) {
-        return PathBuf::from(path);
-    }
-    std::env::current_exe()
-        .ok()
-        .and_then(|exe| exe.parent().map(|dir| dir.join("countersign-desktop")))
-        .unwrap_or_else(|| PathBuf::from("countersign-desktop"))
+    countersign_core::resident::launch::sibling_exe("COUNTERSIGN_DESKTOP", "countersign-desktop")
 }
 
 /// Starts the window process on `data_dir` at `page` (or where `link` leads). Its log goes where

@@ -21,7 +21,7 @@ export function inputId(i: { taskRow: number; key: string }): string {
 
 export class ConsoleStore {
   info: AppInfo | undefined = $state();
-  shell: ShellState = $state({ pending: 0, dnd: false, notificationActions: false, dndScheduled: false });
+  shell: ShellState = $state({ pending: 0, dnd: false, notificationActions: false, dndScheduled: false, resident: { state: "connected" } });
   inputs: InputRequestView[] = $state([]);
   /** Newest first. Replaced wholesale on reload; rows are replaced in place on updates. */
   tasks: TaskView[] = $state([]);
@@ -30,6 +30,8 @@ export class ConsoleStore {
   gated: GatedCallView[] = $state([]);
   /** Approved agents' calls whose upstream asks questions before running them, oldest first. */
   asking: GatedQuestionsView[] = $state([]);
+  /** The lists were read once (a call missing from them after that is not waiting). */
+  loaded = $state(false);
   /** Set when the shell cannot be reached (e.g. running outside the app). */
   offline: CommandError | undefined = $state();
   /** The question the user asked to see from a notification. */
@@ -105,6 +107,7 @@ export class ConsoleStore {
       this.reindex();
       this.servers = servers;
       this.offline = undefined;
+      this.loaded = true;
     } catch (e) {
       this.offline = e as CommandError;
     }
@@ -134,6 +137,11 @@ export class ConsoleStore {
 
   async setDnd(enabled: boolean): Promise<void> {
     this.shell = await call("notify_dnd_set", { enabled });
+  }
+
+  /** The banner's Retry: the shell starts the background service again. */
+  async restartResident(): Promise<void> {
+    this.shell = await call("resident_restart");
   }
 
   /** Tells the shell what is on screen (no notification for a question already shown). */

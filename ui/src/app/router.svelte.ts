@@ -1,8 +1,9 @@
-// Hash routes: #/inbox[/row/key], #/tasks, #/tasks/ROW, #/adopt[/SERVER/TASK | /url/URL/TASK],
+// Hash routes: #/inbox[/row/key | /call/TASK_ID], #/tasks, #/tasks/ROW, #/adopt[/SERVER/TASK | /url/URL/TASK],
 // #/servers, #/call, #/audit, #/agents, #/settings. The adopt forms come from countersign:// links (the shell builds them).
 
 export type Route =
-  | { page: "inbox"; row?: number; key?: string }
+  /** `call`: one agent's held call (Countersign's task id), its card focused (a notification's click). */
+  | { page: "inbox"; row?: number; key?: string; call?: string }
   | { page: "tasks" }
   | { page: "task"; row: number }
   | { page: "adopt"; serverId?: number; serverUrl?: string; taskId?: string }
@@ -38,6 +39,7 @@ export function parseRoute(hash: string): Route {
     case "settings":
       return { page: parts[0] };
     default:
+      if (parts[0] === "inbox" && parts[1] === "call" && parts[2]) return { page: "inbox", call: parts.slice(2).join("/") };
       return parts[0] === "inbox" && Number.isInteger(row) && parts[2] !== undefined
         ? { page: "inbox", row, key: parts.slice(2).join("/") }
         : { page: "inbox" };
@@ -47,6 +49,7 @@ export function parseRoute(hash: string): Route {
 export function href(route: Route): string {
   switch (route.page) {
     case "inbox":
+      if (route.call !== undefined) return `#/inbox/call/${encodeURIComponent(route.call)}`;
       return route.row !== undefined && route.key !== undefined ? `#/inbox/${route.row}/${encodeURIComponent(route.key)}` : "#/inbox";
     case "task":
       return `#/tasks/${route.row}`;

@@ -84,6 +84,7 @@ export interface Commands {
   url_open: { req: UrlOpenRequest; res: null };
   settings_get: { req: null; res: SettingsPage };
   settings_set: { req: Settings; res: SettingsPage };
+  resident_restart: { req: null; res: ShellState };
 }
 
 /** Every event and its payload. */

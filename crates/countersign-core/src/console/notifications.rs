@@ -162,18 +162,47 @@ pub fn single_confirmation(kind: &InputKind) -> Option<String> {
     crate::decision::confirmation_field(requested_schema)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::notice::BODY_MAX_CHARS;
-    use serde_json::json;
+/// Questions as the inbox lists them, for tests here and in the resident's notifier.
+#[cfg(any(test, feature = "test-support"))]
+pub mod examples {
+    use super::{InputKind, InputRequestView};
 
-    fn form(schema: serde_json::Value) -> InputKind {
+    /// A form question with `schema`, worded as a deployment approval.
+    pub fn form(schema: serde_json::Value) -> InputKind {
         InputKind::Form {
             message: "Approve deployment of 'billing-api'?".into(),
             requested_schema: schema,
         }
     }
+
+    /// Question `key` of task row 1 on `server`, with an empty form.
+    pub fn question(server: &str, key: &str) -> InputRequestView {
+        InputRequestView {
+            task_row: 1,
+            key: key.into(),
+            task_id: "t".into(),
+            server_name: server.into(),
+            tool_name: None,
+            requested_at_ms: 0,
+            expires_at_ms: None,
+            request: form(serde_json::json!({})),
+        }
+    }
+
+    /// `n` questions (`k0`, `k1`, …) from five servers in turn (`a` to `e`).
+    pub fn questions(n: usize) -> Vec<InputRequestView> {
+        (0..n)
+            .map(|i| question(["a", "b", "c", "d", "e"][i % 5], &format!("k{i}")))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::examples::{form, questions};
+    use super::*;
+    use crate::notice::BODY_MAX_CHARS;
+    use serde_json::json;
 
     #[test]
     fn the_fastmcp_deploy_prompt_is_a_single_confirmation() {
@@ -249,25 +278,6 @@ mod tests {
         );
         assert!(!b.contains("good.com"), "userinfo is never shown: {b}");
         assert!(b.ends_with('…'));
-    }
-
-    fn question(server: &str, key: &str) -> InputRequestView {
-        InputRequestView {
-            task_row: 1,
-            key: key.into(),
-            task_id: "t".into(),
-            server_name: server.into(),
-            tool_name: None,
-            requested_at_ms: 0,
-            expires_at_ms: None,
-            request: form(json!({})),
-        }
-    }
-
-    fn questions(n: usize) -> Vec<InputRequestView> {
-        (0..n)
-            .map(|i| question(["a", "b", "c", "d", "e"][i % 5], &format!("k{i}")))
-            .collect()
     }
 
     #[test]

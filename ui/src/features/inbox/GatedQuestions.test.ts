@@ -1,3 +1,4 @@
+import type { ComponentProps } from "svelte";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import type { CallAnswer } from "../../bindings/CallAnswer";
 import type { GatedQuestionsView } from "../../bindings/GatedQuestionsView";
@@ -28,6 +29,18 @@ const asking = (questions: GatedQuestionsView["questions"]): GatedQuestionsView 
   questions,
   round: 1,
 });
+
+/** The inbox with no server questions, and `extra` (agents' calls, what to focus). */
+const renderInbox = (extra: Partial<ComponentProps<typeof Inbox>>) =>
+  render(Inbox, {
+    inputs: [],
+    selectedRow: undefined,
+    selectedKey: undefined,
+    onselect: () => {},
+    onanswer: async () => {},
+    oncancel: async () => {},
+    ...extra,
+  });
 
 let destroy: (() => void) | undefined;
 afterEach(() => {
@@ -74,18 +87,56 @@ describe("GatedQuestions", () => {
 
   it("appears in the inbox beside the other questions, which is then not empty", () => {
     const entry = asking([{ key: "user_name", request: { mode: "form", message: "What is your name?", requestedSchema: nameForm } }]);
-    const r = render(Inbox, {
-      inputs: [],
-      selectedRow: undefined,
-      selectedKey: undefined,
-      onselect: () => {},
-      onanswer: async () => {},
-      oncancel: async () => {},
-      asking: [entry],
-      onanswercall: async () => {},
-    });
+    const r = renderInbox({ asking: [entry], onanswercall: async () => {} });
     destroy = r.destroy;
     expect(r.target.querySelector('[data-testid="gated-questions"] [data-task-id="csg-1"]')).not.toBeNull();
     expect(r.target.textContent).not.toContain("Nothing waits for you.");
+  });
+});
+
+describe("an agent's call opened from its notification (#/inbox/call/ID)", () => {
+  const waiting = (task_id: string, tool: string): GatedQuestionsView["call"] => ({ ...asking([]).call, task_id, tool, state: "pending", decided_by: null, decided_at: null });
+  const inbox = (focusCall: string | undefined, callsLoaded = true) =>
+    renderInbox({
+      gated: [waiting("csg-a", "first_tool"), waiting("csg-b", "second_tool")],
+      ondecide: async () => {},
+      asking: [asking([{ key: "user_name", request: { mode: "form", message: "What is your name?", requestedSchema: nameForm } }])],
+      onanswercall: async () => {},
+      focusCall,
+      callsLoaded,
+    });
+  const card = (root: HTMLElement, id: string) => root.querySelector<HTMLElement>(`.gated-call[data-task-id="${id}"]`);
+
+  it("highlights and focuses that call's card, and only that one", async () => {
+    const r = inbox("csg-b");
+    destroy = r.destroy;
+    await settle();
+    const b = card(r.target, "csg-b");
+    expect(b?.classList.contains("focused"), "the asked-for call is highlighted").toBe(true);
+    expect(b?.getAttribute("aria-current")).toBe("true");
+    expect(document.activeElement, "focus moves to the call's card").toBe(b);
+    expect(card(r.target, "csg-a")?.classList.contains("focused"), "another call is not").toBe(false);
+    expect(r.target.querySelector('[data-testid="call-gone"]')).toBeNull();
+  });
+
+  it("finds a call whose upstream asks questions too", async () => {
+    const r = inbox("csg-1");
+    destroy = r.destroy;
+    await settle();
+    const asked = r.target.querySelector<HTMLElement>('[data-testid="gated-questions"] .gated-call[data-task-id="csg-1"]');
+    expect(asked?.classList.contains("focused")).toBe(true);
+    expect(document.activeElement).toBe(asked);
+  });
+
+  it("says so when the call no longer waits, once the lists are read", async () => {
+    const early = inbox("csg-decided", false);
+    await settle();
+    expect(early.target.querySelector('[data-testid="call-gone"]'), "not before the lists are read").toBeNull();
+    early.destroy();
+    const r = inbox("csg-decided");
+    destroy = r.destroy;
+    await settle();
+    expect(r.target.querySelector('[data-testid="call-gone"]')?.textContent).toContain("no longer waits");
+    expect(r.target.querySelectorAll(".gated-call.focused").length).toBe(0);
   });
 });
