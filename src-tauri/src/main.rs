@@ -3,6 +3,8 @@
 
 fn main() {
     let launch = countersign_desktop::Launch::now();
+    // Before any thread or GTK: WebKit's renderer is chosen through the environment.
+    let rendering = countersign_desktop::rendering::choose();
     // Warnings by default; RUST_LOG=info|debug for more. Nothing logged ever holds a token
     // (tokens only exist as `Sensitive`, whose Debug is "<redacted>").
     let level = match std::env::var("RUST_LOG").as_deref() {
@@ -16,6 +18,7 @@ fn main() {
         .with_max_level(level)
         .with_writer(std::io::stderr)
         .init();
+    tracing::info!("drawing: {rendering:?}");
     let result = countersign_desktop::Options::parse(std::env::args().skip(1))
         .and_then(|options| countersign_desktop::run(options, launch));
     if let Err(e) = result {
