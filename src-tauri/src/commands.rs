@@ -13,8 +13,8 @@ use crate::ipc::{
     AgentCreated, AgentRef, AgentView, AgentsPage, AppInfo, AuditEntry, AuditExport,
     AuditExportRequest, CommandError, DndRequest, ErrorCode, GatedAnswerRequest, GatedCallView,
     GatedDecideRequest, GatedQuestionsView, GatedRef, GatedTimeline, InputAnswerRequest,
-    InputRequestView, PaintedRequest, RuleRef, ServerAddRequest, ServerRef, ServerUpdateRequest, ServerView,
-    ShellState, TaskAdoptRequest, TaskDetail, TaskListRequest, TaskRef, TaskView,
+    InputRequestView, PaintedRequest, RuleRef, ServerAddRequest, ServerRef, ServerUpdateRequest,
+    ServerView, ShellState, TaskAdoptRequest, TaskDetail, TaskListRequest, TaskRef, TaskView,
     ToolCallAnswerRequest, ToolCallOutcome, ToolCallRequest, ToolView, UrlOpenRequest, ViewRequest,
     ZoomRequest,
 };

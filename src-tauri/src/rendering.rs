@@ -4,8 +4,8 @@
 //! compositing). Without a GPU (no DRM render node: a VM, a container, Xvfb) Mesa answers with
 //! llvmpipe, OpenGL rasterised by the CPU: the same pixels, drawn more slowly, and setting it
 //! up is most of the window's first paint. Measured on the CI machine under Xvfb (issue 12),
-//! the first frame came 190–470 ms after the UI was mounted with GL compositing and 45–80 ms
-//! without. So without a render node the window draws without GL compositing. WebKit still
+//! the first frame came 174–887 ms after the UI was mounted with GL compositing and 40–66 ms
+//! without (README, "Measurements"). So without a render node the window draws without GL compositing. WebKit still
 //! opens an EGL display (it aborts without one); only the compositing path changes. A
 //! person's own `WEBKIT_*` settings win, in either direction.
 
