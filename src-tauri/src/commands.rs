@@ -13,8 +13,8 @@ use crate::ipc::{
     AgentCreated, AgentRef, AgentView, AgentsPage, AppInfo, AuditEntry, AuditExport,
     AuditExportRequest, CommandError, DndRequest, ErrorCode, GatedAnswerRequest, GatedCallView,
     GatedDecideRequest, GatedQuestionsView, GatedRef, GatedTimeline, InputAnswerRequest,
-    InputRequestView, RuleRef, ServerAddRequest, ServerRef, ServerUpdateRequest, ServerView,
-    ShellState, TaskAdoptRequest, TaskDetail, TaskListRequest, TaskRef, TaskView,
+    InputRequestView, PaintedRequest, RuleRef, ServerAddRequest, ServerRef, ServerUpdateRequest,
+    ServerView, ShellState, TaskAdoptRequest, TaskDetail, TaskListRequest, TaskRef, TaskView,
     ToolCallAnswerRequest, ToolCallOutcome, ToolCallRequest, ToolView, UrlOpenRequest, ViewRequest,
     ZoomRequest,
 };
@@ -61,8 +61,12 @@ pub async fn app_info(shell: State<'_, Shell>) -> Result<AppInfo> {
 
 /// The UI drew its first frame (startup time, printed once).
 #[tauri::command]
-pub async fn ui_painted<R: Runtime>(app: AppHandle<R>, shell: State<'_, Shell>) -> Result<()> {
-    shell.painted();
+pub async fn ui_painted<R: Runtime>(
+    app: AppHandle<R>,
+    shell: State<'_, Shell>,
+    request: PaintedRequest,
+) -> Result<()> {
+    shell.painted(Some(request));
     crate::window::painted(&app);
     Ok(())
 }

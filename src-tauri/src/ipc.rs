@@ -98,7 +98,7 @@ impl ts_rs::TypeVisitor for Declared<'_> {
 contract! {
     commands {
         app_info: () => AppInfo,
-        ui_painted: () => (),
+        ui_painted: PaintedRequest => (),
         notify_dnd_set: DndRequest => ShellState,
         view_set: ViewRequest => (),
         view_zoom_set: ZoomRequest => (),
@@ -336,6 +336,22 @@ pub struct GatedAnswerRequest {
     pub task_id: String,
     /// One answer per question, by its key (every key asked, and only those).
     pub answers: Vec<CallAnswer>,
+}
+
+/// `ui_painted` request: when the webview reached each step of its first page, in unix
+/// milliseconds by its clock (`performance.timeOrigin + performance.now()`, this machine's
+/// clock), for the cold-start budget. Only logged.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct PaintedRequest {
+    /// The page's navigation started (`performance.timeOrigin`).
+    pub navigated_ms: f64,
+    /// The UI's script began to run (its bundle fetched, parsed and its imports evaluated).
+    pub script_ms: f64,
+    /// The UI was mounted (its first render in the DOM, before layout and paint).
+    pub mounted_ms: f64,
+    /// The first frame with the UI was painted (two animation frames after mounting).
+    pub painted_ms: f64,
 }
 
 /// `view_zoom_set` request: the window's text size (page zoom).

@@ -17,6 +17,8 @@
 //! - [`window`]: the one window, at the page asked for; the process ends with it;
 //! - [`links`]: `countersign://` links;
 //! - [`options`]: the command line (`--data-dir`, `--demo`, `--page`…) and the launch time;
+//! - [`rendering`]: how the webview draws (no GL compositing without a GPU: a faster first
+//!   paint);
 //! - [`settings`]: the Settings page's commands (the resident applies what they save).
 
 pub mod commands;
@@ -24,17 +26,17 @@ pub mod feed;
 pub mod ipc;
 pub mod links;
 pub mod options;
+pub mod rendering;
 pub mod resident;
 pub mod settings;
 pub mod sign_in;
 pub mod window;
 
 use std::sync::{Arc, Mutex};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use countersign_core::console::{self, Console, Setup, Start};
 use countersign_core::resident::{ResidentState, WatchWriter};
-use ipc::{event, ShellState, ViewRequest};
+use ipc::{event, PaintedRequest, ShellState, ViewRequest};
 pub use options::{Launch, Options};
 use tauri::{AppHandle, Emitter, Manager, Runtime};
 
@@ -144,19 +146,33 @@ impl Shell {
         }
     }
 
+    /// Milliseconds since this process started.
+    pub fn since_launch(&self) -> u128 {
+        self.launch.at.elapsed().as_millis()
+    }
+
     /// Records the UI's first paint (once) and says how long the launch took, and, when the
-    /// resident started this window, how long since it was asked for (the reopen time).
-    pub fn painted(&self) {
+    /// resident started this window, how long since it was asked for (the reopen time). `steps`:
+    /// the webview's own timestamps, for the cold-start budget (RUST_LOG=info).
+    pub fn painted(&self, steps: Option<PaintedRequest>) {
         let Ok(mut painted) = self.painted_ms.lock() else {
             return;
         };
         if painted.is_none() {
             let ms = self.launch.at.elapsed().as_millis() as u64;
-            let wall = SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map(|d| d.as_millis())
-                .unwrap_or(0);
+            let wall = options::unix_ms();
             *painted = Some(ms);
+            if let Some(steps) = steps {
+                // The webview's clock is this machine's: its unix times line up with ours.
+                let at = |unix_ms: f64| (unix_ms - self.launch.wall_ms as f64).round() as i64;
+                tracing::info!(
+                    "startup: page navigation started {} ms, UI script started {} ms, UI mounted {} ms, first frame painted {} ms after launch",
+                    at(steps.navigated_ms),
+                    at(steps.script_ms),
+                    at(steps.mounted_ms),
+                    at(steps.painted_ms)
+                );
+            }
             // One line for people and for .ci/e2e/measure.sh.
             eprintln!("countersign: first paint {ms} ms after launch (unix_ms={wall})");
             if let Some(asked) = self.launch.asked_at_ms {
@@ -173,10 +189,6 @@ impl Shell {
 /// Starts the window: makes sure the resident runs (starting it), opens the ledger, shows the
 /// window. `--background` only starts the resident.
 pub fn run(options: Options, launch: Launch) -> Result<(), Error> {
-    resident::ensure(&options)?;
-    if options.background {
-        return Ok(());
-    }
     // Where a window's cold start goes (RUST_LOG=info): the reopen-time budget.
     let phase = |what: &str| {
         tracing::info!(
@@ -184,6 +196,16 @@ pub fn run(options: Options, launch: Launch) -> Result<(), Error> {
             launch.at.elapsed().as_millis()
         )
     };
+    if let Some(asked) = options.asked_at {
+        tracing::info!(
+            "startup: launched {} ms after the window was asked for",
+            launch.wall_ms.saturating_sub(asked)
+        );
+    }
+    resident::ensure(&options)?;
+    if options.background {
+        return Ok(());
+    }
     phase("resident answers");
     // The engine is the resident's: no resume work here, so the window comes up fast.
     let mut setup = Setup::new(&options.data_dir);
@@ -274,6 +296,14 @@ pub fn builder<R: Runtime>(builder: tauri::Builder<R>, shell: Shell) -> tauri::B
             settings::settings_set,
             commands::resident_restart,
         ])
+        .on_page_load(|webview, payload| {
+            let shell = webview.state::<Shell>();
+            let what = match payload.event() {
+                tauri::webview::PageLoadEvent::Started => "page load committed",
+                tauri::webview::PageLoadEvent::Finished => "page load finished",
+            };
+            tracing::info!("startup: {what} {} ms after launch", shell.since_launch());
+        })
         .on_window_event(|window, event| {
             if let tauri::WindowEvent::Focused(focused) = event {
                 if window.label() == window::MAIN {

@@ -3,8 +3,11 @@
 
 fn main() {
     let launch = countersign_desktop::Launch::now();
+    // Before any thread or GTK: WebKit's renderer is chosen through the environment.
+    let rendering = countersign_desktop::rendering::choose();
     // Warnings by default; RUST_LOG=info|debug for more. Nothing logged ever holds a token.
     countersign_core::resident::launch::init_logging();
+    tracing::info!("drawing: {rendering:?}");
     let result = countersign_desktop::Options::parse(std::env::args().skip(1))
         .and_then(|options| countersign_desktop::run(options, launch));
     if let Err(e) = result {

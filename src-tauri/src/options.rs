@@ -3,7 +3,7 @@
 //! and `--asked-at` are the window's.
 
 use std::path::PathBuf;
-use std::time::Instant;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use countersign_core::resident::launch::{Flags, UsageError};
 use countersign_core::resident::Page;
@@ -91,6 +91,9 @@ impl Options {
 pub struct Launch {
     /// Monotonic start.
     pub at: Instant,
+    /// The same moment in unix milliseconds: lines the resident's request and the webview's
+    /// timestamps up with this process's phases (the cold-start budget).
+    pub wall_ms: u128,
     /// When the resident was asked for this window (unix ms), if it started it.
     pub asked_at_ms: Option<u128>,
 }
@@ -100,9 +103,17 @@ impl Launch {
     pub fn now() -> Self {
         Self {
             at: Instant::now(),
+            wall_ms: unix_ms(),
             asked_at_ms: None,
         }
     }
+}
+
+/// Now, in unix milliseconds (0 if the clock is before 1970).
+pub fn unix_ms() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis())
 }
 
 #[cfg(test)]

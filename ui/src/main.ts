@@ -1,11 +1,19 @@
 import { mount } from "svelte";
 import App from "./app/App.svelte";
 import "./app/app.css";
+import { afterNextPaint, markFirstPaint } from "./app/paint";
 import { call, inTauri } from "./ipc";
 
+/** Now, in unix milliseconds by the webview's clock (the cold-start budget's timestamps). */
+const now = () => performance.timeOrigin + performance.now();
+const scriptMs = now();
 const target = document.getElementById("app");
 if (target) {
   mount(App, { target });
-  // Two frames: the first is scheduled, the second means the first was painted.
-  if (inTauri()) requestAnimationFrame(() => requestAnimationFrame(() => void call("ui_painted").catch(() => {})));
+  const mountedMs = now();
+  afterNextPaint(() => {
+    const paintedMs = now();
+    markFirstPaint();
+    if (inTauri()) void call("ui_painted", { navigatedMs: performance.timeOrigin, scriptMs, mountedMs, paintedMs }).catch(() => {});
+  });
 }

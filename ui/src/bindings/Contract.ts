@@ -19,6 +19,7 @@ import type { GatedTimeline } from "./GatedTimeline";
 import type { InputAnswerRequest } from "./InputAnswerRequest";
 import type { InputFocusRequested } from "./InputFocusRequested";
 import type { InputRequestView } from "./InputRequestView";
+import type { PaintedRequest } from "./PaintedRequest";
 import type { RuleRef } from "./RuleRef";
 import type { ServerAddRequest } from "./ServerAddRequest";
 import type { ServerRef } from "./ServerRef";
@@ -46,7 +47,7 @@ import type { ZoomRequest } from "./ZoomRequest";
 /** Every command: `req` is `null` when it takes no argument. */
 export interface Commands {
   app_info: { req: null; res: AppInfo };
-  ui_painted: { req: null; res: null };
+  ui_painted: { req: PaintedRequest; res: null };
   notify_dnd_set: { req: DndRequest; res: ShellState };
   view_set: { req: ViewRequest; res: null };
   view_zoom_set: { req: ZoomRequest; res: null };
