@@ -29,6 +29,10 @@ pub struct Options {
     pub page: Option<Page>,
     /// `--asked-at=UNIX_MS`: when the resident was asked for this window (the reopen time).
     pub asked_at: Option<u128>,
+    /// The resident's executable, to start it and to start it again after a crash:
+    /// `COUNTERSIGN_RESIDENT`, else `countersign-resident` beside this executable. Read once
+    /// here, so nothing sets the environment while threads run.
+    pub resident: PathBuf,
 }
 
 /// Reads `--page`'s value.
@@ -82,6 +86,7 @@ impl Options {
             background,
             page: page_asked,
             asked_at,
+            resident: crate::resident::resident_exe(),
         })
     }
 }

@@ -45,8 +45,8 @@ async fn start(options: &Options) -> Result<(), Error> {
         Err(ControlError::NotRunning { .. }) => {}
         Err(e) => tracing::warn!("the background process answered badly: {e}"),
     }
-    let exe = resident_exe();
-    let mut command = Command::new(&exe);
+    let exe = &options.resident;
+    let mut command = Command::new(exe);
     command.arg("--data-dir").arg(dir);
     if options.demo.is_some() {
         command.arg("--demo");
@@ -184,9 +184,18 @@ async fn restart<R: Runtime>(app: &AppHandle<R>, options: &Options) {
     }
 }
 
-/// The banner's Retry: starts the resident again now, if a restart failed.
+/// The banner's Retry: starts the resident again now, if a restart failed. The link turns
+/// `Restarting` here, under its lock, so a second click before the restart begins finds nothing
+/// to retry (a stored wake-up would skip the wait after the next failure).
 pub fn retry(shell: &Shell) {
-    if matches!(shell.link(), ResidentLink::Failed { .. }) {
+    let claimed = shell.link.lock().is_ok_and(|mut slot| {
+        let failed = matches!(*slot, ResidentLink::Failed { .. });
+        if failed {
+            *slot = ResidentLink::Restarting;
+        }
+        failed
+    });
+    if claimed {
         shell.retry.notify_one();
     }
 }

@@ -1127,11 +1127,30 @@ fn a_killed_resident_is_started_again_and_a_failed_restart_waits_for_retry() {
         .ok()
         .and_then(|t| Some(t.parent()?.parent()?.join("countersign-resident")))
         .expect("the resident beside the tests");
-    // How the window starts it again (`resident::resident_exe`): only this test's shell restarts.
-    std::env::set_var("COUNTERSIGN_RESIDENT", &exe);
-    let options =
+    // How the window starts it again (`Options::resident`): the real resident, unless the file
+    // `refuse` exists, when it fails at start as a broken install would. Only this test's shell
+    // restarts, and nothing here sets the environment of a process whose threads run.
+    let refuse = dir.join("refuse");
+    let wrapper = dir.join("resident.sh");
+    std::fs::create_dir_all(&dir).expect("the data directory");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\n[ -e '{}' ] && exit 1\nexec '{}' \"$@\"\n",
+            refuse.display(),
+            exe.display()
+        ),
+    )
+    .expect("the wrapper");
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755))
+            .expect("executable");
+    }
+    let mut options =
         countersign_desktop::Options::parse(["--data-dir".to_owned(), dir.display().to_string()])
             .expect("options");
+    options.resident = wrapper;
     let mut fx = app_on_with(dir.clone(), None, |shell| shell.restarting_with(options));
     let window = fx.window.clone();
     // What the app's setup starts once its event loop runs (the mock runtime has none).
@@ -1172,7 +1191,7 @@ fn a_killed_resident_is_started_again_and_a_failed_restart_waits_for_retry() {
     assert_eq!(dnd["resident"]["state"], "connected");
 
     // A restart that fails says why and waits for Retry.
-    std::env::set_var("COUNTERSIGN_RESIDENT", "/bin/false");
+    std::fs::write(&refuse, "").expect("refuse");
     kill_9(
         second
             .as_u64()
@@ -1190,7 +1209,7 @@ fn a_killed_resident_is_started_again_and_a_failed_restart_waits_for_retry() {
         "the banner says why: {failed}"
     );
     assert_eq!(resident_pid(&dir), None, "nothing runs meanwhile");
-    std::env::set_var("COUNTERSIGN_RESIDENT", &exe);
+    std::fs::remove_file(&refuse).expect("refuse no more");
     let retried = invoke(&window, "resident_restart", json!({})).expect("resident_restart");
     assert_ne!(
         retried["resident"]["state"], "connected",
@@ -1204,7 +1223,7 @@ fn a_killed_resident_is_started_again_and_a_failed_restart_waits_for_retry() {
     });
 
     // The end: a resident killed while restarts fail leaves nothing running behind the test.
-    std::env::set_var("COUNTERSIGN_RESIDENT", "/bin/false");
+    std::fs::write(&refuse, "").expect("refuse");
     kill_9(
         third
             .as_u64()

@@ -25,3 +25,14 @@ export const firstPaint: Promise<void> = new Promise((resolve) => (painted = res
 export function markFirstPaint(): void {
   painted();
 }
+
+/**
+ * How long the data waits for the first frame at most: a window started hidden or minimised
+ * gets no animation frames, and its lists must load all the same.
+ */
+export const PAINT_WAIT_MS = 300;
+
+/** Resolves after the first frame, or after `PAINT_WAIT_MS` if no frame comes. */
+export function beforeData(painted: Promise<void> = firstPaint): Promise<void> {
+  return Promise.race([painted, new Promise<void>((resolve) => setTimeout(resolve, PAINT_WAIT_MS))]);
+}

@@ -658,7 +658,7 @@ impl Client {
                 // Boxed: the request's state (hyper's futures among it) is ~1.8 KB, and every
                 // future that awaits it inline, up to the poll loop's spawned task, would
                 // otherwise grow by as much and be copied at each level on every poll.
-                let again = || headers().unwrap_or_default();
+                let again = || headers().ok();
                 let reply = Box::pin(polls.post(headers()?, &again, body.clone(), deadline))
                     .await
                     .map_err(|f| self.pooled_error(f))?;

@@ -147,7 +147,7 @@ impl Http1 {
     pub(super) async fn post(
         &self,
         headers: HeaderMap,
-        again: &(dyn Fn() -> HeaderMap + Sync),
+        again: &(dyn Fn() -> Option<HeaderMap> + Sync),
         body: Bytes,
         deadline: tokio::time::Instant,
     ) -> Result<Reply, Failure> {
@@ -171,7 +171,7 @@ impl Http1 {
     async fn post_within(
         &self,
         headers: HeaderMap,
-        again: &(dyn Fn() -> HeaderMap + Sync),
+        again: &(dyn Fn() -> Option<HeaderMap> + Sync),
         body: Bytes,
     ) -> Result<(u16, HeaderMap, (Conn, Incoming)), Failure> {
         let mut headers = Some(headers);
@@ -183,7 +183,11 @@ impl Http1 {
             let mut request = Request::new(Full::new(body.clone()));
             *request.method_mut() = Method::POST;
             *request.uri_mut() = self.shared.target.clone();
-            let mut request_headers = headers.take().unwrap_or_else(again);
+            let Some(mut request_headers) = headers.take().or_else(again) else {
+                return Err(Failure::Io(
+                    "the request's headers could not be built again".into(),
+                ));
+            };
             request_headers.insert(HOST, self.shared.host_header.clone());
             *request.headers_mut() = request_headers;
 
