@@ -3,8 +3,9 @@
 //! and `--asked-at` are the window's.
 
 use std::path::PathBuf;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
+pub use countersign_core::resident::launch::unix_ms;
 use countersign_core::resident::launch::{Flags, UsageError};
 use countersign_core::resident::Page;
 
@@ -112,13 +113,6 @@ impl Launch {
             asked_at_ms: None,
         }
     }
-}
-
-/// Now, in unix milliseconds (0 if the clock is before 1970).
-pub fn unix_ms() -> u128 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis())
 }
 
 #[cfg(test)]

@@ -8,7 +8,6 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use countersign_core::resident::Page;
 
@@ -21,9 +20,7 @@ pub fn desktop_exe() -> PathBuf {
 /// Starts the window process on `data_dir` at `page` (or where `link` leads). Its log goes where
 /// the resident's goes. Failure is logged: the tray and the engine go on.
 pub fn open(data_dir: &Path, page: Option<&Page>, link: Option<&str>) {
-    let asked_at = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis());
+    let asked_at = countersign_core::resident::launch::unix_ms();
     let mut command = Command::new(desktop_exe());
     command
         .arg("--data-dir")

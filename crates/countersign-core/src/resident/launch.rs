@@ -119,6 +119,14 @@ impl Flags {
     }
 }
 
+/// Now, in unix milliseconds (0 if the clock is before 1970): how the two processes line up the
+/// reopen time (the resident's `--asked-at`, the window's launch and first paint).
+pub fn unix_ms() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis())
+}
+
 /// The executable of the app's other process: `$var` when set and not empty (the tests), else
 /// `name` beside this executable (how the package installs both, and how cargo builds both),
 /// else `name` as the `PATH` finds it.
