@@ -1098,6 +1098,14 @@ fn an_agent_created_in_the_window_gets_its_token_once_and_nothing_else_carries_i
 }
 
 /// The resident's pid, as it answers on `dir`.
+/// A pid as `until` hands it back.
+fn pid_in(value: &Value) -> u32 {
+    value
+        .as_u64()
+        .and_then(|p| u32::try_from(p).ok())
+        .expect("a pid")
+}
+
 fn resident_pid(dir: &std::path::Path) -> Option<u32> {
     block_on(countersign_core::resident::ask_state(
         dir,
@@ -1192,12 +1200,7 @@ fn a_killed_resident_is_started_again_and_a_failed_restart_waits_for_retry() {
 
     // A restart that fails says why and waits for Retry.
     std::fs::write(&refuse, "").expect("refuse");
-    kill_9(
-        second
-            .as_u64()
-            .and_then(|p| u32::try_from(p).ok())
-            .expect("pid"),
-    );
+    kill_9(pid_in(&second));
     let failed = until("the failure shown", Duration::from_secs(30), || {
         let l = link(&window);
         (l["state"] == "failed").then_some(l)
@@ -1224,12 +1227,7 @@ fn a_killed_resident_is_started_again_and_a_failed_restart_waits_for_retry() {
 
     // The end: a resident killed while restarts fail leaves nothing running behind the test.
     std::fs::write(&refuse, "").expect("refuse");
-    kill_9(
-        third
-            .as_u64()
-            .and_then(|p| u32::try_from(p).ok())
-            .expect("pid"),
-    );
+    kill_9(pid_in(&third));
     until("the last failure", Duration::from_secs(30), || {
         (link(&window)["state"] == "failed").then_some(Value::Null)
     });
