@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The AppImage: puts the project's AppImage tools where the Tauri CLI looks for them
+# (.ci/setup-appimage.sh: nothing is downloaded from GitHub), builds the debug AppImage with the
+# Tauri CLI (`tauri build --debug --bundles appimage`: the app with the UI embedded, the
+# `countersign` CLI and the `countersign-resident` background process, the desktop entry with the
+# countersign:// link handler, the icon) and runs the smoke test (.ci/e2e/appimage.mjs) against
+# the AppImage itself inside a private session (.ci/with-session.sh). There is no FUSE here, so
+# the AppImage runs with APPIMAGE_EXTRACT_AND_RUN=1 (its runtime extracts it to /tmp and runs it
+# from there) or is unpacked with --appimage-extract.
+# Env: CARGO_TARGET_DIR (default: target/), SCREENSHOTS (default: .ci/artifacts/screenshots).
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+target="$(realpath -m "${CARGO_TARGET_DIR:-$root/target}")"
+
+if [[ -z "${COUNTERSIGN_SESSION_BUS:-}" ]]; then
+  bash "$root/.ci/setup-desktop.sh" # the Tauri CLI is a devDependency of ui/
+  bash "$root/.ci/setup-appimage.sh"
+  echo "appimage: building the debug AppImage (into $target/debug/bundle/appimage)"
+  rm -rf "$target/debug/bundle/appimage"
+  # `custom-protocol`: the same features as .ci/e2e/run.sh's build, so the app is not rebuilt.
+  (cd "$root" && CARGO_TARGET_DIR="$target" ui/node_modules/.bin/tauri build --debug --bundles appimage --ci --features custom-protocol)
+  images=("$target"/debug/bundle/appimage/*.AppImage)
+  if [[ ${#images[@]} -ne 1 || ! -f "${images[0]}" ]]; then
+    echo "appimage: expected one .AppImage in $target/debug/bundle/appimage, found: ${images[*]}" >&2
+    exit 1
+  fi
+  export COUNTERSIGN_APPIMAGE="${images[0]}"
+  echo "appimage: testing $COUNTERSIGN_APPIMAGE ($(stat -c %s "$COUNTERSIGN_APPIMAGE") bytes)"
+  exec "$root/.ci/with-session.sh" "$0" "$@"
+fi
+
+: "${COUNTERSIGN_APPIMAGE:?set by the first half of this script}"
+export SCREENSHOTS="$(realpath -m "${SCREENSHOTS:-$root/.ci/artifacts/screenshots}")"
+export E2E_WORK="$(mktemp -d /tmp/countersign-appimage.XXXXXX)"
+mkdir -p "$SCREENSHOTS" "$E2E_WORK/home"
+logs="$root/.ci/artifacts/e2e"
+mkdir -p "$logs"
+# No FUSE on CI machines: the runtime extracts the image and runs it from there.
+export APPIMAGE_EXTRACT_AND_RUN=1
+
+driver="${CARGO_HOME:-$HOME/.cargo}/bin/tauri-driver"
+command -v tauri-driver >/dev/null 2>&1 && driver="$(command -v tauri-driver)"
+# The demo at 10x speed, so its approval arrives within seconds. No COUNTERSIGN_RESIDENT for the
+# app: it must start the resident from beside itself, inside the AppImage.
+HOME="$E2E_WORK/home" RUST_LOG=info COUNTERSIGN_DEMO_SPEED=10 env -u COUNTERSIGN_RESIDENT \
+  "$driver" --port 4444 >"$logs/appimage-app-and-driver.log" 2>&1 &
+driver_pid=$!
+cleanup() {
+  find "$E2E_WORK" -name resident.sock 2>/dev/null | while read -r sock; do
+    "$E2E_WORK/squashfs-root/usr/bin/countersign-resident" --quit --data-dir "$(dirname "$sock")" 2>/dev/null || true
+  done
+  kill "$driver_pid" 2>/dev/null || true
+  wait "$driver_pid" 2>/dev/null || true
+  rm -rf "$E2E_WORK"
+}
+trap cleanup EXIT
+
+node "$here/appimage.mjs"
