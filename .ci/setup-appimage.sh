@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Makes `tauri build --bundles appimage` work without GitHub: the Tauri CLI's AppImage bundler
 # (tauri-bundler 2.10.6, in @tauri-apps/cli 2.12.6) runs linuxdeploy and copies an AppRun, both
-# of which it downloads from GitHub unless they are already in its tools directory
-# (`<cargo target dir>/.tauri/`, as tauri.conf.json sets `bundle.useLocalToolsDir`). This script
-# puts the project's own there, made from registry parts only:
+# of which it downloads from GitHub unless a file of that name is already in its tools directory
+# (`<cargo target dir>/.tauri/`, as tauri.conf.json sets `bundle.useLocalToolsDir`; it checks no
+# hash). This script puts the project's own there, made from registry parts only:
 #   AppRun-x86_64                        .ci/appimage/AppRun (the AppImage's entry point)
-#   linuxdeploy-x86_64.AppImage          a stand-in: an AppImage whose AppRun is
+#   linuxdeploy-07333c6-x86_64.AppImage  a stand-in: an AppImage whose AppRun is
 #                                        .ci/appimage/linuxdeploy.sh (packs the AppDir)
 #   linuxdeploy-plugin-appimage.AppImage a placeholder that fails if run, so the bundler does not
 #                                        try to download the real plugin (the stand-in needs none)
@@ -22,6 +22,17 @@ root="$(cd "$here/.." && pwd)"
 runtime_crate=appimage
 runtime_version=0.4.0
 runtime_sha256=328e0d745c5c6817048c27bc3e8314871703f8f47ffa81a37cb06cd95a94b323
+# The file names above are the ones this CLI version looks for (read with strace: the bundler
+# looks for them by name, and downloads what is missing). Another version may use other names or
+# check hashes: check again before changing it.
+tauri_cli_version=2.12.6
+linuxdeploy_name=linuxdeploy-07333c6-x86_64.AppImage
+
+cli_version="$(sed -n 's/^  "version": "\(.*\)",$/\1/p' "$root/ui/node_modules/@tauri-apps/cli/package.json" 2>/dev/null | head -n1)"
+if [[ "$cli_version" != "$tauri_cli_version" ]]; then
+  echo "setup-appimage: @tauri-apps/cli is '${cli_version:-not installed}' in ui/node_modules, these tools are made for $tauri_cli_version (run .ci/setup-desktop.sh; after an upgrade, check the names its AppImage bundler looks for)" >&2
+  exit 1
+fi
 
 # 1. Debian packages.
 missing=()
@@ -116,7 +127,7 @@ ln -s linuxdeploy.png "$standin/.DirIcon"
 mksquashfs "$standin" "$work/standin.squashfs" -root-owned -noappend -no-progress -quiet -comp gzip >/dev/null
 cat "$runtime_src" "$work/standin.squashfs" >"$work/linuxdeploy-x86_64.AppImage"
 chmod 0755 "$work/linuxdeploy-x86_64.AppImage"
-mv -f "$work/linuxdeploy-x86_64.AppImage" "$tools/linuxdeploy-x86_64.AppImage"
+mv -f "$work/linuxdeploy-x86_64.AppImage" "$tools/$linuxdeploy_name"
 
 cat >"$tools/linuxdeploy-plugin-appimage.AppImage" <<'PLACEHOLDER'
 #!/bin/sh

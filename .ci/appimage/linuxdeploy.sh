@@ -2,7 +2,7 @@
 # The project's stand-in for linuxdeploy, the tool the Tauri CLI's AppImage bundler runs (and
 # otherwise downloads from GitHub, which this project's machines cannot reach). It is the AppRun of
 # a small AppImage that .ci/setup-appimage.sh builds and puts where the bundler looks for
-# `linuxdeploy-x86_64.AppImage`; the bundler runs it as
+# `linuxdeploy-07333c6-x86_64.AppImage`; the bundler runs it as
 #   OUTPUT=<file.AppImage> ARCH=x86_64 linuxdeploy --appimage-extract-and-run --verbosity N
 #     --appdir <Product.AppDir> --plugin gtk [--plugin gstreamer] --output appimage
 # (the runtime takes `--appimage-extract-and-run` itself). It does what linuxdeploy's
