@@ -9,7 +9,7 @@
 // Env: COUNTERSIGN_APPIMAGE, E2E_WORK (scratch dir), SCREENSHOTS.
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { accessSync, constants, existsSync, mkdirSync, openSync, readSync, closeSync, readdirSync, readFileSync, readlinkSync, statSync, symlinkSync } from "node:fs";
+import { accessSync, constants, existsSync, mkdirSync, openSync, readSync, closeSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, symlinkSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { App, until, stepper } from "./wd.mjs";
 import { residentsOn, uiLibraries } from "./procs.mjs";
@@ -124,4 +124,7 @@ await step("quitting ends the window and the resident", async () => {
       return true;
     }
   }), 15000);
+  // The runtime's extracted copy in /tmp outlives a WebDriver session (seen here; the runtime
+  // removes it when the app it ran exits on its own): remove it.
+  if (windowExe) rmSync(dirname(dirname(dirname(windowExe))), { recursive: true, force: true });
 });
