@@ -31,8 +31,9 @@ if [[ -z "${COUNTERSIGN_SESSION_BUS:-}" ]]; then
 fi
 
 : "${COUNTERSIGN_APPIMAGE:?set by the first half of this script}"
-export SCREENSHOTS="$(realpath -m "${SCREENSHOTS:-$root/.ci/artifacts/screenshots}")"
-export E2E_WORK="$(mktemp -d /tmp/countersign-appimage.XXXXXX)"
+SCREENSHOTS="$(realpath -m "${SCREENSHOTS:-$root/.ci/artifacts/screenshots}")"
+E2E_WORK="$(mktemp -d /tmp/countersign-appimage.XXXXXX)"
+export SCREENSHOTS E2E_WORK
 mkdir -p "$SCREENSHOTS" "$E2E_WORK/home"
 logs="$root/.ci/artifacts/e2e"
 mkdir -p "$logs"
