@@ -12,7 +12,7 @@
 # The AppImage type-2 runtime (the ELF that every AppImage starts with; AppImageKit's, MIT) comes
 # from the `appimage` crate on crates.io (Apache-2.0 OR MIT), which ships it as
 # assets/runtime-x86_64; cargo downloads the crate, the file's SHA-256 is checked. mksquashfs comes
-# from Debian's squashfs-tools; the bundler also copies /usr/bin/xdg-mime (xdg-utils) in.
+# from Debian's squashfs-tools.
 # Idempotent; the tools are rebuilt on each run (under a second). Quiet on success but for one line.
 # Env: CARGO_TARGET_DIR (the bundler's tools follow cargo's target dir), XDG_CACHE_HOME.
 set -euo pipefail
@@ -36,7 +36,7 @@ fi
 
 # 1. Debian packages.
 missing=()
-for p in squashfs-tools xdg-utils; do
+for p in squashfs-tools; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$'; then
     missing+=("$p")
   fi
