@@ -4,6 +4,7 @@ use tauri_build::{AppManifest, Attributes};
 /// `capabilities/` grants are callable from the webview.
 const COMMANDS: &[&str] = &[
     "app_info",
+    "ui_mounted",
     "ui_painted",
     "notify_dnd_set",
     "view_set",

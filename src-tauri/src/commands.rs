@@ -59,6 +59,13 @@ pub async fn app_info(shell: State<'_, Shell>) -> Result<AppInfo> {
     })
 }
 
+/// The UI is mounted: the window, built hidden, is shown now (once; see `window::reveal`).
+#[tauri::command]
+pub async fn ui_mounted<R: Runtime>(app: AppHandle<R>) -> Result<()> {
+    crate::window::reveal(&app);
+    Ok(())
+}
+
 /// The UI drew its first frame (startup time, printed once).
 #[tauri::command]
 pub async fn ui_painted<R: Runtime>(

@@ -98,6 +98,7 @@ impl ts_rs::TypeVisitor for Declared<'_> {
 contract! {
     commands {
         app_info: () => AppInfo,
+        ui_mounted: () => (),
         ui_painted: PaintedRequest => (),
         notify_dnd_set: DndRequest => ShellState,
         view_set: ViewRequest => (),

@@ -5,6 +5,7 @@
 //! arguments to this one ([`handed_over`]): the window goes to the page and comes forward.
 
 use std::sync::Mutex;
+use std::time::Duration;
 
 use tauri::{AppHandle, Emitter, Manager, Runtime, WebviewWindow, WebviewWindowBuilder};
 
@@ -12,6 +13,10 @@ use tauri::{AppHandle, Emitter, Manager, Runtime, WebviewWindow, WebviewWindowBu
 pub const MAIN: &str = "main";
 
 pub use countersign_core::resident::Page;
+
+/// How long a window built hidden waits for its UI to mount before it is shown all the same (a
+/// UI that fails to start still shows its window).
+pub const REVEAL_AT_MOST: Duration = Duration::from_secs(2);
 
 /// A page asked for before the window had painted (a link on the command line): a script run
 /// before the page has loaded would be lost, so it waits for the first paint.
@@ -56,9 +61,30 @@ pub fn open<R: Runtime>(app: &AppHandle<R>, page: Option<Page>) {
         return;
     }
     match build(app, page.as_ref()) {
-        Ok(window) => focus(&window),
+        Ok(_) => {
+            let app = app.clone();
+            tauri::async_runtime::spawn(async move {
+                tokio::time::sleep(REVEAL_AT_MOST).await;
+                reveal(&app);
+            });
+        }
         Err(e) => tracing::warn!("could not open the window: {e}"),
     }
+}
+
+/// Shows the window built hidden (`build`), once its UI has mounted (`ui_mounted`) or after
+/// [`REVEAL_AT_MOST`]; nothing when it shows already.
+pub fn reveal<R: Runtime>(app: &AppHandle<R>) {
+    let Some(window) = app.get_webview_window(MAIN) else {
+        return;
+    };
+    if window.is_visible().unwrap_or(true) {
+        return;
+    }
+    if let Some(shell) = app.try_state::<crate::Shell>() {
+        tracing::info!("startup: window shown {} ms after launch", shell.since_launch());
+    }
+    focus(&window);
 }
 
 /// The webview painted its first frame: a page asked for meanwhile is opened now.
@@ -133,7 +159,13 @@ fn build<R: Runtime>(app: &AppHandle<R>, page: Option<&Page>) -> tauri::Result<W
         .find(|w| w.label == MAIN)
         .cloned()
         .ok_or_else(|| tauri::Error::WindowNotFound)?;
-    let mut builder = WebviewWindowBuilder::from_config(app, &config)?;
+    // Built hidden, shown when the UI has mounted (`reveal`). WebKitGTK's first draw of a
+    // software-rendered view (no GL compositing, `rendering.rs`) blocks the window's main thread
+    // for up to 500 ms waiting for the web process's first frame, and that web process may itself
+    // be waiting on this main thread, which serves the page's `tauri://` files: about one reopen
+    // in two stalled that long (issue 12). Mounted, the page needs nothing more from here to
+    // draw, and the window shows with its content, not blank.
+    let mut builder = WebviewWindowBuilder::from_config(app, &config)?.visible(false);
     if let Some(page) = page {
         // Runs before the UI's scripts, so the router starts on the page; only on a load
         // without a route of its own (a reload keeps where the person went).

@@ -11,6 +11,8 @@ const target = document.getElementById("app");
 if (target) {
   mount(App, { target });
   const mountedMs = now();
+  // The window is built hidden and shown now (`window::reveal`): it draws with content at once.
+  if (inTauri()) void call("ui_mounted").catch(() => {});
   afterNextPaint(() => {
     const paintedMs = now();
     markFirstPaint();

@@ -80,11 +80,13 @@ impl Applied {
         self.demo_url.lock().ok().and_then(|v| v.clone())
     }
 
-    /// The autostart entry: this executable, `--background`, this data directory. `None` before
-    /// the launch set the data directory, or when this executable's path is unknown (then start
-    /// at login cannot be offered).
+    /// The autostart entry: this executable (or the AppImage it runs from, whose window process
+    /// starts the resident on `--background`), `--background`, this data directory. `None`
+    /// before the launch set the data directory, or when this executable's path is unknown
+    /// (then start at login cannot be offered).
     fn autostart(&self) -> Option<auto_launch::AutoLaunch> {
-        let exe = std::env::current_exe().ok()?;
+        let exe = countersign_core::resident::launch::appimage()
+            .or_else(|| std::env::current_exe().ok())?;
         let dir = self.data_dir.get()?;
         auto_launch::AutoLaunchBuilder::new()
             .set_app_name(AUTOSTART_NAME)

@@ -12,9 +12,22 @@ use std::process::{Command, Stdio};
 use countersign_core::resident::Page;
 
 /// The window process's executable: `COUNTERSIGN_DESKTOP`, else `countersign-desktop` beside
-/// this executable (how the package installs both, and how cargo builds both).
+/// this executable (how the package installs both, and how cargo builds both). From an AppImage
+/// extracted rather than mounted (no FUSE), that copy is deleted when the first window closes:
+/// then the AppImage itself, which extracts again and starts the window.
 pub fn desktop_exe() -> PathBuf {
-    countersign_core::resident::launch::sibling_exe("COUNTERSIGN_DESKTOP", "countersign-desktop")
+    use countersign_core::resident::launch::{appimage, sibling_exe};
+    choose_exe(
+        sibling_exe("COUNTERSIGN_DESKTOP", "countersign-desktop"),
+        appimage(),
+    )
+}
+
+fn choose_exe(beside: PathBuf, appimage: Option<PathBuf>) -> PathBuf {
+    match appimage {
+        Some(image) if !beside.exists() => image,
+        _ => beside,
+    }
 }
 
 /// Starts the window process on `data_dir` at `page` (or where `link` leads). Its log goes where
@@ -53,5 +66,28 @@ pub fn open(data_dir: &Path, page: Option<&Page>, link: Option<&str>) {
             "could not start the window ({}): {e}",
             desktop_exe().display()
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_window_starts_through_the_appimage_only_when_its_copy_is_gone() {
+        let dir = std::env::temp_dir().join(format!("countersign-exe-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let beside = dir.join("countersign-desktop");
+        std::fs::write(&beside, b"").expect("exe");
+        let image = dir.join("Countersign.AppImage");
+        // Mounted (or an extracted copy still there): the window beside the resident.
+        assert_eq!(choose_exe(beside.clone(), Some(image.clone())), beside);
+        assert_eq!(choose_exe(beside.clone(), None), beside);
+        // The extracted copy was deleted when the first window closed: the AppImage.
+        std::fs::remove_file(&beside).expect("remove");
+        assert_eq!(choose_exe(beside.clone(), Some(image.clone())), image);
+        // Not from an AppImage: the path as it is (spawning it says what is missing).
+        assert_eq!(choose_exe(beside.clone(), None), beside);
+        let _ = std::fs::remove_dir_all(dir);
     }
 }

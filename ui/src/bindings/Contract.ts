@@ -47,6 +47,7 @@ import type { ZoomRequest } from "./ZoomRequest";
 /** Every command: `req` is `null` when it takes no argument. */
 export interface Commands {
   app_info: { req: null; res: AppInfo };
+  ui_mounted: { req: null; res: null };
   ui_painted: { req: PaintedRequest; res: null };
   notify_dnd_set: { req: DndRequest; res: ShellState };
   view_set: { req: ViewRequest; res: null };

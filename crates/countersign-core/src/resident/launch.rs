@@ -140,6 +140,17 @@ pub fn sibling_exe(var: &str, name: &str) -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(name))
 }
 
+/// The AppImage this process runs from (`$APPIMAGE`, which its runtime sets), when it does. Its
+/// files live in a mount or an extracted copy that ends with the process that opened it, so what
+/// must outlive it (the window started again later, the start-at-login entry) starts the
+/// AppImage itself, whose AppRun starts the window (`.ci/appimage/AppRun`).
+pub fn appimage() -> Option<PathBuf> {
+    std::env::var_os("APPIMAGE")
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
+        .filter(|p| p.is_file())
+}
+
 /// Logs to stderr at `RUST_LOG`'s level (`trace`, `debug`, `info`, `error`; warnings by
 /// default), for both processes. Nothing logged ever holds a token (tokens only exist as
 /// [`crate::sensitive::Sensitive`], whose `Debug` is `<redacted>`).
