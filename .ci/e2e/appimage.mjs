@@ -5,19 +5,26 @@
 // `--version` from inside the AppImage (through a link named `countersign`); the AppImage opens a
 // window with the built-in demo, whose approval flows end to end, and the window started the
 // resident from beside itself, inside the AppImage (and the resident maps no GTK or WebKit).
+// Then the window is closed (WM_DELETE_WINDOW): its process ends, the runtime deletes the copy it
+// extracted (the resident's own executable with it), and the tray's Open (dbusmenu over D-Bus)
+// starts the window again through the AppImage ($APPIMAGE), which extracts a new copy: a new
+// window process runs from it and paints, beside the one resident.
 //
-// Env: COUNTERSIGN_APPIMAGE, E2E_WORK (scratch dir), SCREENSHOTS.
+// Env: COUNTERSIGN_APPIMAGE, E2E_WORK (scratch dir), SCREENSHOTS, E2E_LOG (the app's stderr:
+// the resident's, and the windows' it starts).
 import assert from "node:assert/strict";
-import { execFileSync } from "node:child_process";
-import { accessSync, constants, existsSync, mkdirSync, openSync, readSync, closeSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, symlinkSync } from "node:fs";
+import { execFile, execFileSync } from "node:child_process";
+import { accessSync, constants, existsSync, mkdirSync, openSync, readSync, closeSync, readdirSync, readFileSync, readlinkSync, realpathSync, statSync, symlinkSync } from "node:fs";
 import { dirname, join } from "node:path";
+import { promisify } from "node:util";
 import { App, until, stepper } from "./wd.mjs";
-import { residentsOn, uiLibraries } from "./procs.mjs";
+import { alive, residentsOn, uiLibraries, windows } from "./procs.mjs";
 
 const image = process.env.COUNTERSIGN_APPIMAGE;
 const work = process.env.E2E_WORK;
 const shots = process.env.SCREENSHOTS;
-for (const [k, v] of Object.entries({ COUNTERSIGN_APPIMAGE: image, E2E_WORK: work, SCREENSHOTS: shots })) {
+const log = process.env.E2E_LOG;
+for (const [k, v] of Object.entries({ COUNTERSIGN_APPIMAGE: image, E2E_WORK: work, SCREENSHOTS: shots, E2E_LOG: log })) {
   assert.ok(v, `${k} must be set (run .ci/e2e/appimage.sh)`);
 }
 const manifest = readFileSync(join(import.meta.dirname, "../../Cargo.toml"), "utf8");
@@ -41,6 +48,7 @@ const executable = (p) => {
   return true;
 };
 
+const execFileAsync = promisify(execFile);
 const step = stepper(join(shots, "appimage-failure.png"));
 const root = join(work, "squashfs-root");
 
@@ -94,29 +102,96 @@ await step("the AppImage opens its window with the demo; the demo's approval flo
       r.querySelector(".tool code")?.textContent === "deploy_service" && r.querySelector(".status.s-completed"));`), 30000);
 });
 
-let windowExe;
+/** The window processes (countersign-desktop) on `dataDir`, by their executable and arguments. */
+const windowsOn = (dataDir) => readdirSync("/proc").filter((e) => /^\d+$/.test(e)).filter((pid) => {
+  try {
+    const args = readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0");
+    return readlinkSync(`/proc/${pid}/exe`).endsWith("/usr/bin/countersign-desktop") && args.includes(dataDir);
+  } catch {
+    return false;
+  }
+}).map(Number);
+const ppidOf = (pid) => {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+};
+const extractedExe = /^\/tmp\/appimage_extracted_[0-9a-f]+\/usr\/bin\/countersign-desktop$/;
+
+let windowExe, firstWindow, firstCopy, resident;
 await step("the window started the resident from beside itself, inside the AppImage; it maps no GTK or WebKit", async () => {
-  const windows = readdirSync("/proc").filter((e) => /^\d+$/.test(e)).filter((pid) => {
-    try {
-      const args = readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0");
-      return readlinkSync(`/proc/${pid}/exe`).endsWith("/usr/bin/countersign-desktop") && args.includes(ledger);
-    } catch {
-      return false;
-    }
-  });
-  assert.equal(windows.length, 1, `one window process on the ledger: ${windows}`);
-  windowExe = readlinkSync(`/proc/${windows[0]}/exe`);
-  assert.match(windowExe, /^\/tmp\/appimage_extracted_[0-9a-f]+\/usr\/bin\/countersign-desktop$/, "the window runs from the AppImage");
+  const found = windowsOn(ledger);
+  assert.equal(found.length, 1, `one window process on the ledger: ${found}`);
+  firstWindow = found[0];
+  windowExe = readlinkSync(`/proc/${firstWindow}/exe`);
+  firstCopy = statSync(`/proc/${firstWindow}/exe`);
+  assert.match(windowExe, extractedExe, "the window runs from the AppImage");
   const residents = residentsOn(ledger);
   assert.equal(residents.length, 1, `one resident on the ledger: ${residents}`);
-  assert.equal(readlinkSync(`/proc/${residents[0]}/exe`), join(dirname(windowExe), "countersign-resident"), "the resident beside the window");
-  assert.deepEqual(uiLibraries(residents[0]), [], "no GTK/WebKit in the resident");
+  resident = residents[0];
+  assert.equal(readlinkSync(`/proc/${resident}/exe`), join(dirname(windowExe), "countersign-resident"), "the resident beside the window");
+  assert.deepEqual(uiLibraries(resident), [], "no GTK/WebKit in the resident");
 });
 
-// App.quit: the window through WebDriver, then the resident with `--quit` (the unpacked one).
+/** Closes the window of process `pid` as a person does (WM_DELETE_WINDOW) and waits for the
+ * process to end, then for the runtime to delete the copy it extracted. */
+const closeWindow = async (pid, exe) => {
+  const id = await until(`the visible window of process ${pid}`, () => windows(pid)[0], 10000);
+  execFileSync("python3", [join(import.meta.dirname, "wm_close.py"), id]);
+  await until(`the window process ${pid} to end`, () => !alive(pid), 20000);
+  await until(`the runtime to delete the copy the window ran from (${exe})`, () => !existsSync(exe), 15000);
+};
+
+await step("closing the window ends its process; the runtime deletes its extracted copy; the resident runs on", async () => {
+  await closeWindow(firstWindow, windowExe);
+  assert.deepEqual(residentsOn(ledger), [resident], "the same one resident on the ledger");
+  assert.equal(readlinkSync(`/proc/${resident}/exe`), `${dirname(windowExe)}/countersign-resident (deleted)`, "the resident's executable went with the copy");
+});
+
+await step("the tray's Open starts the window again through the AppImage, from a new copy; it paints", async () => {
+  // As a tray host does (and footprint.mjs): the resident's menu (com.canonical.dbusmenu at
+  // /MenuBar) on its unique bus name, then Event "clicked" on "Open Countersign". The resident
+  // owns more than one name, and one of them may not answer: all are asked at once.
+  const gdbus = (name, method, ...args) => execFileAsync("gdbus", ["call", "--session", "--timeout", "5", "--dest", name,
+    "--object-path", "/MenuBar", "--method", `com.canonical.dbusmenu.${method}`, "--", ...args]).then(({ stdout }) => stdout);
+  const [busName, layout] = await until("the resident's tray menu on the session bus", () => {
+    const names = execFileSync("busctl", ["--user", "list", "--no-legend"]).toString().split("\n")
+      .map((l) => l.trim().split(/\s+/)).filter(([n, p]) => n?.startsWith(":") && Number(p) === resident).map(([n]) => n);
+    return Promise.any(names.map((name) => gdbus(name, "GetLayout", "0", "-1", "[]").then((out) => [name, out]))).catch(() => null);
+  }, 15000);
+  const openId = /\((\d+), \{[^}]*'label': <'Open Countersign'>/.exec(layout)?.[1];
+  assert.ok(openId, `an Open Countersign item in the tray menu: ${layout}`);
+  const logFrom = statSync(log).size;
+  const since = () => readFileSync(log).subarray(logFrom).toString();
+  await gdbus(busName, "Event", openId, "clicked", "<int32 0>", "0");
+  // The window's stderr is the resident's: its first-paint line, or the resident's failure.
+  const outcome = await until("the window's first paint after the tray's Open", () =>
+    /window reopened, first paint \d+ ms after it was asked for.*|could not start the window.*/.exec(since())?.[0], 90000)
+    .catch((e) => assert.fail(`${e.message}; the log since the click:\n${since()}`));
+  assert.match(outcome, /^window reopened/, "the resident started the window");
+  const found = windowsOn(ledger);
+  assert.equal(found.length, 1, `one window process on the ledger: ${found}`);
+  const second = found[0];
+  assert.notEqual(second, firstWindow, "a new window process");
+  const exe = readlinkSync(`/proc/${second}/exe`);
+  assert.match(exe, extractedExe, "the new window runs from a copy the runtime extracted");
+  // The runtime names its directory after the image's MD5, so the path is the first one's: the
+  // file is not (the first was deleted above; this one was written since).
+  const copy = statSync(`/proc/${second}/exe`);
+  assert.ok(copy.ctimeMs > firstCopy.ctimeMs, `a new copy: written at ${new Date(copy.ctimeMs).toISOString()}, the first at ${new Date(firstCopy.ctimeMs).toISOString()}`);
+  const runtime = ppidOf(second);
+  assert.equal(readlinkSync(`/proc/${runtime}/exe`), realpathSync(image), "the new window's parent is the AppImage's runtime");
+  assert.equal(ppidOf(runtime), resident, "which the resident started");
+  await until("the new window on screen", () => windows(second).length > 0, 10000);
+  assert.deepEqual(residentsOn(ledger), [resident], "still the one resident on the ledger");
+  console.log(`     ${outcome}; ${exe} (inode ${copy.ino}, the first's ${firstCopy.ino})`);
+  await closeWindow(second, exe);
+});
+
+// App.quit: the WebDriver session (its window is closed already), then the resident with `--quit`
+// (the unpacked one).
 process.env.COUNTERSIGN_RESIDENT = join(root, "usr/bin/countersign-resident");
 await ui?.quit();
-await step("quitting ends the window and the resident", async () => {
+await step("quitting ends the resident", async () => {
   await until("no process left from the AppImage", () => readdirSync("/proc").filter((e) => /^\d+$/.test(e)).every((pid) => {
     try {
       return !readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").includes(ledger);
@@ -124,7 +199,4 @@ await step("quitting ends the window and the resident", async () => {
       return true;
     }
   }), 15000);
-  // The runtime's extracted copy in /tmp outlives a WebDriver session (seen here; the runtime
-  // removes it when the app it ran exits on its own): remove it.
-  if (windowExe) rmSync(dirname(dirname(dirname(windowExe))), { recursive: true, force: true });
 });

@@ -33,10 +33,11 @@ fi
 : "${COUNTERSIGN_APPIMAGE:?set by the first half of this script}"
 SCREENSHOTS="$(realpath -m "${SCREENSHOTS:-$root/.ci/artifacts/screenshots}")"
 E2E_WORK="$(mktemp -d /tmp/countersign-appimage.XXXXXX)"
-export SCREENSHOTS E2E_WORK
-mkdir -p "$SCREENSHOTS" "$E2E_WORK/home"
 logs="$root/.ci/artifacts/e2e"
-mkdir -p "$logs"
+# The app's stderr (the resident's, and so the windows' it starts): the smoke test reads it.
+E2E_LOG="$logs/appimage-app-and-driver.log"
+export SCREENSHOTS E2E_WORK E2E_LOG
+mkdir -p "$SCREENSHOTS" "$E2E_WORK/home" "$logs"
 # No FUSE on CI machines: the runtime extracts the image and runs it from there.
 export APPIMAGE_EXTRACT_AND_RUN=1
 
@@ -45,7 +46,7 @@ command -v tauri-driver >/dev/null 2>&1 && driver="$(command -v tauri-driver)"
 # The demo at 10x speed, so its approval arrives within seconds. No COUNTERSIGN_RESIDENT for the
 # app: it must start the resident from beside itself, inside the AppImage.
 HOME="$E2E_WORK/home" RUST_LOG=info COUNTERSIGN_DEMO_SPEED=10 env -u COUNTERSIGN_RESIDENT \
-  "$driver" --port 4444 >"$logs/appimage-app-and-driver.log" 2>&1 &
+  "$driver" --port 4444 >"$E2E_LOG" 2>&1 &
 driver_pid=$!
 cleanup() {
   find "$E2E_WORK" -name resident.sock 2>/dev/null | while read -r sock; do
