@@ -167,7 +167,7 @@ await step("the tray's Open starts the window again through the AppImage, from a
   const outcome = await until("the window's first paint after the tray's Open", () =>
     /window reopened, first paint \d+ ms after it was asked for.*|could not start the window.*/.exec(since())?.[0], 90000)
     .catch((e) => assert.fail(`${e.message}; the log since the click:\n${since()}`));
-  assert.match(outcome, /^window reopened/, "the resident started the window");
+  assert.match(outcome, /^window reopened/, `the tray's Open started no window: ${outcome}`);
   const found = windowsOn(ledger);
   assert.equal(found.length, 1, `one window process on the ledger: ${found}`);
   const second = found[0];
