@@ -17,7 +17,7 @@ import { execFile, execFileSync } from "node:child_process";
 import { accessSync, constants, existsSync, mkdirSync, openSync, readSync, closeSync, readdirSync, readFileSync, readlinkSync, realpathSync, statSync, symlinkSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { promisify } from "node:util";
-import { App, until, stepper } from "./wd.mjs";
+import { App, demoApprovalCompletes, until, stepper } from "./wd.mjs";
 import { alive, residentsOn, uiLibraries, windows } from "./procs.mjs";
 
 const image = process.env.COUNTERSIGN_APPIMAGE;
@@ -90,16 +90,7 @@ const ledger = join(work, "ledger");
 let ui;
 await step("the AppImage opens its window with the demo; the demo's approval flows to completion", async () => {
   ui = await App.launch(image, ["--demo", "--data-dir", ledger]);
-  await ui.go("#/inbox");
-  const count = async () => Number(await ui.text('[data-testid="inbox-count"]'));
-  await until("the demo deployment's question in the inbox", async () => (await count()) === 1, 30000);
-  await ui.shot(join(shots, "appimage-inbox.png"));
-  await ui.click('[data-testid="approve"]');
-  await until("an empty inbox", async () => (await count()) === 0, 15000);
-  await ui.go("#/tasks");
-  await until("the approved deployment to complete", async () =>
-    ui.js(`return [...document.querySelectorAll(".task-row")].some((r) =>
-      r.querySelector(".tool code")?.textContent === "deploy_service" && r.querySelector(".status.s-completed"));`), 30000);
+  await demoApprovalCompletes(ui, join(shots, "appimage-inbox.png"));
 });
 
 /** The window processes (countersign-desktop) on `dataDir`, by their executable and arguments. */

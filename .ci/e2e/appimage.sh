@@ -16,16 +16,9 @@ target="$(realpath -m "${CARGO_TARGET_DIR:-$root/target}")"
 if [[ -z "${COUNTERSIGN_SESSION_BUS:-}" ]]; then
   bash "$root/.ci/setup-desktop.sh" # the Tauri CLI is a devDependency of ui/
   bash "$root/.ci/setup-appimage.sh"
-  echo "appimage: building the debug AppImage (into $target/debug/bundle/appimage)"
-  rm -rf "$target/debug/bundle/appimage"
-  # `custom-protocol`: the same features as .ci/e2e/run.sh's build, so the app is not rebuilt.
-  (cd "$root" && CARGO_TARGET_DIR="$target" ui/node_modules/.bin/tauri build --debug --bundles appimage --ci --features custom-protocol)
-  images=("$target"/debug/bundle/appimage/*.AppImage)
-  if [[ ${#images[@]} -ne 1 || ! -f "${images[0]}" ]]; then
-    echo "appimage: expected one .AppImage in $target/debug/bundle/appimage, found: ${images[*]}" >&2
-    exit 1
-  fi
-  export COUNTERSIGN_APPIMAGE="${images[0]}"
+  source "$here/bundle.sh"
+  bundle appimage AppImage
+  export COUNTERSIGN_APPIMAGE="$bundled"
   echo "appimage: testing $COUNTERSIGN_APPIMAGE ($(stat -c %s "$COUNTERSIGN_APPIMAGE") bytes)"
   exec "$root/.ci/with-session.sh" "$0" "$@"
 fi

@@ -13,21 +13,14 @@ target="$(realpath -m "${CARGO_TARGET_DIR:-$root/target}")"
 
 if [[ -z "${COUNTERSIGN_SESSION_BUS:-}" ]]; then
   bash "$root/.ci/setup-desktop.sh" # the Tauri CLI is a devDependency of ui/
-  echo "deb: building the debug .deb (into $target/debug/bundle/deb)"
-  rm -rf "$target/debug/bundle/deb"
-  # `custom-protocol`: the same features as .ci/e2e/run.sh's build, so the app is not rebuilt.
-  (cd "$root" && CARGO_TARGET_DIR="$target" ui/node_modules/.bin/tauri build --debug --bundles deb --ci --features custom-protocol)
-  debs=("$target"/debug/bundle/deb/*.deb)
-  if [[ ${#debs[@]} -ne 1 || ! -f "${debs[0]}" ]]; then
-    echo "deb: expected one .deb in $target/debug/bundle/deb, found: ${debs[*]}" >&2
-    exit 1
-  fi
-  echo "deb: installing ${debs[0]}"
+  source "$here/bundle.sh"
+  bundle deb deb
+  echo "deb: installing $bundled"
   sudo_cmd=()
   if [[ $(id -u) -ne 0 ]]; then sudo_cmd=(sudo); fi
   # --reinstall: the version does not change between builds, and apt would keep the old files.
   log="$(mktemp)"
-  if ! DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -q --reinstall "${debs[0]}" >"$log" 2>&1; then
+  if ! DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -q --reinstall "$bundled" >"$log" 2>&1; then
     cat "$log" >&2
     rm -f "$log"
     echo "deb: apt-get install failed" >&2

@@ -11,7 +11,7 @@ import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { readdirSync, readFileSync, readlinkSync } from "node:fs";
 import { join } from "node:path";
-import { App, screenshot, until, stepper } from "./wd.mjs";
+import { App, demoApprovalCompletes, stepper } from "./wd.mjs";
 import { uiLibraries } from "./procs.mjs";
 
 const app = process.env.COUNTERSIGN_APP;
@@ -46,16 +46,7 @@ await step("the desktop entry opens countersign:// links with the app", async ()
 let ui;
 await step("the installed app opens its window with the demo; the demo's approval flows to completion", async () => {
   ui = await App.launch(app, ["--demo", "--data-dir", join(work, "ledger")]);
-  await ui.go("#/inbox");
-  const count = async () => Number(await ui.text('[data-testid="inbox-count"]'));
-  await until("the demo deployment's question in the inbox", async () => (await count()) === 1, 30000);
-  await ui.shot(join(shots, "installed-inbox.png"));
-  await ui.click('[data-testid="approve"]');
-  await until("an empty inbox", async () => (await count()) === 0, 15000);
-  await ui.go("#/tasks");
-  await until("the approved deployment to complete", async () =>
-    ui.js(`return [...document.querySelectorAll(".task-row")].some((r) =>
-      r.querySelector(".tool code")?.textContent === "deploy_service" && r.querySelector(".status.s-completed"));`), 30000);
+  await demoApprovalCompletes(ui, join(shots, "installed-inbox.png"));
 });
 await step("the installed app started the installed resident, which maps no GTK or WebKit", async () => {
   const residents = readdirSync("/proc").filter((e) => /^\d+$/.test(e)).filter((pid) => {

@@ -205,6 +205,23 @@ export class App {
  * (then a screenshot of the screen into `failureShot`, and rethrows), and tells `onPass` the
  * name of each step that passed.
  */
+/**
+ * The demo's deployment question, in a window started with `--demo`: it reaches the inbox (a
+ * screenshot to `shot`), is approved there, and its task completes.
+ */
+export async function demoApprovalCompletes(ui, shot) {
+  await ui.go("#/inbox");
+  const count = async () => Number(await ui.text('[data-testid="inbox-count"]'));
+  await until("the demo deployment's question in the inbox", async () => (await count()) === 1, 30000);
+  await ui.shot(shot);
+  await ui.click('[data-testid="approve"]');
+  await until("an empty inbox", async () => (await count()) === 0, 15000);
+  await ui.go("#/tasks");
+  await until("the approved deployment to complete", async () =>
+    ui.js(`return [...document.querySelectorAll(".task-row")].some((r) =>
+      r.querySelector(".tool code")?.textContent === "deploy_service" && r.querySelector(".status.s-completed"));`), 30000);
+}
+
 export function stepper(failureShot, onPass = () => {}) {
   return async function step(name, fn) {
     const t0 = Date.now();
