@@ -34,21 +34,14 @@ mkdir -p "$SCREENSHOTS" "$E2E_WORK/home" "$logs"
 # No FUSE on CI machines: the runtime extracts the image and runs it from there.
 export APPIMAGE_EXTRACT_AND_RUN=1
 
-driver="${CARGO_HOME:-$HOME/.cargo}/bin/tauri-driver"
-command -v tauri-driver >/dev/null 2>&1 && driver="$(command -v tauri-driver)"
+source "$here/bundle.sh"
+driver="$(tauri_driver)"
 # The demo at 10x speed, so its approval arrives within seconds. No COUNTERSIGN_RESIDENT for the
 # app: it must start the resident from beside itself, inside the AppImage.
 HOME="$E2E_WORK/home" RUST_LOG=info COUNTERSIGN_DEMO_SPEED=10 env -u COUNTERSIGN_RESIDENT \
   "$driver" --port 4444 >"$E2E_LOG" 2>&1 &
 driver_pid=$!
-cleanup() {
-  find "$E2E_WORK" -name resident.sock 2>/dev/null | while read -r sock; do
-    "$E2E_WORK/squashfs-root/usr/bin/countersign-resident" --quit --data-dir "$(dirname "$sock")" 2>/dev/null || true
-  done
-  kill "$driver_pid" 2>/dev/null || true
-  wait "$driver_pid" 2>/dev/null || true
-  rm -rf "$E2E_WORK"
-}
-trap cleanup EXIT
+smoke_resident="$E2E_WORK/squashfs-root/usr/bin/countersign-resident"
+trap smoke_cleanup EXIT
 
 node "$here/appimage.mjs"

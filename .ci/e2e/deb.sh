@@ -39,19 +39,12 @@ mkdir -p "$SCREENSHOTS" "$E2E_WORK/home"
 logs="$root/.ci/artifacts/e2e"
 mkdir -p "$logs"
 
-driver="${CARGO_HOME:-$HOME/.cargo}/bin/tauri-driver"
-command -v tauri-driver >/dev/null 2>&1 && driver="$(command -v tauri-driver)"
+source "$here/bundle.sh"
+driver="$(tauri_driver)"
 # The demo at 10x speed, so its approval arrives within seconds.
 HOME="$E2E_WORK/home" RUST_LOG=info COUNTERSIGN_DEMO_SPEED=10 "$driver" --port 4444 >"$logs/installed-app-and-driver.log" 2>&1 &
 driver_pid=$!
-cleanup() {
-  find "$E2E_WORK" -name resident.sock 2>/dev/null | while read -r sock; do
-    "$COUNTERSIGN_RESIDENT" --quit --data-dir "$(dirname "$sock")" 2>/dev/null || true
-  done
-  kill "$driver_pid" 2>/dev/null || true
-  wait "$driver_pid" 2>/dev/null || true
-  rm -rf "$E2E_WORK"
-}
-trap cleanup EXIT
+smoke_resident="$COUNTERSIGN_RESIDENT"
+trap smoke_cleanup EXIT
 
 node "$here/installed.mjs"
