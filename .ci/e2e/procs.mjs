@@ -98,7 +98,8 @@ export function trayMenuOf(pid) {
   for (const line of names.split("\n")) {
     const [name, owner] = line.trim().split(/\s+/);
     if (Number(owner) !== pid || !name?.startsWith(":")) continue;
-    const tree = spawnSync("busctl", ["--user", "tree", name, "--list"]).stdout?.toString() ?? "";
+    // A name that never answers introspection (the resident owns several) would hold this 25 s.
+    const tree = spawnSync("busctl", ["--user", "--timeout=2", "tree", name, "--list"]).stdout?.toString() ?? "";
     const path = tree.split("\n").find((p) => p.trim() === "/MenuBar");
     if (path) return { name, path: path.trim() };
   }
