@@ -483,7 +483,7 @@ async function confirmSignIn(scope, expectedHost) {
   await ui.click(`${plan} [data-testid="sign-in-continue"]`);
 }
 
-await step("adds an OAuth-protected server: its authorization server's host shown first, then the browser (Tauri's opener → xdg-open), the sign-in only in the Secret Service, who/expiry shown, a task completes", async () => {
+await step("adds an OAuth-protected server: its authorization server's host shown first, then the browser ($BROWSER, as core::browser opens every link), the sign-in only in the Secret Service, who/expiry shown, a task completes", async () => {
   const oauthPeer = await startServer(python, [join(root, "tests/peers/fastmcp_server.py"), "--port", "0"], {
     PEER_OAUTH: "1",
     PEER_STEP_SECONDS: "0.2",

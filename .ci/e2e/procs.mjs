@@ -46,6 +46,17 @@ export const alive = (pid) => {
   }
 };
 
+/** A process's environment (/proc/PID/environ) as name → value; empty when it is gone. */
+export function environOf(pid) {
+  try {
+    return Object.fromEntries(
+      readFileSync(`/proc/${pid}/environ`, "latin1").split("\0").filter(Boolean).map((kv) => [kv.slice(0, kv.indexOf("=")), kv.slice(kv.indexOf("=") + 1)]),
+    );
+  } catch {
+    return {};
+  }
+}
+
 /** WebKit's processes under `pids`. */
 export const webkit = (...pids) => descendants(...pids).filter((p) => p.comm.startsWith("WebKit"));
 

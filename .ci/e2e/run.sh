@@ -41,20 +41,7 @@ cat >"$browser" <<'SH'
 loc=$(curl -s -o /dev/null -w '%{redirect_url}' "$1") && curl -s -o /dev/null "$loc"
 SH
 chmod +x "$browser"
-# The app opens a sign-in through Tauri's opener plugin, i.e. `xdg-open`, which follows the
-# session's default http(s) handler: make that the test browser, in the session's private XDG
-# dirs (xdg-open also honours $BROWSER when no handler is set; the CLI's core::browser reads
-# $BROWSER first).
-mkdir -p "$XDG_DATA_HOME/applications"
-cat >"$XDG_DATA_HOME/applications/countersign-test-browser.desktop" <<DESKTOP
-[Desktop Entry]
-Type=Application
-Name=Countersign test browser
-Exec=$browser %u
-MimeType=x-scheme-handler/http;x-scheme-handler/https;
-NoDisplay=true
-DESKTOP
-printf '[Default Applications]\nx-scheme-handler/http=countersign-test-browser.desktop\nx-scheme-handler/https=countersign-test-browser.desktop\n' >"$XDG_CONFIG_HOME/mimeapps.list"
+# The app opens a sign-in as every face opens a link (core::browser): $BROWSER first, set below.
 # The app inherits this environment: a scratch HOME keeps its Downloads (audit exports) out of
 # the real one; RUST_LOG=info puts its log (never a token) next to the screenshots; BROWSER is
 # where it opens a sign-in.

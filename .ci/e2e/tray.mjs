@@ -13,7 +13,7 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { sleep, until, stepper } from "./wd.mjs";
-import { alive, descendants, trayMenuOf, uiLibraries, windowProcesses, windows } from "./procs.mjs";
+import { alive, descendants, environOf, trayMenuOf, uiLibraries, webkit, windowProcesses, windows } from "./procs.mjs";
 
 const app = process.env.COUNTERSIGN_APP;
 const residentExe = process.env.COUNTERSIGN_RESIDENT;
@@ -84,6 +84,25 @@ await step("Open in the tray menu starts the window", async () => {
   await until("the window", () => ourWindows().length === 1, 15000);
   const painted = await until("its first paint", () => logged(/window reopened, first paint (\d+) ms/), 15000);
   console.log(`     ${painted.replace(/^.*countersign: /, "")}`);
+  // The window process and WebKit's processes start with the flite voice preloaded (where this
+  // system's WebKit links it, as the dynamic linker lists the window executable's libraries); the
+  // resident, which links no WebKit, never has it (core/src/resident/preload.rs).
+  const hot = execFileSync("ldd", [app]).toString().split("\n")
+    .map((l) => /^\s*libflite_cmu_time_awb\.so\.1 => (\/\S+) \(/.exec(l)?.[1]).filter(Boolean);
+  const [win] = windowProcesses(proc.pid);
+  const helpers = webkit(win.pid);
+  assert.ok(helpers.length >= 2, `WebKit's web and network processes: ${JSON.stringify(helpers)}`);
+  for (const p of [win, ...helpers]) {
+    const env = environOf(p.pid);
+    if (hot.length) {
+      assert.equal(env.LD_PRELOAD, hot.join(":"), `${p.comm} starts with ${hot} preloaded`);
+      assert.equal(env.COUNTERSIGN_PRELOAD, hot.join(":"), `${p.comm} knows which preload is ours`);
+    } else {
+      assert.equal(env.COUNTERSIGN_PRELOAD, undefined, `nothing to preload here, nothing preloaded in ${p.comm}`);
+    }
+  }
+  assert.equal(environOf(proc.pid).LD_PRELOAD, undefined, "the resident preloads nothing");
+  console.log(`     preloaded in the window and WebKit's processes: ${hot.join(", ") || "nothing (no flite voice in this WebKit)"}`);
   // Open again with the window up: it is focused, not duplicated.
   pick("Open Countersign");
   await sleep(1000);

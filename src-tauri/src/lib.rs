@@ -259,8 +259,6 @@ pub fn run(options: Options, launch: Launch) -> Result<(), Error> {
 /// Wires state, commands and the feed onto a builder (also used by the IPC tests).
 pub fn builder<R: Runtime>(builder: tauri::Builder<R>, shell: Shell) -> tauri::Builder<R> {
     builder
-        // The sign-in's browser step (sign_in.rs); the webview is granted none of it.
-        .plugin(tauri_plugin_opener::init())
         .manage(shell)
         .invoke_handler(tauri::generate_handler![
             commands::app_info,

@@ -48,6 +48,8 @@ async fn start(options: &Options) -> Result<(), Error> {
     let exe = &options.resident;
     let mut command = Command::new(exe);
     command.arg("--data-dir").arg(dir);
+    // The resident links no WebKit: the environment as the person had it.
+    resident::preload::restore(&mut command);
     if options.demo.is_some() {
         command.arg("--demo");
     }

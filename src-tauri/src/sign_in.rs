@@ -2,9 +2,9 @@
 //! (where the person will sign in: the authorization server's host, the scopes, the client; no
 //! browser yet) and, once they confirm, `server_sign_in` (the browser step, bound to the host
 //! they saw) and `server_sign_out` (the resident posts the notification a needed sign-in gets). Each command is
-//! one console call. The authorization URL opens in the system browser through Tauri's opener
-//! plugin (on Linux: `xdg-open`, which honours the desktop's default browser and `$BROWSER`); the
-//! core's loopback listener takes the answer.
+//! one console call. The authorization URL opens in the system browser as every face opens a link
+//! (`core::browser`: `$BROWSER`, else the platform's opener, `xdg-open` on Linux, started
+//! without the window process's preload); the core's loopback listener takes the answer.
 //! Nothing of a token crosses IPC: the commands answer with the server's view or the plan.
 
 use std::time::Duration;
@@ -12,8 +12,7 @@ use std::time::Duration;
 use countersign_core::auth;
 use countersign_core::console::SignInClient;
 use countersign_core::ledger::servers::ServerRecord;
-use tauri::{AppHandle, Runtime, State};
-use tauri_plugin_opener::OpenerExt;
+use tauri::State;
 
 use crate::commands::Result;
 use crate::ipc::{
@@ -24,17 +23,15 @@ use crate::Shell;
 /// How long the loopback listener waits for the person to finish in the browser.
 pub(crate) const SIGN_IN_TIMEOUT: Duration = Duration::from_secs(300);
 
-/// Opens the authorization URL in the system browser, through the opener plugin.
-async fn open<R: Runtime>(app: AppHandle<R>, url: String) -> auth::Result<()> {
+/// Opens the authorization URL in the system browser.
+async fn open(url: String) -> auth::Result<()> {
     tracing::info!(
         host = %countersign_core::notice::link_host(&url).unwrap_or_default(),
         "opening the browser to sign in"
     );
-    app.opener()
-        .open_url(url, None::<&str>)
-        .map_err(|e| auth::Error::Browser {
-            message: e.to_string(),
-        })
+    countersign_core::browser::open(&url).map_err(|e| auth::Error::Browser {
+        message: e.to_string(),
+    })
 }
 
 /// Where signing in to a server will lead, before anything opens.
@@ -58,11 +55,7 @@ pub async fn server_sign_in_plan(
 /// Signs in (again) to a server in the browser, at the host the person confirmed; its tasks
 /// waiting for the sign-in resume.
 #[tauri::command]
-pub async fn server_sign_in<R: Runtime>(
-    app: AppHandle<R>,
-    shell: State<'_, Shell>,
-    request: SignInRequest,
-) -> Result<ServerView> {
+pub async fn server_sign_in(shell: State<'_, Shell>, request: SignInRequest) -> Result<ServerView> {
     let client = SignInClient {
         client_id: request.client_id,
         client_secret: request.client_secret.map(|s| s.0),
@@ -75,7 +68,7 @@ pub async fn server_sign_in<R: Runtime>(
             request.server_id,
             client,
             &request.host,
-            |url| open(app.clone(), url),
+            open,
             SIGN_IN_TIMEOUT,
         )
         .await;

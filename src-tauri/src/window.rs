@@ -82,7 +82,10 @@ pub fn reveal<R: Runtime>(app: &AppHandle<R>) {
         return;
     }
     if let Some(shell) = app.try_state::<crate::Shell>() {
-        tracing::info!("startup: window shown {} ms after launch", shell.since_launch());
+        tracing::info!(
+            "startup: window shown {} ms after launch",
+            shell.since_launch()
+        );
     }
     focus(&window);
 }

@@ -254,6 +254,8 @@ async fn run(options: Options) -> Result<(), Error> {
     } else if let Some(port) = options.gateway {
         settings::start_flag_gateway(&resident, &[port]).await;
     }
+    // What the window process will preload (asked of the dynamic linker once, on a thread).
+    window::learn_preload();
     // Ask the notification daemon for its capabilities off the runtime, once (a D-Bus round
     // trip that a missing daemon can hold up for the bus's timeout); windows learn the answer
     // through the state.

@@ -8,19 +8,41 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::OnceLock;
 
-use countersign_core::resident::Page;
+use countersign_core::resident::{preload, Page};
 
 /// The window process's executable: `COUNTERSIGN_DESKTOP`, else `countersign-desktop` beside
 /// this executable (how the package installs both, and how cargo builds both). From an AppImage
 /// extracted rather than mounted (no FUSE), that copy is deleted when the first window closes:
 /// then the AppImage itself, which extracts again and starts the window.
 pub fn desktop_exe() -> PathBuf {
-    use countersign_core::resident::launch::{appimage, sibling_exe};
-    choose_exe(
-        sibling_exe("COUNTERSIGN_DESKTOP", "countersign-desktop"),
-        appimage(),
-    )
+    choose_exe(window_exe(), countersign_core::resident::launch::appimage())
+}
+
+/// The window executable beside this one (or `COUNTERSIGN_DESKTOP`), which [`open`] starts
+/// unless the AppImage stands in for it.
+fn window_exe() -> PathBuf {
+    countersign_core::resident::launch::sibling_exe("COUNTERSIGN_DESKTOP", "countersign-desktop")
+}
+
+/// What the window process preloads ([`preload`]): asked of the dynamic linker once, on a thread
+/// of its own, when the resident starts ([`learn_preload`]); until it has answered, windows start
+/// without it.
+static PRELOAD: OnceLock<Vec<PathBuf>> = OnceLock::new();
+
+/// Finds what the window process will preload, off the caller's thread.
+pub fn learn_preload() {
+    let exe = window_exe();
+    std::thread::spawn(move || {
+        let hot = if exe.is_file() {
+            preload::hot_libraries(&exe)
+        } else {
+            Vec::new()
+        };
+        tracing::debug!("the window process preloads {hot:?}");
+        let _ = PRELOAD.set(hot);
+    });
 }
 
 fn choose_exe(beside: PathBuf, appimage: Option<PathBuf>) -> PathBuf {
@@ -34,7 +56,14 @@ fn choose_exe(beside: PathBuf, appimage: Option<PathBuf>) -> PathBuf {
 /// the resident's goes. Failure is logged: the tray and the engine go on.
 pub fn open(data_dir: &Path, page: Option<&Page>, link: Option<&str>) {
     let asked_at = countersign_core::resident::launch::unix_ms();
-    let mut command = Command::new(desktop_exe());
+    let exe = desktop_exe();
+    let mut command = Command::new(&exe);
+    // Only the window executable itself, not the AppImage that stands in for it.
+    if exe == window_exe() {
+        if let Some(hot) = PRELOAD.get() {
+            preload::apply(&mut command, hot);
+        }
+    }
     command
         .arg("--data-dir")
         .arg(data_dir)
@@ -62,10 +91,7 @@ pub fn open(data_dir: &Path, page: Option<&Page>, link: Option<&str>) {
         Ok(mut child) => {
             std::thread::spawn(move || child.wait());
         }
-        Err(e) => tracing::warn!(
-            "could not start the window ({}): {e}",
-            desktop_exe().display()
-        ),
+        Err(e) => tracing::warn!("could not start the window ({}): {e}", exe.display()),
     }
 }
 
