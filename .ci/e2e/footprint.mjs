@@ -13,7 +13,7 @@
 // Env: COUNTERSIGN_APP, COUNTERSIGN_RESIDENT, COUNTERSIGN_CLI (absolute paths), MEASURE_WORK.
 import assert from "node:assert/strict";
 import { execFileSync, spawn, spawnSync } from "node:child_process";
-import { readFileSync, readdirSync } from "node:fs";
+import { readFileSync, readdirSync, readlinkSync } from "node:fs";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { sleep, startServer, until } from "./wd.mjs";
@@ -139,6 +139,8 @@ try {
   const resident = Number(/resident (\d+) on/.exec(log.find((l) => /countersign: resident \d+ on /.test(l)))[1]);
   await sleep(5000);
   const open = footprint(proc.pid, resident);
+  // WebKit's own executables, for the dynamic-linking comparison at the end.
+  const helpers = [...new Set(tree(proc.pid).slice(1).filter((p) => comm(p).startsWith("WebKit")).map((p) => readlinkSync(`/proc/${p}/exe`)))];
   const closeWindow = async (pid) => {
     const [id] = windows(pid);
     execFileSync("python3", [join(import.meta.dirname, "wm_close.py"), id]);
@@ -204,6 +206,16 @@ try {
     median(fromLaunch),
     fromLaunch.join(", "),
   );
+
+  // What the window process's preload (core/src/resident/preload.rs) saves in each process a
+  // reopen starts, side by side in one run.
+  const hot = execFileSync("ldd", [app]).toString().split("\n")
+    .map((l) => /^\s*libflite_cmu_time_awb\.so\.1 => (\/\S+) \(/.exec(l)?.[1]).filter(Boolean);
+  if (hot.length) {
+    execFileSync("python3", [join(import.meta.dirname, "linking.py"), hot.join(":"), `${app} --help`, ...helpers], { stdio: "inherit" });
+  } else {
+    console.log("nothing to preload: this system's WebKit links no flite voice");
+  }
 
   // Started at login (`--background`): the resident alone, no window ever.
   spawnSync(residentExe, ["--quit", "--data-dir", dir], { timeout: 10000 });
