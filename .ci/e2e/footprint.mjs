@@ -16,6 +16,7 @@ import { execFileSync, spawn, spawnSync } from "node:child_process";
 import { readFileSync, readdirSync, readlinkSync } from "node:fs";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
+import { hotLibraries } from "./procs.mjs";
 import { sleep, startServer, until } from "./wd.mjs";
 
 const app = process.env.COUNTERSIGN_APP;
@@ -209,8 +210,7 @@ try {
 
   // What the window process's preload (core/src/resident/preload.rs) saves in each process a
   // reopen starts, side by side in one run.
-  const hot = execFileSync("ldd", [app]).toString().split("\n")
-    .map((l) => /^\s*libflite_cmu_time_awb\.so\.1 => (\/\S+) \(/.exec(l)?.[1]).filter(Boolean);
+  const hot = hotLibraries(app);
   if (hot.length) {
     execFileSync("python3", [join(import.meta.dirname, "linking.py"), hot.join(":"), `${app} --help`, ...helpers], { stdio: "inherit" });
   } else {

@@ -1,7 +1,7 @@
 // Processes and windows of the two Countersign processes (the resident, and the window process it
 // or a person starts), read from /proc and the X server, for background.mjs and tray.mjs.
 import { readdirSync, readFileSync } from "node:fs";
-import { spawnSync } from "node:child_process";
+import { execFileSync, spawnSync } from "node:child_process";
 import { createConnection } from "node:net";
 import { join } from "node:path";
 
@@ -56,6 +56,14 @@ export function environOf(pid) {
     return {};
   }
 }
+
+/**
+ * The libraries the window process should start with preloaded (core/src/resident/preload.rs):
+ * flite's voice, where `ldd` finds it among executable `exe`'s libraries; its paths, else none.
+ */
+export const hotLibraries = (exe) =>
+  execFileSync("ldd", [exe]).toString().split("\n")
+    .map((l) => /^\s*libflite_cmu_time_awb\.so\.1 => (\/\S+) \(/.exec(l)?.[1]).filter(Boolean);
 
 /** WebKit's processes under `pids`. */
 export const webkit = (...pids) => descendants(...pids).filter((p) => p.comm.startsWith("WebKit"));

@@ -13,7 +13,7 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { sleep, until, stepper } from "./wd.mjs";
-import { alive, descendants, environOf, trayMenuOf, uiLibraries, webkit, windowProcesses, windows } from "./procs.mjs";
+import { alive, descendants, environOf, hotLibraries, trayMenuOf, uiLibraries, webkit, windowProcesses, windows } from "./procs.mjs";
 
 const app = process.env.COUNTERSIGN_APP;
 const residentExe = process.env.COUNTERSIGN_RESIDENT;
@@ -87,8 +87,7 @@ await step("Open in the tray menu starts the window", async () => {
   // The window process and WebKit's processes start with the flite voice preloaded (where this
   // system's WebKit links it, as the dynamic linker lists the window executable's libraries); the
   // resident, which links no WebKit, never has it (core/src/resident/preload.rs).
-  const hot = execFileSync("ldd", [app]).toString().split("\n")
-    .map((l) => /^\s*libflite_cmu_time_awb\.so\.1 => (\/\S+) \(/.exec(l)?.[1]).filter(Boolean);
+  const hot = hotLibraries(app);
   const [win] = windowProcesses(proc.pid);
   const helpers = webkit(win.pid);
   assert.ok(helpers.length >= 2, `WebKit's web and network processes: ${JSON.stringify(helpers)}`);
