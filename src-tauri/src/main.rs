@@ -15,8 +15,7 @@ fn main() {
         if rendering == Rendering::Software {
             gl_ahead = Some(rendering::load_gl_ahead());
         }
-        ready::trim();
-        match ready::wait(std::io::stdin().lock()) {
+        match ready::wait_for_request() {
             Ok(Some(asked)) => args = asked,
             // The resident ended: no window is wanted.
             Ok(None) => std::process::exit(0),
@@ -33,7 +32,11 @@ fn main() {
         None => tracing::info!("drawing: {rendering:?}"),
         Some(loaded) => tracing::info!(
             "drawing: {rendering:?}; started ahead, the GL driver {}",
-            if loaded { "loaded ahead" } else { "not loaded ahead" }
+            if loaded {
+                "loaded ahead"
+            } else {
+                "not loaded ahead"
+            }
         ),
     }
     let result = countersign_desktop::Options::parse(args)

@@ -111,7 +111,10 @@ pub fn open(data_dir: &Path, page: Option<&Page>, link: Option<&str>) {
             preload::apply(&mut command, hot);
         }
     }
-    command.args(&args).stdin(Stdio::null()).stdout(Stdio::null());
+    command
+        .args(&args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null());
     match command.spawn() {
         Ok(child) => reap(child),
         Err(e) => tracing::warn!("could not start the window ({}): {e}", exe.display()),
@@ -140,9 +143,10 @@ impl Waiting {
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .spawn()?;
-        let stdin = child.stdin.take().ok_or_else(|| {
-            std::io::Error::other("the waiting window process has no stdin")
-        })?;
+        let stdin = child
+            .stdin
+            .take()
+            .ok_or_else(|| std::io::Error::other("the waiting window process has no stdin"))?;
         Ok(Self {
             child,
             stdin,
@@ -184,7 +188,9 @@ impl Waiting {
 
     /// Ends it (its pipe closes: it exits) and reaps it.
     fn end(self) {
-        let Self { mut child, stdin, .. } = self;
+        let Self {
+            mut child, stdin, ..
+        } = self;
         drop(stdin);
         let _ = child.kill();
         reap(child);
@@ -265,11 +271,17 @@ pub fn keep_ready() {
             let hot = PRELOAD.wait();
             match Waiting::start(&exe, hot) {
                 Ok(w) => {
-                    tracing::debug!("a window process waits for the next Open ({})", w.child.id());
+                    tracing::debug!(
+                        "a window process waits for the next Open ({})",
+                        w.child.id()
+                    );
                     *waiting = Some(w);
                 }
                 Err(e) => {
-                    tracing::warn!("could not start a window process ahead ({}): {e}", exe.display());
+                    tracing::warn!(
+                        "could not start a window process ahead ({}): {e}",
+                        exe.display()
+                    );
                     return;
                 }
             }
@@ -280,6 +292,82 @@ pub fn keep_ready() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A real process in the waiting process's place (`sh`: its stdin copied to a file) shows
+    /// what a hand-over writes and that it closes the pipe (the copy ends).
+    fn stand_in(out: &Path, script: &str) -> Waiting {
+        let mut child = Command::new("sh")
+            .arg("-c")
+            .arg(script)
+            .arg("sh")
+            .arg(out)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("sh");
+        let stdin = child.stdin.take().expect("stdin");
+        Waiting {
+            child,
+            stdin,
+            started: Instant::now(),
+        }
+    }
+
+    #[test]
+    fn a_hand_over_writes_the_request_and_closes_the_pipe() {
+        let out = std::env::temp_dir().join(format!("countersign-hand-{}", std::process::id()));
+        let waiting = stand_in(&out, r#"cat > "$1""#);
+        let page = Page::Task { row: 7 };
+        let args = window_args(
+            Path::new("/srv/ledger"),
+            Some(&page),
+            Some("countersign://task/ci/42"),
+            1234,
+        );
+        let mut child = waiting.hand(&args).expect("handed over");
+        // It ends only once the pipe is closed: the hand-over closed it.
+        assert!(child.wait().expect("wait").success());
+        let written = std::fs::read(&out).expect("what it read");
+        let expected: Vec<String> = args
+            .iter()
+            .map(|a| a.to_str().expect("utf-8").to_owned())
+            .collect();
+        assert_eq!(ready::decode(&written), Ok(Some(expected.clone())));
+        assert_eq!(
+            expected,
+            [
+                "--data-dir",
+                "/srv/ledger",
+                "--asked-at=1234",
+                "--page",
+                r#"{"page":"task","row":7}"#,
+                "countersign://task/ci/42"
+            ]
+        );
+        let _ = std::fs::remove_file(&out);
+    }
+
+    #[test]
+    fn a_waiting_process_that_ended_is_not_handed_anything() {
+        let out = std::env::temp_dir().join(format!("countersign-gone-{}", std::process::id()));
+        let mut waiting = stand_in(&out, "exit 3");
+        while waiting.alive() {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let args = window_args(Path::new("/srv/ledger"), None, None, 1);
+        assert_eq!(waiting.hand(&args).map(|_| ()), Err("had ended"));
+        // And one whose arguments are not UTF-8 is ended, not handed half a request.
+        let waiting = stand_in(&out, r#"cat > "$1""#);
+        let bad = vec![OsString::from("--data-dir"), {
+            use std::os::unix::ffi::OsStringExt;
+            OsString::from_vec(vec![b'/', 0xff])
+        }];
+        assert_eq!(
+            waiting.hand(&bad).map(|_| ()),
+            Err("takes only UTF-8 arguments")
+        );
+        let _ = std::fs::remove_file(&out);
+    }
 
     #[test]
     fn the_window_starts_through_the_appimage_only_when_its_copy_is_gone() {

@@ -6,7 +6,7 @@
 //! the window's own work. So the resident keeps one window process started ahead: run with
 //! [`FLAG`], it goes as far as `main`, gives back the pages of its libraries that the kernel can
 //! read again from the page cache ([`trim`]), and waits on its stdin, touching nothing: no GTK,
-//! no display, no WebKit process, no thread. When the person asks for the window, the resident
+//! no display, no WebKit process. When the person asks for the window, the resident
 //! writes the arguments it would have started a process with ([`encode`]) and closes the pipe;
 //! the waiting process reads them ([`wait`]) and goes on as if just started with them. When the
 //! resident ends (however: a Quit, a crash, `kill -9`), the pipe closes with nothing written and
@@ -25,6 +25,10 @@ pub const FLAG: &str = "--ready";
 /// `COUNTERSIGN_WINDOW_READY=0`: the resident keeps no window process waiting (every Open is a
 /// cold start).
 pub const SWITCH: &str = "COUNTERSIGN_WINDOW_READY";
+
+/// What a window process is called while it waits (its `comm`, as `ps` and `top` show it); it
+/// takes its own name back when asked for the window.
+pub const WAITING_NAME: &str = "countersign-rdy";
 
 /// The longest request a waiting process reads (a page and a link are a few hundred bytes).
 pub const MAX_REQUEST: usize = 64 * 1024;
@@ -95,6 +99,42 @@ pub fn wait(pipe: impl Read) -> Result<Option<Vec<String>>, RequestError> {
     decode(&bytes)
 }
 
+/// Waits as a window process started ahead: gives back the pages the page cache holds
+/// ([`trim`]), goes by [`WAITING_NAME`], and reads the request on stdin ([`wait`]); takes its own
+/// name back before it returns.
+pub fn wait_for_request() -> Result<Option<Vec<String>>, RequestError> {
+    trim();
+    let own = rename(WAITING_NAME);
+    let asked = wait(std::io::stdin().lock());
+    if let Some(own) = own {
+        rename(&own);
+    }
+    asked
+}
+
+/// Names the calling thread `name` (at most 15 bytes are kept); its name before, when it can be
+/// read.
+#[cfg(target_os = "linux")]
+pub fn rename(name: &str) -> Option<String> {
+    let mut before = [0u8; 16];
+    // SAFETY: PR_GET_NAME writes at most 16 bytes, NUL included, into the buffer given.
+    let got = unsafe { libc::prctl(libc::PR_GET_NAME, before.as_mut_ptr()) } == 0;
+    let mut name: Vec<u8> = name.bytes().filter(|&b| b != 0).take(15).collect();
+    name.push(0);
+    // SAFETY: PR_SET_NAME reads a NUL-terminated string of at most 16 bytes; `name` is one.
+    unsafe { libc::prctl(libc::PR_SET_NAME, name.as_ptr()) };
+    got.then(|| {
+        let end = before.iter().position(|&b| b == 0).unwrap_or(before.len());
+        String::from_utf8_lossy(&before[..end]).into_owned()
+    })
+}
+
+/// Elsewhere: no name to change.
+#[cfg(not(target_os = "linux"))]
+pub fn rename(_name: &str) -> Option<String> {
+    None
+}
+
 /// What [`trim`] gave back.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Trimmed {
@@ -124,17 +164,18 @@ pub fn droppable(smaps: &str) -> Vec<Droppable> {
     // The mapping being read: (start, end, from a file), its Rss and Anonymous so far.
     let mut current: Option<(usize, usize, bool)> = None;
     let (mut rss, mut anonymous) = (None::<u64>, None::<u64>);
-    let mut finish = |current: Option<(usize, usize, bool)>, rss: Option<u64>, anon: Option<u64>| {
-        if let (Some((start, end, true)), Some(rss), Some(0)) = (current, rss, anon) {
-            if rss > 0 && end > start {
-                out.push(Droppable {
-                    start,
-                    len: end - start,
-                    rss,
-                });
+    let mut finish =
+        |current: Option<(usize, usize, bool)>, rss: Option<u64>, anon: Option<u64>| {
+            if let (Some((start, end, true)), Some(rss), Some(0)) = (current, rss, anon) {
+                if rss > 0 && end > start {
+                    out.push(Droppable {
+                        start,
+                        len: end - start,
+                        rss,
+                    });
+                }
             }
-        }
-    };
+        };
     for line in smaps.lines() {
         if let Some(header) = mapping_header(line) {
             finish(current, rss, anonymous);
@@ -187,10 +228,12 @@ pub fn trim() -> Trimmed {
     let mut trimmed = Trimmed::default();
     for m in droppable(&smaps) {
         // SAFETY: the range is a whole mapping of this process, read from its own smaps just
-        // now (this process is single-threaded while it waits: nothing maps or unmaps beside
-        // it). MADV_DONTNEED on a file mapping that holds no private page changes no content:
-        // the next access maps the same file page again.
-        let done = unsafe { libc::madvise(m.start as *mut libc::c_void, m.len, libc::MADV_DONTNEED) };
+        // now; nothing maps or unmaps beside this thread meanwhile (the only other threads a
+        // waiting process has are the GL driver's idle workers, when it was loaded ahead:
+        // src-tauri rendering.rs). MADV_DONTNEED on a read-only file mapping that holds no
+        // private page changes no content: the next access maps the same file page again.
+        let done =
+            unsafe { libc::madvise(m.start as *mut libc::c_void, m.len, libc::MADV_DONTNEED) };
         if done == 0 {
             trimmed.mappings += 1;
             trimmed.bytes += m.rss;
@@ -224,7 +267,11 @@ mod tests {
         let bytes = encode(&args);
         assert_eq!(decode(&bytes), Ok(Some(args.clone())));
         assert_eq!(wait(&bytes[..]), Ok(Some(args)));
-        assert_eq!(decode(&encode(&[])), Ok(Some(vec![])), "no arguments at all");
+        assert_eq!(
+            decode(&encode(&[])),
+            Ok(Some(vec![])),
+            "no arguments at all"
+        );
         assert_eq!(
             decode(&encode(&[String::new()])),
             Ok(Some(vec![String::new()])),
@@ -233,7 +280,11 @@ mod tests {
         // The resident ended without writing, or while writing.
         assert_eq!(decode(b""), Ok(None));
         assert_eq!(decode(b"--data-dir\0/tm"), Ok(None));
-        assert_eq!(decode(b"--data-dir\0/tmp\n"), Ok(None), "the last argument unterminated");
+        assert_eq!(
+            decode(b"--data-dir\0/tmp\n"),
+            Ok(None),
+            "the last argument unterminated"
+        );
         assert_eq!(decode(b"--page\0\xff\0\n"), Err(RequestError::NotUtf8));
         let long = vec![b'a'; MAX_REQUEST + 1];
         assert_eq!(wait(&long[..]), Err(RequestError::TooLong));
@@ -246,6 +297,33 @@ mod tests {
         assert!(enabled(Some("")));
         assert!(!enabled(Some("0")));
         assert!(!enabled(Some(" 0\n")));
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_thread_takes_a_name_and_gives_the_old_one_back() {
+        std::thread::Builder::new()
+            .name("ready-test".into())
+            .spawn(|| {
+                assert_eq!(rename(WAITING_NAME).as_deref(), Some("ready-test"));
+                let comm = |tid: i32| {
+                    std::fs::read_to_string(format!("/proc/self/task/{tid}/comm")).expect("comm")
+                };
+                // SAFETY: gettid has no preconditions.
+                let tid = unsafe { libc::gettid() };
+                assert_eq!(comm(tid).trim_end(), WAITING_NAME);
+                assert_eq!(rename("ready-test").as_deref(), Some(WAITING_NAME));
+                assert_eq!(comm(tid).trim_end(), "ready-test");
+                rename("a name far longer than fifteen bytes");
+                assert_eq!(
+                    comm(tid).trim_end(),
+                    "a name far long",
+                    "the kernel keeps 15 bytes"
+                );
+            })
+            .expect("thread")
+            .join()
+            .expect("the test thread");
     }
 
     const SMAPS: &str = "\
@@ -339,7 +417,14 @@ Anonymous:             0 kB
             )
         };
         let sum: u64 = read_view.iter().step_by(page).map(|&b| u64::from(b)).sum();
-        assert_eq!(sum, content.iter().step_by(page).map(|&b| u64::from(b)).sum::<u64>());
+        assert_eq!(
+            sum,
+            content
+                .iter()
+                .step_by(page)
+                .map(|&b| u64::from(b))
+                .sum::<u64>()
+        );
         written_view[page] = 0xAA;
         let rss_of = |addr: *mut u8| {
             let smaps = std::fs::read_to_string("/proc/self/smaps").expect("smaps");
@@ -359,9 +444,16 @@ Anonymous:             0 kB
         };
         assert!(rss_of(read) >= 4, "read pages are resident");
         let trimmed = trim();
-        assert!(trimmed.mappings >= 1 && trimmed.bytes >= 4096, "{trimmed:?}");
+        assert!(
+            trimmed.mappings >= 1 && trimmed.bytes >= 4096,
+            "{trimmed:?}"
+        );
         assert_eq!(rss_of(read), 0, "the read mapping was given back");
-        assert_eq!(read_view, &content[..], "and reads the file again, unchanged");
+        assert_eq!(
+            read_view,
+            &content[..],
+            "and reads the file again, unchanged"
+        );
         assert_eq!(written_view[page], 0xAA, "a written page is kept");
         assert_eq!(written_view[0], content[0]);
         // SAFETY: the two mappings made above, not used after this.
