@@ -2,7 +2,8 @@
 //! its window closes, with WebKit's processes: background mode holds no GTK display, no webview.
 //! To spare the next Open the window process's own start (exec and dynamic linking, ~50–60 ms),
 //! the resident keeps one started ahead and waiting ([`countersign_core::resident::ready`]):
-//! linked, trimmed to ~11 MiB, touching nothing until asked. An Open hands it the arguments a
+//! linked, trimmed to ~12 MiB (~22 MiB with the GL driver loaded ahead where there is no GPU),
+//! touching nothing until asked. An Open hands it the arguments a
 //! cold start would have had; without one waiting (the first seconds after a start or an Open,
 //! or `COUNTERSIGN_WINDOW_READY=0`) the Open starts a process as before.
 //!
@@ -159,11 +160,28 @@ impl Waiting {
         matches!(self.child.try_wait(), Ok(None))
     }
 
+    /// Whether an upgrade replaced its executable or a library it runs since it started
+    /// ([`ready::replaced_on_disk`]): then it must not become the window.
+    fn outdated(&self) -> bool {
+        let maps = std::fs::read_to_string(format!("/proc/{}/maps", self.child.id()));
+        match maps.map(|m| ready::replaced_on_disk(&m)) {
+            Ok(gone) if !gone.is_empty() => {
+                tracing::info!("the window process started ahead runs replaced files: {gone:?}");
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Hands it `args` and lets it go: it is the window process now. `Err` (why, for the log)
     /// when it had ended or its pipe is gone; then it is killed and reaped here.
     fn hand(mut self, args: &[OsString]) -> Result<Child, &'static str> {
         if !self.alive() {
             return Err("had ended");
+        }
+        if self.outdated() {
+            self.end();
+            return Err("runs files an upgrade replaced");
         }
         let Some(args) = args
             .iter()
@@ -250,12 +268,17 @@ pub fn keep_ready() {
                 return;
             };
             if let Some(w) = waiting.as_mut() {
-                if w.alive() {
+                if w.alive() && !w.outdated() {
                     continue;
                 }
-                let quick = w.started.elapsed() < QUICK_END;
-                quick_ends = if quick { quick_ends + 1 } else { 0 };
-                tracing::info!("the window process started ahead ended");
+                if w.alive() {
+                    // An upgrade: the next one starts from the new files.
+                    tracing::info!("the window process started ahead is replaced after an upgrade");
+                } else {
+                    let quick = w.started.elapsed() < QUICK_END;
+                    quick_ends = if quick { quick_ends + 1 } else { 0 };
+                    tracing::info!("the window process started ahead ended");
+                }
                 if let Some(w) = waiting.take() {
                     w.end();
                 }
@@ -296,7 +319,11 @@ mod tests {
     /// A real process in the waiting process's place (`sh`: its stdin copied to a file) shows
     /// what a hand-over writes and that it closes the pipe (the copy ends).
     fn stand_in(out: &Path, script: &str) -> Waiting {
-        let mut child = Command::new("sh")
+        stand_in_from(Path::new("sh"), out, script)
+    }
+
+    fn stand_in_from(shell: &Path, out: &Path, script: &str) -> Waiting {
+        let mut child = Command::new(shell)
             .arg("-c")
             .arg(script)
             .arg("sh")
@@ -311,6 +338,36 @@ mod tests {
             stdin,
             started: Instant::now(),
         }
+    }
+
+    #[test]
+    fn a_waiting_process_whose_files_an_upgrade_replaced_is_not_handed_anything() {
+        // The stand-in runs a copy of sh, deleted once it runs, as an upgrade leaves a library.
+        let dir = std::env::temp_dir().join(format!("countersign-upgraded-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let shell = dir.join("sh");
+        std::fs::copy("/bin/sh", &shell).expect("a copy of sh");
+        let out = dir.join("read");
+        // (`; :` keeps sh itself running: a last command alone may replace it.)
+        let waiting = stand_in_from(&shell, &out, r#"cat > "$1"; :"#);
+        let until = Instant::now() + Duration::from_secs(5);
+        while !std::fs::read_to_string(format!("/proc/{}/maps", waiting.child.id()))
+            .is_ok_and(|m| m.contains(shell.to_str().expect("utf-8")))
+        {
+            assert!(Instant::now() < until, "the copy of sh never ran");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(!waiting.outdated(), "nothing replaced yet");
+        std::fs::remove_file(&shell).expect("the copy deleted");
+        assert!(waiting.outdated());
+        let args = window_args(Path::new("/srv/ledger"), None, None, 1);
+        assert_eq!(
+            waiting.hand(&args).map(|_| ()),
+            Err("runs files an upgrade replaced")
+        );
+        // Ended without a request: it read nothing.
+        assert_eq!(std::fs::read(&out).unwrap_or_default(), b"");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

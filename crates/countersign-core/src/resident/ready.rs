@@ -13,8 +13,9 @@
 //! the waiting process ends.
 //!
 //! What it costs: the waiting process keeps what the relocations wrote (the libraries' GOTs and
-//! relocated data) and what the libraries' constructors allocated, ~11 MiB RSS on Debian 12's
-//! WebKitGTK 2.50, measured with the whole background footprint (`.ci/e2e/footprint.sh`). Off
+//! relocated data) and what the libraries' constructors allocated, ~12 MiB RSS on Debian 12's
+//! WebKitGTK 2.50; ~22 MiB where, without a GPU, it also loads the GL driver ahead (src-tauri
+//! `rendering.rs`), measured with the whole background footprint (`.ci/e2e/footprint.sh`). Off
 //! with `COUNTERSIGN_WINDOW_READY=0` ([`SWITCH`]).
 
 use std::io::Read;
@@ -135,6 +136,31 @@ pub fn rename(_name: &str) -> Option<String> {
     None
 }
 
+/// The code files a waiting process runs that are gone from the disk since it started
+/// (`/proc/PID/maps` marks them ` (deleted)`): an upgrade replaced the executable or a library
+/// (WebKit's, say) while it waited. Such a process would pair the old library with the new
+/// WebKit helper processes it starts, so it is not handed a request: a cold start takes the
+/// Open. Only executable mappings count (a deleted shared-memory file is no upgrade).
+pub fn replaced_on_disk(maps: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for line in maps.lines() {
+        let mut fields = line.splitn(6, char::is_whitespace);
+        let (Some(_range), Some(perms)) = (fields.next(), fields.next()) else {
+            continue;
+        };
+        let path = fields.nth(3).unwrap_or("").trim_start();
+        let Some(file) = path.strip_suffix(" (deleted)") else {
+            continue;
+        };
+        let executable = perms.as_bytes().get(2) == Some(&b'x');
+        let code_file = executable && file.starts_with('/') && !file.starts_with("/memfd:");
+        if code_file && !out.iter().any(|f| f == file) {
+            out.push(file.to_owned());
+        }
+    }
+    out
+}
+
 /// What [`trim`] gave back.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Trimmed {
@@ -251,6 +277,62 @@ pub fn trim() -> Trimmed {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn code_replaced_on_disk_is_found_and_nothing_else_is() {
+        let maps = "\
+55d0c0a00000-55d0c0b00000 r-xp 00001000 08:01 131 /usr/bin/countersign-desktop
+7f10a0000000-7f10a2000000 r-xp 00200000 08:01 262 /usr/lib/x86_64-linux-gnu/libwebkit2gtk-4.1.so.0.17.3 (deleted)
+7f10a2000000-7f10a2100000 r--p 02200000 08:01 262 /usr/lib/x86_64-linux-gnu/libwebkit2gtk-4.1.so.0.17.3 (deleted)
+7f10a3000000-7f10a3100000 r-xp 00000000 08:01 263 /usr/lib/x86_64-linux-gnu/libwebkit2gtk-4.1.so.0.17.3 (deleted)
+7f10a4000000-7f10a4100000 rw-s 00000000 00:01 12 /memfd:mesa-shader (deleted)
+7f10a5000000-7f10a5100000 r-xs 00000000 00:01 13 /memfd:jit (deleted)
+7f10a6000000-7f10a6100000 rw-s 00000000 00:19 14 /dev/shm/scratch (deleted)
+7f10a7000000-7f10a7100000 rw-p 00000000 00:00 0 
+7ffd00000000-7ffd00002000 r-xp 00000000 00:00 0                          [vdso]
+";
+        assert_eq!(
+            replaced_on_disk(maps),
+            ["/usr/lib/x86_64-linux-gnu/libwebkit2gtk-4.1.so.0.17.3"]
+        );
+        assert!(replaced_on_disk(
+            "55d0c0a00000-55d0c0b00000 r-xp 00001000 08:01 131 /usr/bin/a b\n"
+        )
+        .is_empty());
+        assert!(replaced_on_disk("").is_empty());
+    }
+
+    #[test]
+    fn the_code_of_a_running_process_replaced_on_disk_is_seen_in_its_maps() {
+        // A real process running a copy of `sleep` that is then deleted, as an upgrade leaves it.
+        let dir = std::env::temp_dir().join(format!("countersign-upgrade-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let copy = dir.join("sleep");
+        std::fs::copy("/bin/sleep", &copy).expect("a copy of sleep");
+        let mut child = std::process::Command::new(&copy)
+            .arg("30")
+            .spawn()
+            .expect("runs");
+        let maps = |pid: u32| std::fs::read_to_string(format!("/proc/{pid}/maps")).expect("maps");
+        let mut seen = String::new();
+        for _ in 0..200 {
+            seen = maps(child.id());
+            if seen.contains(copy.to_str().expect("utf-8")) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(
+            replaced_on_disk(&seen).is_empty(),
+            "nothing replaced yet: {seen}"
+        );
+        std::fs::remove_file(&copy).expect("deleted");
+        let after = replaced_on_disk(&maps(child.id()));
+        let _ = child.kill();
+        let _ = child.wait();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(after, [copy.to_str().expect("utf-8")]);
+    }
 
     #[test]
     fn a_request_round_trips_and_anything_short_of_one_is_no_request() {
