@@ -18,7 +18,7 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { NotificationLog, sleep, until, stepper } from "./wd.mjs";
-import { alive, descendants, uiLibraries, webkit, windowProcesses, windows } from "./procs.mjs";
+import { alive, descendants, uiLibraries, waitingWindows, waitState, webkit, windowProcesses, windows } from "./procs.mjs";
 
 const app = process.env.COUNTERSIGN_APP;
 const cli = process.env.COUNTERSIGN_CLI;
@@ -83,9 +83,14 @@ await step("closing the window ends the window process and WebKit's; the residen
   await sleep(1000);
   assert.ok(alive(resident), "the resident still runs");
   assert.deepEqual(ourWebkit(), [], "no WebKit process came back");
-  // What makes a small background footprint possible: nothing left holds GTK or WebKit.
-  for (const p of [{ pid: resident, comm: "resident" }, ...descendants(resident)]) {
-    assert.deepEqual(uiLibraries(p.pid), [], `${p.comm} (${p.pid}) maps no GTK/WebKit library`);
+  // What makes a small background footprint possible: the resident holds no GTK or WebKit; the
+  // only other process is the window process started ahead (core/src/resident/ready.rs), which
+  // links them but waits on its stdin with no display, no window and no WebKit process.
+  assert.deepEqual(uiLibraries(resident), [], `the resident (${resident}) maps no GTK/WebKit library`);
+  for (const p of descendants(resident)) {
+    assert.equal(p.comm, "countersign-rdy", `only a waiting window process is left: ${p.comm} (${p.pid})`);
+    const state = await until(`${p.pid} waits on its stdin`, () => { const s = waitState(p.pid); return s.readsStdin && s; }, 10000);
+    assert.deepEqual([state.children, state.windows], [[], []], "it has no process and no window of its own");
   }
 });
 

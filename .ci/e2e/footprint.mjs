@@ -4,9 +4,10 @@
 // started directly: 1,000 working tasks on a demo server (polled every 5 s); the app (the window
 // process, which starts the resident) with its window open, then closed (WM_DELETE_WINDOW: the
 // window process ends), then RSS and PSS summed over every Countersign process (the resident and
-// all it started); then three reopens from the tray's Open (dbusmenu over D-Bus → "window
-// reopened, first paint N ms after it was asked for") and three from a second launch, each
-// closed again. Then what holds the resident's memory (smaps by mapping and by stack), the
+// all it started, the window process started ahead and waiting included); then reopens from
+// the tray's Open (dbusmenu over D-Bus → "window reopened, first paint N ms after it was asked
+// for"), five handed to the waiting window process interleaved with five cold starts, and three
+// from a second launch, each closed again. Then what holds the resident's memory (smaps by mapping and by stack), the
 // resident started as at login (`--background`: no window ever), and the engine alone
 // (`countersign watch`) on the same tasks.
 //
@@ -16,7 +17,7 @@ import { execFileSync, spawn, spawnSync } from "node:child_process";
 import { readFileSync, readdirSync, readlinkSync } from "node:fs";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
-import { hotLibraries } from "./procs.mjs";
+import { hotLibraries, waitingWindows, waitState } from "./procs.mjs";
 import { sleep, startServer, until } from "./wd.mjs";
 
 const app = process.env.COUNTERSIGN_APP;
@@ -68,6 +69,7 @@ function footprint(...pids) {
     rss: sum((p) => field(`/proc/${p}/status`, /VmRSS:\s+(\d+) kB/)),
     pss: sum((p) => field(`/proc/${p}/smaps_rollup`, /^Pss:\s+(\d+) kB/m)),
     processes: ps.map(comm),
+    each: ps.map((p) => `${comm(p)} ${(field(`/proc/${p}/status`, /VmRSS:\s+(\d+) kB/) / 1024).toFixed(1)}`),
   };
 }
 /**
@@ -149,6 +151,9 @@ try {
   };
   await closeWindow(proc.pid);
   await sleep(20000); // polled a few rounds (every 5 s) in the background
+  // The window process started ahead counts (core/src/resident/ready.rs): measured once it waits.
+  const [ready] = await until("a window process started ahead", () => waitingWindows(resident).length === 1 && waitingWindows(resident), 20000);
+  await until("it waits on its stdin", () => waitState(ready.pid).readsStdin, 10000);
   const samples = [];
   for (let i = 0; i < 5; i++) {
     samples.push(footprint(resident));
@@ -156,11 +161,11 @@ try {
   }
   const mib = (f) => Number(median(samples.map(f)).toFixed(1));
   console.log(
-    "background footprint with %d tracked tasks: RSS %s MiB, PSS %s MiB (processes: %s); with the window open: RSS %s MiB, PSS %s MiB (%s)",
+    "background footprint with %d tracked tasks: RSS %s MiB, PSS %s MiB (RSS MiB by process: %s); with the window open: RSS %s MiB, PSS %s MiB (%s)",
     working,
     mib((s) => s.rss),
     mib((s) => s.pss),
-    samples[0].processes.join(", "),
+    samples.at(-1).each.join(", "),
     open.rss.toFixed(1),
     open.pss.toFixed(1),
     open.processes.join(", "),
@@ -178,15 +183,27 @@ try {
   const layout = execFileSync("gdbus", ["call", "--session", "--dest", busName, "--object-path", "/MenuBar", "--method", "com.canonical.dbusmenu.GetLayout", "--", "0", "-1", "[]"]).toString();
   const openId = /\((\d+), \{[^}]*'label': <'Open Countersign'>/.exec(layout)[1];
   const windowProcess = () => tree(resident).slice(1).find((p) => comm(p).startsWith("countersign-des"));
+  // Interleaved: an Open handed to the window process started ahead (it waits again 5 s after
+  // each Open), then one right after closing that window, before the next waits: a cold start of
+  // the window process, as with COUNTERSIGN_WINDOW_READY=0. Side by side, same resident, same VM.
   const fromTray = [];
-  for (let i = 0; i < 3; i++) {
+  const coldFromTray = [];
+  const reopen = async (into) => {
     log.length = 0;
     execFileSync("gdbus", ["call", "--session", "--dest", busName, "--object-path", "/MenuBar", "--method", "com.canonical.dbusmenu.Event", "--", openId, "clicked", "<int32 0>", "0"]);
     const line = await until("the window's first paint", () => log.find((l) => /window reopened, first paint (\d+) ms/.test(l)), 30000);
-    fromTray.push(Number(/first paint (\d+) ms/.exec(line)[1]));
+    into.push(Number(/first paint (\d+) ms/.exec(line)[1]));
     await sleep(1000);
     await closeWindow(windowProcess());
+  };
+  for (let i = 0; i < 5; i++) {
+    const [waiting] = await until("a window process started ahead", () => waitingWindows(resident).length === 1 && waitingWindows(resident), 20000);
+    await until("it waits on its stdin", () => waitState(waiting.pid).readsStdin, 10000);
     await sleep(2000);
+    await reopen(fromTray);
+    await sleep(500);
+    assert.deepEqual(waitingWindows(resident), [], "none waits yet: the next Open is a cold start");
+    await reopen(coldFromTray);
   }
   const fromLaunch = [];
   for (let i = 0; i < 3; i++) {
@@ -201,9 +218,11 @@ try {
     await sleep(2000);
   }
   console.log(
-    "window reopen to first paint: median %d ms from the tray's Open (runs %s); %d ms from a second launch (runs %s)",
+    "window reopen to first paint: median %d ms from the tray's Open (runs %s); the same Open with the window process started cold, interleaved: median %d ms (runs %s); %d ms from a second launch (runs %s)",
     median(fromTray),
     fromTray.join(", "),
+    median(coldFromTray),
+    coldFromTray.join(", "),
     median(fromLaunch),
     fromLaunch.join(", "),
   );
@@ -231,7 +250,7 @@ try {
     "started with --background (as at login; no window ever): RSS %s MiB, PSS %s MiB (%s)",
     median(bg.map((s) => s.rss)).toFixed(1),
     median(bg.map((s) => s.pss)).toFixed(1),
-    bg[0].processes.join(", "),
+    bg.at(-1).each.join(", "),
   );
   proc.kill("SIGTERM");
   await new Promise((r) => (proc.exitCode !== null ? r() : proc.once("exit", r)));

@@ -94,6 +94,31 @@ export function windows(...pids) {
   return ids;
 }
 
+/**
+ * The window processes started ahead and waiting for an Open under `pids`: `countersign-rdy`
+ * while they wait (core/src/resident/ready.rs); a window process takes its own name back when
+ * it is asked for the window.
+ */
+export const waitingWindows = (...pids) => descendants(...pids).filter((p) => p.comm === "countersign-rdy");
+
+/** The system call number of read(2) on this machine's architecture (/proc/PID/syscall). */
+const READ = { x64: 0, arm64: 63 }[process.arch];
+
+/**
+ * What a waiting window process holds and does: its RSS (KiB), whether its main thread is
+ * blocked reading its stdin (the request), its children and its X windows (none of either).
+ */
+export function waitState(pid) {
+  const status = readFileSync(`/proc/${pid}/status`, "utf8");
+  const [nr, fd] = readFileSync(`/proc/${pid}/syscall`, "utf8").trim().split(" ");
+  return {
+    rssKiB: Number(/VmRSS:\s+(\d+) kB/.exec(status)?.[1]),
+    readsStdin: READ !== undefined && Number(nr) === READ && Number(fd) === 0,
+    children: descendants(pid).map((p) => p.comm),
+    windows: windows(pid),
+  };
+}
+
 /** The window processes (`countersign-des…`) under `pids`. */
 export const windowProcesses = (...pids) => descendants(...pids).filter((p) => p.comm.startsWith("countersign-des"));
 

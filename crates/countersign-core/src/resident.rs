@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 
 pub mod launch;
 pub mod preload;
+pub mod ready;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::net::unix::OwnedReadHalf;
 use tokio::net::UnixStream;

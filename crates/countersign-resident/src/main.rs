@@ -256,6 +256,8 @@ async fn run(options: Options) -> Result<(), Error> {
     }
     // What the window process will preload (asked of the dynamic linker once, on a thread).
     window::learn_preload();
+    // A window process started ahead, waiting for the next Open (no GTK, no display).
+    window::keep_ready();
     // Ask the notification daemon for its capabilities off the runtime, once (a D-Bus round
     // trip that a missing daemon can hold up for the bus's timeout); windows learn the answer
     // through the state.
