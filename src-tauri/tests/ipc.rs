@@ -1249,7 +1249,9 @@ fn a_launch_while_the_resident_runs_asks_it_for_the_window_at_the_page_or_link()
         countersign_desktop::Options::parse(args).expect("options")
     };
     // No resident: this launch is the window itself (and starts one).
-    assert!(!countersign_desktop::resident::open_in_running(&options(&[link])));
+    assert!(!countersign_desktop::resident::open_in_running(&options(
+        &[link]
+    )));
 
     // The real resident, its window executable a stand-in that writes down its arguments (none
     // started ahead: the Open starts it).
@@ -1257,7 +1259,10 @@ fn a_launch_while_the_resident_runs_asks_it_for_the_window_at_the_page_or_link()
     let stand_in = dir.join("window.sh");
     std::fs::write(
         &stand_in,
-        format!("#!/bin/sh\nprintf '%s\\n' \"$@\" > '{}.part' && mv '{0}.part' '{0}'\n", seen.display()),
+        format!(
+            "#!/bin/sh\nprintf '%s\\n' \"$@\" > '{}.part' && mv '{0}.part' '{0}'\n",
+            seen.display()
+        ),
     )
     .expect("the stand-in");
     {
@@ -1277,9 +1282,11 @@ fn a_launch_while_the_resident_runs_asks_it_for_the_window_at_the_page_or_link()
         countersign_desktop::resident::open_in_running(&options(&["--page", page, link])),
         "the running resident takes the request"
     );
-    let args = until("the resident starts the window", Duration::from_secs(10), || {
-        std::fs::read_to_string(&seen).ok().map(Value::from)
-    });
+    let args = until(
+        "the resident starts the window",
+        Duration::from_secs(10),
+        || std::fs::read_to_string(&seen).ok().map(Value::from),
+    );
     let args: Vec<&str> = args.as_str().expect("text").lines().collect();
     assert_eq!(args[..2], ["--data-dir", &dir.display().to_string()]);
     assert!(
