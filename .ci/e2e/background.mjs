@@ -5,9 +5,10 @@
 // its window closes. Checked: closing the window ends the window process and WebKit's, and no
 // process left maps GTK or WebKit; the resident's engine still polls (a question of a task called
 // meanwhile is recorded and notified); clicking that notification starts a window on the
-// question; a second launch on the same ledger opens the window without a second engine, and a
-// third one hands over to that window (single instance); countersign:// links handed over that
-// way open the page they lead to (task detail, the adopt form to confirm, or the server to add);
+// question; a second launch on the same ledger asks the resident for the window (no second
+// engine; the window process started ahead takes it) and ends, and later launches with a link go
+// the same way to the window up (single instance); countersign:// links handed over that way open
+// the page they lead to (task detail, the adopt form to confirm, or the server to add);
 // Approve on a notification (the daemon's context menu) answers without opening the window.
 //
 // Env: COUNTERSIGN_APP, COUNTERSIGN_CLI, COUNTERSIGN_RESIDENT (absolute paths), E2E_WORK (scratch
@@ -125,13 +126,21 @@ await step("clicking the notification starts a window on that question", async (
   log.length = 0;
 });
 
-await step("a second launch on the same ledger opens the window on the running resident (no second engine)", async () => {
+await step("a second launch on the same ledger asks the running resident for the window (no second engine) and ends", async () => {
+  // The resident hands the Open to the window process it started ahead, as for the tray's Open.
+  const [waiting] = await until("a window process started ahead", () => waitingWindows(resident).length === 1 && waitingWindows(resident), 20000);
   const t0 = Date.now();
   second = launch(["--data-dir", dataDir]);
+  const end = await Promise.race([second.exited, sleep(15000).then(() => null)]);
+  assert.ok(end, "the second launch ends once the resident took its request");
+  assert.equal(end.code, 0, `a clean exit: ${JSON.stringify(end)}`);
+  assert.ok(logged(/Countersign runs in the background on .*: it opens the window/), "the second launch says where the window comes from");
   await until("the window back", () => ourWindows().length === 1, 15000);
-  const painted = await until("its first paint", () => logged(/first paint (\d+) ms after launch/), 15000);
-  console.log(`     a window in ${Date.now() - t0} ms from the second launch; ${painted.replace(/^.*countersign: /, "")}`);
-  assert.ok(ourWebkit().some((c) => c.startsWith("WebKitWebProces")), "a new web process");
+  const painted = await until("its first paint", () => logged(/first paint \d+ ms after launch \(unix_ms=(\d+)\)/), 15000);
+  const paintedAt = Number(/unix_ms=(\d+)/.exec(painted)[1]);
+  console.log(`     a window in ${paintedAt - t0} ms from the second launch's start to its first paint`);
+  assert.deepEqual(windowProcesses(resident).map((p) => p.pid), [waiting.pid], "the process started ahead is the window");
+  assert.ok(webkit(waiting.pid).some((c) => c.comm.startsWith("WebKitWebProces")), "with a new web process");
   assert.equal(log.filter((l) => /countersign: resident \d+ on /.test(l)).length, 0, "no second resident");
   assert.ok(alive(resident));
 });
@@ -152,7 +161,12 @@ await step("links: a tracked task opens its detail, an untracked one the adopt f
   await follow("countersign://task/demo/not-tracked", new RegExp(`opening the window at #/adopt/${shown.task.server_id}/not-tracked$`));
   await follow(`countersign://task/${encodeURIComponent("https://elsewhere.example/mcp")}/t1`, /opening the window at #\/adopt\/url\/https%3A%2F%2Felsewhere\.example%2Fmcp\/t1$/);
   await follow("countersign://task/demo/a%0A%1B%5B2J", /cannot open the link: the link's task id holds a control character/);
-  assert.ok(alive(second.pid), "a hostile link does not end the window");
+  const [up] = windowProcesses(resident);
+  assert.ok(up && alive(up.pid), "a hostile link does not end the window");
+  // Each link's launch asked the resident, whose new window process handed the link to the
+  // window up (single instance) and ended: still one window, one window process.
+  await until("one window process", () => windowProcesses(resident).length === 1, 15000);
+  assert.equal(ourWindows().length, 1, "one window");
   assert.ok(alive(resident));
 });
 await step("Approve on a notification answers the question without opening the window; the server gets the answer", async () => {

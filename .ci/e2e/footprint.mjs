@@ -6,8 +6,9 @@
 // window process ends), then RSS and PSS summed over every Countersign process (the resident and
 // all it started, the window process started ahead and waiting included); then reopens from
 // the tray's Open (dbusmenu over D-Bus → "window reopened, first paint N ms after it was asked
-// for"), five handed to the waiting window process interleaved with five cold starts, and three
-// from a second launch, each closed again. Then what holds the resident's memory (smaps by mapping and by stack), the
+// for"), five handed to the waiting window process interleaved with five cold starts, and five
+// from a second launch (handed to the resident, which hands them to the waiting process)
+// interleaved with five where the launch is the window itself, each closed again. Then what holds the resident's memory (smaps by mapping and by stack), the
 // resident started as at login (`--background`: no window ever), and the engine alone
 // (`countersign watch`) on the same tasks.
 //
@@ -205,26 +206,40 @@ try {
     assert.deepEqual(waitingWindows(resident), [], "none waits yet: the next Open is a cold start");
     await reopen(coldFromTray);
   }
+  // A second launch (the desktop entry, a link) asks the resident, which hands the Open to the
+  // process started ahead: from the launch's spawn to the first paint the window reports.
+  // Interleaved with a second launch that is the window itself, as before the resident took
+  // them (a launch under WebDriver still is: TAURI_WEBVIEW_AUTOMATION=true makes it so here).
   const fromLaunch = [];
-  for (let i = 0; i < 3; i++) {
+  const fromLaunchItself = [];
+  const launchOnce = async (into, itself) => {
     log.length = 0;
     const asked = Date.now();
-    const second = spawn(app, ["--data-dir", dir], { stdio: ["ignore", "ignore", "pipe"], env });
+    const second = spawn(app, ["--data-dir", dir], { stdio: ["ignore", "ignore", "pipe"], env: itself ? { ...env, TAURI_WEBVIEW_AUTOMATION: "true" } : env });
     follow(second);
-    await until("the window's first paint", () => log.find((l) => /first paint (\d+) ms after launch/.test(l)), 30000);
-    fromLaunch.push(Date.now() - asked);
+    const line = await until("the window's first paint", () => log.find((l) => /first paint \d+ ms after launch \(unix_ms=\d+\)/.test(l)), 30000);
+    into.push(Number(/unix_ms=(\d+)/.exec(line)[1]) - asked);
     await sleep(1000);
-    await closeWindow(second.pid);
+    await closeWindow(itself ? second.pid : windowProcess());
+  };
+  for (let i = 0; i < 5; i++) {
+    const [waiting] = await until("a window process started ahead", () => waitingWindows(resident).length === 1 && waitingWindows(resident), 20000);
+    await until("it waits on its stdin", () => waitState(waiting.pid).readsStdin, 10000);
     await sleep(2000);
+    await launchOnce(fromLaunch, false);
+    await sleep(1000);
+    await launchOnce(fromLaunchItself, true);
   }
   console.log(
-    "window reopen to first paint: median %d ms from the tray's Open (runs %s); the same Open with the window process started cold, interleaved: median %d ms (runs %s); %d ms from a second launch (runs %s)",
+    "window reopen to first paint: median %d ms from the tray's Open (runs %s); the same Open with the window process started cold, interleaved: median %d ms (runs %s); from a second launch's spawn: median %d ms handed to the resident (runs %s), against %d ms with the launch itself the window, interleaved (runs %s)",
     median(fromTray),
     fromTray.join(", "),
     median(coldFromTray),
     coldFromTray.join(", "),
     median(fromLaunch),
     fromLaunch.join(", "),
+    median(fromLaunchItself),
+    fromLaunchItself.join(", "),
   );
 
   // What the window process's preload (core/src/resident/preload.rs) saves in each process a

@@ -195,7 +195,8 @@ impl Shell {
 }
 
 /// Starts the window: makes sure the resident runs (starting it), opens the ledger, shows the
-/// window. `--background` only starts the resident.
+/// window. `--background` only starts the resident. With a resident already running, a launch
+/// it did not start asks it for the window and ends ([`resident::open_in_running`]).
 pub fn run(options: Options, launch: Launch) -> Result<(), Error> {
     // Where a window's cold start goes (RUST_LOG=info): the reopen-time budget.
     let phase = |what: &str| {
@@ -209,6 +210,12 @@ pub fn run(options: Options, launch: Launch) -> Result<(), Error> {
             "startup: launched {} ms after the window was asked for",
             launch.wall_ms.saturating_sub(asked)
         );
+    }
+    // Not the resident's own start of a window, and not `--background`: with a resident
+    // running, it opens the window (faster, from the process it started ahead).
+    if !options.background && options.asked_at.is_none() && resident::open_in_running(&options) {
+        phase("handed to the running background process");
+        return Ok(());
     }
     resident::ensure(&options)?;
     if options.background {

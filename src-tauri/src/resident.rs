@@ -32,6 +32,50 @@ pub fn ensure(options: &Options) -> Result<(), Error> {
     tauri::async_runtime::block_on(start(options))
 }
 
+/// A launch while the resident runs (a second launch, a link, the desktop entry with the app in
+/// the tray) asks it to open the window at the page or link asked for, as the tray's Open does:
+/// the resident hands it to the window process it started ahead when one waits, so the window
+/// comes up without this process's own start of GTK and WebKit; a window already up goes to the
+/// page (the new window process hands over to it, as below). `true`: the resident took the
+/// request and this process has nothing more to do. `false`: no resident answers, or it could
+/// not take the request (logged), or this process must be the window itself (driven by
+/// WebDriver, which talks to the webview of the process it started): then `run` goes on as a
+/// first launch.
+pub fn open_in_running(options: &Options) -> bool {
+    if std::env::var("TAURI_WEBVIEW_AUTOMATION").as_deref() == Ok("true") {
+        return false;
+    }
+    tauri::async_runtime::block_on(async {
+        let dir = &options.data_dir;
+        if options.demo.is_some() {
+            match resident::ask(dir, &Request::Demo).await {
+                Ok(_) => {}
+                Err(ControlError::NotRunning { .. }) => return false,
+                // The window still opens; the demo's failure is the resident's to tell.
+                Err(e) => tracing::warn!("the background process could not start the demo: {e}"),
+            }
+        }
+        let open = Request::Open {
+            page: options.page.clone(),
+            link: options.link.clone(),
+        };
+        match resident::ask(dir, &open).await {
+            Ok(_) => {
+                eprintln!(
+                    "countersign: Countersign runs in the background on {}: it opens the window",
+                    dir.display()
+                );
+                true
+            }
+            Err(ControlError::NotRunning { .. }) => false,
+            Err(e) => {
+                tracing::warn!("the background process did not take the window's request ({e}): opening it here");
+                false
+            }
+        }
+    })
+}
+
 /// [`ensure`], for a caller on the runtime (the restart after a crash).
 async fn start(options: &Options) -> Result<(), Error> {
     let dir = &options.data_dir;

@@ -112,6 +112,11 @@ struct Resident {
 
 impl Resident {
     fn start(dir: &std::path::Path) -> Self {
+        Self::start_with(dir, &[("COUNTERSIGN_DESKTOP", "/bin/false".as_ref())])
+    }
+
+    /// [`Resident::start`] with `env` (its window executable, say).
+    fn start_with(dir: &std::path::Path, env: &[(&str, &std::ffi::OsStr)]) -> Self {
         let exe = std::env::current_exe()
             .ok()
             .and_then(|t| Some(t.parent()?.parent()?.join("countersign-resident")))
@@ -122,7 +127,7 @@ impl Resident {
         let child = std::process::Command::new(exe)
             .arg("--data-dir")
             .arg(dir)
-            .env("COUNTERSIGN_DESKTOP", "/bin/false")
+            .envs(env.iter().copied())
             .stdin(std::process::Stdio::null())
             .spawn()
             .expect("the resident starts");
@@ -1231,4 +1236,64 @@ fn a_killed_resident_is_started_again_and_a_failed_restart_waits_for_retry() {
     until("the last failure", Duration::from_secs(30), || {
         (link(&window)["state"] == "failed").then_some(Value::Null)
     });
+}
+
+#[test]
+fn a_launch_while_the_resident_runs_asks_it_for_the_window_at_the_page_or_link() {
+    let dir = scratch_dir("hand-to-resident");
+    std::fs::create_dir_all(&dir).expect("the data directory");
+    let link = "countersign://task/demo/t%2F1";
+    let options = |more: &[&str]| {
+        let mut args = vec!["--data-dir".to_owned(), dir.display().to_string()];
+        args.extend(more.iter().map(|a| (*a).to_owned()));
+        countersign_desktop::Options::parse(args).expect("options")
+    };
+    // No resident: this launch is the window itself (and starts one).
+    assert!(!countersign_desktop::resident::open_in_running(&options(
+        &[link]
+    )));
+
+    // The real resident, its window executable a stand-in that writes down its arguments (none
+    // started ahead: the Open starts it).
+    let seen = dir.join("window-args");
+    let stand_in = dir.join("window.sh");
+    std::fs::write(
+        &stand_in,
+        format!(
+            "#!/bin/sh\nprintf '%s\\n' \"$@\" > '{}.part' && mv '{0}.part' '{0}'\n",
+            seen.display()
+        ),
+    )
+    .expect("the stand-in");
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&stand_in, std::fs::Permissions::from_mode(0o755))
+            .expect("executable");
+    }
+    let mut resident = Resident::start_with(
+        &dir,
+        &[
+            ("COUNTERSIGN_DESKTOP", stand_in.as_os_str()),
+            ("COUNTERSIGN_WINDOW_READY", "0".as_ref()),
+        ],
+    );
+    let page = r#"{"page":"task","row":7}"#;
+    assert!(
+        countersign_desktop::resident::open_in_running(&options(&["--page", page, link])),
+        "the running resident takes the request"
+    );
+    let args = until(
+        "the resident starts the window",
+        Duration::from_secs(10),
+        || std::fs::read_to_string(&seen).ok().map(Value::from),
+    );
+    let args: Vec<&str> = args.as_str().expect("text").lines().collect();
+    assert_eq!(args[..2], ["--data-dir", &dir.display().to_string()]);
+    assert!(
+        args[2].starts_with("--asked-at="),
+        "the window it starts is marked as the resident's, so it never hands the request back: {args:?}"
+    );
+    assert_eq!(args[3..], ["--page", page, link]);
+    resident.end();
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -7,9 +7,10 @@
 //! cold start would have had; without one waiting (the first seconds after a start or an Open,
 //! or `COUNTERSIGN_WINDOW_READY=0`) the Open starts a process as before.
 //!
-//! When a window already runs on this data directory, the new process hands its arguments to it
-//! (the app's single-instance check) and ends: the running window goes to the page. So the
-//! resident need not know whether a window is open.
+//! A launch of the app while the resident runs (a second launch, a link) asks the resident for
+//! the window too, so it takes the same path. When a window already runs on this data directory,
+//! the new process hands its arguments to it (the app's single-instance check) and ends: the
+//! running window goes to the page. So the resident need not know whether a window is open.
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -69,7 +70,9 @@ fn window_args(
     asked_at: u128,
 ) -> Vec<OsString> {
     let mut args: Vec<OsString> = vec!["--data-dir".into(), data_dir.into()];
-    // The reopen time is measured from here to the window's first paint.
+    // The reopen time is measured from here to the window's first paint. It also tells the
+    // window process that the resident started it: it must not hand the request back
+    // (`countersign_desktop::resident::open_in_running`).
     args.push(format!("--asked-at={asked_at}").into());
     if let Some(page) = page {
         match serde_json::to_string(page) {
