@@ -843,6 +843,35 @@ await step("the resident killed (kill -9) with the window open: a banner, one ne
   await until("the task completed", () => taskOf()?.status === "completed", 60000);
 });
 
+await step("a teammate's countersign:// link, given to a launch of the app, opens the adopt form in this window; Adopt tracks the task (issue 12)", async () => {
+  const demoDir = join(work, "demo-ledger");
+  const json = (...args) => JSON.parse(execFileSync(cli, ["--json", ...args]).toString());
+  // A teammate with a ledger of their own starts a task on the same demo server, and copies
+  // its link (the CLI's `task show` gives the same link as the app's "Copy link").
+  const teammate = join(work, "teammate-ledger");
+  const demoUrl = json("--data-dir", demoDir, "servers", "list").find((s) => s.name === "demo").url;
+  execFileSync(cli, ["--data-dir", teammate, "servers", "add", "demo", demoUrl]);
+  execFileSync(cli, ["--data-dir", teammate, "call", "demo", "bench_job", JSON.stringify({ duration_ms: 600000 }), "--no-follow"]);
+  const theirs = json("--data-dir", teammate, "task", "show", "#1");
+  const taskId = theirs.task.task_id;
+  assert.match(theirs.link, /^countersign:\/\/task\/http/, "a link naming the server by its URL");
+  const ours = () => json("--data-dir", demoDir, "tasks").find((t) => t.task_id === taskId);
+  assert.equal(ours(), undefined, "not tracked here before");
+  // As the desktop entry runs it for a clicked link: the launch asks the resident, whose window
+  // process hands the link to this window (single instance), and ends.
+  const env = { ...process.env };
+  delete env.TAURI_WEBVIEW_AUTOMATION;
+  const launch = spawnSync(app, ["--data-dir", demoDir, theirs.link], { env, timeout: 30000 });
+  assert.equal(launch.status, 0, `the launch hands the link over: ${launch.stderr}`);
+  await until("the adopt form, asking to confirm", () => ui.exists('[data-testid="link-adopt"]'), 20000);
+  assert.equal(await ui.js(`return document.querySelector(".adopt input[type=text]").value;`), taskId, "the task id filled in");
+  assert.equal(ours(), undefined, "nothing adopted before the person confirms");
+  await ui.click('.adopt button[type="submit"]');
+  const adopted = await until("the task tracked in this ledger", ours, 20000);
+  assert.equal(adopted.status, "working");
+  await until("its detail shown", async () => (await ui.js("return location.hash;")) === `#/tasks/${adopted.id}`, 10000);
+});
+
 await ui.quit();
 console.log(`e2e: ${passed.length} passed in ${((Date.now() - started) / 1000).toFixed(0)} s; screenshots in ${shots}`);
 process.exit(0);

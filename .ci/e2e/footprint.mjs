@@ -209,7 +209,8 @@ try {
   // A second launch (the desktop entry, a link) asks the resident, which hands the Open to the
   // process started ahead: from the launch's spawn to the first paint the window reports.
   // Interleaved with a second launch that is the window itself, as before the resident took
-  // them (a launch under WebDriver still is: TAURI_WEBVIEW_AUTOMATION=true makes it so here).
+  // them (a launch under WebDriver still is: TAURI_WEBVIEW_AUTOMATION=true makes it so here,
+  // which also lets WebKit be automated: not exactly the old path, the closest one in one build).
   const fromLaunch = [];
   const fromLaunchItself = [];
   const launchOnce = async (into, itself) => {
@@ -222,12 +223,17 @@ try {
     await sleep(1000);
     await closeWindow(itself ? second.pid : windowProcess());
   };
-  for (let i = 0; i < 5; i++) {
+  // Each with a process waiting (started 5 s after the last Open), so the keeper's start of the
+  // next one never overlaps a measured launch.
+  const settled = async () => {
     const [waiting] = await until("a window process started ahead", () => waitingWindows(resident).length === 1 && waitingWindows(resident), 20000);
     await until("it waits on its stdin", () => waitState(waiting.pid).readsStdin, 10000);
     await sleep(2000);
+  };
+  for (let i = 0; i < 5; i++) {
+    await settled();
     await launchOnce(fromLaunch, false);
-    await sleep(1000);
+    await settled();
     await launchOnce(fromLaunchItself, true);
   }
   console.log(

@@ -2,18 +2,20 @@
 // with 1,000 tracked tasks, and frame times while scrolling 10,000 tasks. Run by measure.sh inside
 // a private session (Xvfb + D-Bus + dunst + gnome-keyring), with tauri-driver on port 4444.
 //
-// Env: COUNTERSIGN_APP, COUNTERSIGN_CLI (absolute paths), MEASURE_WORK (scratch dir).
+// Env: COUNTERSIGN_APP, COUNTERSIGN_CLI, COUNTERSIGN_RESIDENT (absolute paths), MEASURE_WORK
+// (scratch dir).
 import assert from "node:assert/strict";
-import { execFileSync, spawn } from "node:child_process";
-import { mkdirSync, readFileSync, readdirSync } from "node:fs";
+import { execFileSync, spawn, spawnSync } from "node:child_process";
+import { existsSync, mkdirSync, readFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { App, sleep, startServer, until } from "./wd.mjs";
 
 const app = process.env.COUNTERSIGN_APP;
 const cli = process.env.COUNTERSIGN_CLI;
+const resident = process.env.COUNTERSIGN_RESIDENT;
 const work = process.env.MEASURE_WORK;
-assert.ok(app && cli && work, "run .ci/e2e/measure.sh");
+assert.ok(app && cli && resident && work, "run .ci/e2e/measure.sh");
 const results = {};
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const pct = (xs, p) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((xs.length * p) / 100))];
@@ -35,11 +37,15 @@ function launch(dataDir) {
   });
 }
 
-async function stop(proc) {
+/** Ends the window and the resident it started (as the tray's Quit), so the next launch on
+ * `dataDir` starts both afresh: a launch while a resident runs would hand the window to it. */
+async function stop(proc, dataDir) {
   const exited = new Promise((r) => proc.once("exit", r));
   proc.kill("SIGTERM");
   await Promise.race([exited, sleep(5000).then(() => proc.kill("SIGKILL"))]);
   await exited;
+  spawnSync(resident, ["--quit", "--data-dir", dataDir], { timeout: 10000 });
+  await until("the resident to end", () => !existsSync(join(dataDir, "resident.sock")), 15000);
 }
 
 /** RSS in MiB of a process and of all its descendants (the WebKit web and network processes). */
@@ -81,7 +87,7 @@ const countersign = (...args) => execFileSync(cli, args, { encoding: "utf8", std
     const r = await launch(dir);
     runs.push(r);
     await sleep(500);
-    await stop(r.proc);
+    await stop(r.proc, dir);
   }
   results.coldStart = {
     runs: runs.map((r) => r.spawnToPaint),
@@ -107,7 +113,7 @@ const countersign = (...args) => execFileSync(cli, args, { encoding: "utf8", std
         samples.push(rss(r.proc.pid));
         await sleep(2000);
       }
-      await stop(r.proc);
+      await stop(r.proc, dir);
       return samples;
     };
     const empty = await idle(10000);

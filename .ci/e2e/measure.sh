@@ -12,12 +12,13 @@ profile="${PROFILE:-release}"
 if [[ -z "${COUNTERSIGN_SESSION_BUS:-}" ]]; then
   bash "$root/.ci/setup-desktop.sh"
   flag=(); [[ "$profile" == release ]] && flag=(--release)
-  (cd "$root" && CARGO_TARGET_DIR="$target" cargo build --locked --quiet "${flag[@]}" -p countersign-desktop -p countersign-cli --features countersign-desktop/custom-protocol)
+  (cd "$root" && CARGO_TARGET_DIR="$target" cargo build --locked --quiet "${flag[@]}" -p countersign-desktop -p countersign-resident -p countersign-cli --features countersign-desktop/custom-protocol)
   exec "$root/.ci/with-session.sh" "$0" "$@"
 fi
 
 export COUNTERSIGN_APP="$target/$profile/countersign-desktop"
 export COUNTERSIGN_CLI="$target/$profile/countersign"
+export COUNTERSIGN_RESIDENT="$target/$profile/countersign-resident"
 export MEASURE_WORK="$(mktemp -d /tmp/countersign-measure.XXXXXX)"
 driver="${CARGO_HOME:-$HOME/.cargo}/bin/tauri-driver"
 command -v tauri-driver >/dev/null 2>&1 && driver="$(command -v tauri-driver)"

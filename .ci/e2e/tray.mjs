@@ -116,13 +116,17 @@ await step("Open in the tray menu hands the request to that process: it becomes 
   }
   assert.equal(environOf(proc.pid).LD_PRELOAD, undefined, "the resident preloads nothing");
   console.log(`     preloaded in the window and WebKit's processes: ${hot.join(", ") || "nothing (no flite voice in this WebKit)"}`);
-  // Open again with the window up: it is focused, not duplicated. (Whether a process started
-  // ahead or a cold one takes this Open, it hands over to the window and ends.)
+  // Open again with the window up: it is focused, not duplicated. A process started with the
+  // request on its command line hands it to the window (single instance) and ends; one waiting
+  // is kept for the next reopen (its request would come on its stdin, which the single-instance
+  // plugin does not forward).
+  const [kept] = await until("a window process started ahead again", () => waitingWindows(proc.pid).length === 1 && waitingWindows(proc.pid), 20000);
   pick("Open Countersign");
   await sleep(1000);
   // The second window process hands over to the first (single instance) and ends.
   await until("one window process", () => windowProcesses(proc.pid).length === 1, 15000);
   assert.equal(ourWindows().length, 1, "still one window");
+  assert.deepEqual(waitingWindows(proc.pid).map((p) => p.pid), [kept.pid], "the process started ahead still waits");
 });
 
 await step("closed, then opened again: the next process started ahead takes the Open", async () => {

@@ -211,9 +211,9 @@ pub fn run(options: Options, launch: Launch) -> Result<(), Error> {
             launch.wall_ms.saturating_sub(asked)
         );
     }
-    // Not the resident's own start of a window, and not `--background`: with a resident
-    // running, it opens the window (faster, from the process it started ahead).
-    if !options.background && options.asked_at.is_none() && resident::open_in_running(&options) {
+    // With a resident running, it opens the window (faster, from the process it started ahead),
+    // unless this process is the window it started, or `--background`.
+    if resident::open_in_running(&options) {
         phase("handed to the running background process");
         return Ok(());
     }

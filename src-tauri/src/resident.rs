@@ -32,20 +32,27 @@ pub fn ensure(options: &Options) -> Result<(), Error> {
     tauri::async_runtime::block_on(start(options))
 }
 
+/// How long a launch waits for a running resident's answers before it shows the window itself
+/// (a resident that accepts connections but does not answer: hung, or stopped in a debugger).
+const HAND_OVER_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// A launch while the resident runs (a second launch, a link, the desktop entry with the app in
 /// the tray) asks it to open the window at the page or link asked for, as the tray's Open does:
 /// the resident hands it to the window process it started ahead when one waits, so the window
 /// comes up without this process's own start of GTK and WebKit; a window already up goes to the
-/// page (the new window process hands over to it, as below). `true`: the resident took the
-/// request and this process has nothing more to do. `false`: no resident answers, or it could
-/// not take the request (logged), or this process must be the window itself (driven by
-/// WebDriver, which talks to the webview of the process it started): then `run` goes on as a
-/// first launch.
+/// page. `true`: the resident took the request and this process has nothing more to do.
+/// `false`, and `run` goes on as a first launch: `--background`; a window process the resident
+/// started (`--asked-at`: it must never hand the request back); one driven by WebDriver, which
+/// talks to the webview of the process it started; no resident answering (within
+/// [`HAND_OVER_TIMEOUT`]); or the resident could not start a window (logged).
 pub fn open_in_running(options: &Options) -> bool {
-    if std::env::var("TAURI_WEBVIEW_AUTOMATION").as_deref() == Ok("true") {
+    if options.background
+        || options.asked_at.is_some()
+        || std::env::var("TAURI_WEBVIEW_AUTOMATION").as_deref() == Ok("true")
+    {
         return false;
     }
-    tauri::async_runtime::block_on(async {
+    let asked = async {
         let dir = &options.data_dir;
         if options.demo.is_some() {
             match resident::ask(dir, &Request::Demo).await {
@@ -69,7 +76,21 @@ pub fn open_in_running(options: &Options) -> bool {
             }
             Err(ControlError::NotRunning { .. }) => false,
             Err(e) => {
-                tracing::warn!("the background process did not take the window's request ({e}): opening it here");
+                tracing::warn!(
+                    "the background process did not open the window ({e}): opening it here"
+                );
+                false
+            }
+        }
+    };
+    tauri::async_runtime::block_on(async {
+        match tokio::time::timeout(HAND_OVER_TIMEOUT, asked).await {
+            Ok(taken) => taken,
+            Err(_) => {
+                tracing::warn!(
+                    "the background process did not answer within {} s: opening the window here",
+                    HAND_OVER_TIMEOUT.as_secs()
+                );
                 false
             }
         }

@@ -1270,13 +1270,30 @@ fn a_launch_while_the_resident_runs_asks_it_for_the_window_at_the_page_or_link()
         std::fs::set_permissions(&stand_in, std::fs::Permissions::from_mode(0o755))
             .expect("executable");
     }
-    let mut resident = Resident::start_with(
+    // Ended however the test ends.
+    struct Ends(Resident);
+    impl Drop for Ends {
+        fn drop(&mut self) {
+            self.0.end();
+        }
+    }
+    let _resident = Ends(Resident::start_with(
         &dir,
         &[
             ("COUNTERSIGN_DESKTOP", stand_in.as_os_str()),
             ("COUNTERSIGN_WINDOW_READY", "0".as_ref()),
         ],
-    );
+    ));
+    // A window process the resident started never hands the request back (no loop), and
+    // `--background` only makes sure the resident runs: neither asks it for a window.
+    assert!(!countersign_desktop::resident::open_in_running(&options(
+        &["--asked-at=1", link]
+    )));
+    assert!(!countersign_desktop::resident::open_in_running(&options(
+        &["--background"]
+    )));
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!seen.exists(), "no window was started for them");
     let page = r#"{"page":"task","row":7}"#;
     assert!(
         countersign_desktop::resident::open_in_running(&options(&["--page", page, link])),
@@ -1294,6 +1311,10 @@ fn a_launch_while_the_resident_runs_asks_it_for_the_window_at_the_page_or_link()
         "the window it starts is marked as the resident's, so it never hands the request back: {args:?}"
     );
     assert_eq!(args[3..], ["--page", page, link]);
-    resident.end();
+    // A resident that cannot start a window says so, and the launch shows the window itself.
+    std::fs::remove_file(&stand_in).expect("the stand-in removed");
+    assert!(!countersign_desktop::resident::open_in_running(&options(
+        &[link]
+    )));
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -73,10 +73,11 @@ async fn reply(write: &mut OwnedWriteHalf, reply: &Reply) -> std::io::Result<()>
 async fn answer(resident: &Arc<Resident>, request: Request) -> Reply {
     let state = |r: &Resident| Reply::State { state: r.state() };
     match request {
-        Request::Open { page, link } => {
-            resident.open(page, link);
-            Reply::Done
-        }
+        // A launch of the app that asked shows the window itself on `Failed`.
+        Request::Open { page, link } => match resident.try_open(page, link) {
+            Ok(()) => Reply::Done,
+            Err(message) => Reply::Failed { message },
+        },
         Request::Quit => {
             resident.quit();
             Reply::Done

@@ -148,9 +148,21 @@ impl Resident {
         });
     }
 
-    /// Shows the window at `page` or where `link` leads (see [`window::open`]).
+    /// Shows the window at `page` or where `link` leads (see [`window::open`]); a failure is
+    /// logged there.
     pub fn open(&self, page: Option<Page>, link: Option<String>) {
-        window::open(self.console.data_dir(), page.as_ref(), link.as_deref());
+        let _ = self.try_open(page, link);
+    }
+
+    /// [`Resident::open`], saying why no window process could be started.
+    pub fn try_open(&self, page: Option<Page>, link: Option<String>) -> Result<(), String> {
+        let window_up = self.viewing.lock().is_ok_and(|v| v.windows > 0);
+        window::open(
+            self.console.data_dir(),
+            page.as_ref(),
+            link.as_deref(),
+            window_up,
+        )
     }
 
     /// Ends the resident (and, through their watches, the windows).

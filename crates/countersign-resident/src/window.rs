@@ -8,9 +8,11 @@
 //! or `COUNTERSIGN_WINDOW_READY=0`) the Open starts a process as before.
 //!
 //! A launch of the app while the resident runs (a second launch, a link) asks the resident for
-//! the window too, so it takes the same path. When a window already runs on this data directory,
-//! the new process hands its arguments to it (the app's single-instance check) and ends: the
-//! running window goes to the page. So the resident need not know whether a window is open.
+//! the window too, so it takes the same path. When a window already runs on this data directory
+//! (it watches the resident), the Open starts a process with the request on its command line,
+//! which hands it to that window (the app's single-instance check, which forwards the command
+//! line) and ends: the running window goes to the page. The process started ahead is kept for
+//! the next reopen: its request comes on its stdin, which that check would not forward.
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -89,7 +91,21 @@ fn window_args(
 /// Starts the window process on `data_dir` at `page` (or where `link` leads): hands the request
 /// to the process waiting for it when there is one, else starts one. Its log goes where the
 /// resident's goes. Failure is logged: the tray and the engine go on.
-pub fn open(data_dir: &Path, page: Option<&Page>, link: Option<&str>) {
+///
+/// `window_up` (a window watches the resident): the new process only hands its arguments to
+/// that window and ends (single instance). The plugin that does so sends the process's command
+/// line, and a process started ahead was given its arguments on its stdin, not its command line:
+/// then a process is started with them on its command line, and the one waiting stays for the
+/// next reopen.
+///
+/// `Err` (why, for a person) when no window process could be started: the caller that asked
+/// over the socket (a launch of the app) then shows the window itself.
+pub fn open(
+    data_dir: &Path,
+    page: Option<&Page>,
+    link: Option<&str>,
+    window_up: bool,
+) -> Result<(), String> {
     let asked_at = countersign_core::resident::launch::unix_ms();
     let args = window_args(data_dir, page, link, asked_at);
     tracing::info!(
@@ -97,13 +113,20 @@ pub fn open(data_dir: &Path, page: Option<&Page>, link: Option<&str>) {
         page.map_or_else(|| "its first page".to_owned(), Page::route)
     );
     // The next one waits again once this window had the machine to itself for a while.
-    if let Some(keeper) = KEEPER.get() {
+    if let Some(keeper) = KEEPER.get().filter(|_| !window_up) {
         let _ = keeper.lock().map(|k| k.send(()));
     }
-    let waiting = WAITING.lock().ok().and_then(|mut w| w.take());
+    let waiting = if window_up {
+        None
+    } else {
+        WAITING.lock().ok().and_then(|mut w| w.take())
+    };
     if let Some(waiting) = waiting {
         match waiting.hand(&args) {
-            Ok(child) => return reap(child),
+            Ok(child) => {
+                reap(child);
+                return Ok(());
+            }
             Err(why) => tracing::info!("the window process started ahead {why}: starting one"),
         }
     }
@@ -120,8 +143,15 @@ pub fn open(data_dir: &Path, page: Option<&Page>, link: Option<&str>) {
         .stdin(Stdio::null())
         .stdout(Stdio::null());
     match command.spawn() {
-        Ok(child) => reap(child),
-        Err(e) => tracing::warn!("could not start the window ({}): {e}", exe.display()),
+        Ok(child) => {
+            reap(child);
+            Ok(())
+        }
+        Err(e) => {
+            let why = format!("could not start the window ({}): {e}", exe.display());
+            tracing::warn!("{why}");
+            Err(why)
+        }
     }
 }
 
