@@ -39,12 +39,14 @@ pub mod diagnosis;
 pub mod engine;
 pub mod gateway;
 pub mod ledger;
-pub mod mcp;
+/// The MCP client (`crates/countersign-mcp`), re-exported: its wire types are the vocabulary of
+/// every layer above it.
+pub use countersign_mcp as mcp;
 pub mod notice;
 pub mod resident;
 pub mod scheduler;
 pub mod secrets;
-pub mod sensitive;
+pub use countersign_mcp::sensitive;
 pub mod settings;
 pub mod status;
 pub mod tracking;
