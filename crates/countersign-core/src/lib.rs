@@ -34,11 +34,12 @@ pub mod actions;
 pub mod auth;
 pub mod browser;
 pub mod console;
-pub mod decision;
+pub use countersign_ledger::decision;
 pub mod diagnosis;
 pub mod engine;
 pub mod gateway;
-pub mod ledger;
+/// The durable ledger (`crates/countersign-ledger`), re-exported for the layers above it.
+pub use countersign_ledger as ledger;
 /// The MCP client (`crates/countersign-mcp`), re-exported: its wire types are the vocabulary of
 /// every layer above it.
 pub use countersign_mcp as mcp;
