@@ -19,7 +19,7 @@ use countersign_core::console::view::{
     GatedDecision, RuleAction, RuleSetRequest, ServerAddRequest,
 };
 use countersign_core::console::{Console, Setup};
-use countersign_core::gateway::endpoint::{Gateway, GatewayConfig};
+use countersign_gateway::endpoint::{Gateway, GatewayConfig};
 use countersign_demo::{DemoConfig, DemoServer};
 use serde_json::{json, Value};
 

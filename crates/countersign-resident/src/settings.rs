@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use chrono::{Datelike, Timelike};
 use countersign_core::console::notifications;
-use countersign_core::gateway::endpoint::{Gateway, GatewayConfig};
+use countersign_gateway::endpoint::{Gateway, GatewayConfig};
 use countersign_core::resident::Page;
 use countersign_core::settings::{Day, DndSchedule, Settings};
 
