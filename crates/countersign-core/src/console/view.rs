@@ -6,6 +6,7 @@
 //! [`ServerUpdateRequest`]) are requests, deserialise-only, and redact themselves in `Debug`.
 
 pub use crate::decision::Decision;
+pub use crate::secrets::SignInInfo;
 pub use crate::diagnosis::Diagnosis;
 use crate::ledger::events::EventKind;
 use crate::ledger::tasks::LedgerStatus;
@@ -902,20 +903,3 @@ pub enum SignInRegistration {
     Dynamic,
 }
 
-/// A server's current OAuth sign-in, as a window shows it: who (where the server says) and when
-/// the access token expires. Read from the keyring blob's non-secret parts; no token.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
-#[serde(rename_all = "camelCase")]
-pub struct SignInInfo {
-    /// Who is signed in, where the authorization server said (its OpenID `id_token`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "ts", ts(optional))]
-    pub account: Option<String>,
-    /// When the access token expires (Unix ms), if the server said.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "ts", ts(optional))]
-    pub expires_at_ms: Option<i64>,
-    /// Whether it renews by itself before then (a refresh token is held).
-    pub renews: bool,
-}
