@@ -32,6 +32,8 @@ pub enum ErrorCode {
     Server,
     /// The OS keyring is missing, locked or refused.
     Keyring,
+    /// The server needs a person to sign in (OAuth), or the sign-in failed.
+    SignIn,
     /// The person stopped it (a server check they cancelled while it waited).
     Cancelled,
     /// A bug on our side.
