@@ -449,8 +449,7 @@ async fn an_unreachable_server_exits_69() {
     assert_eq!(output["outcome"], "error", "{got}");
     assert_eq!(output["error"]["reason"], "connect", "{got}");
     assert_eq!(
-        output["error"]["code"],
-        "unavailable",
+        output["error"]["code"], "unavailable",
         "the window's code: trying again may work: {got}"
     );
 

@@ -667,9 +667,9 @@ async fn a_result_recorded_before_a_kill_9_is_what_the_agent_polls_after_the_res
 async fn the_demo_agent_gets_its_allowed_call_at_once_and_its_other_call_runs_after_approval_with_a_timeline(
 ) {
     use countersign_core::console::view::GatedDecision;
+    use countersign_core::ledger::EventKind;
     use countersign_gateway::demo_agent::{self, GatedEnd};
     use countersign_gateway::endpoint::{Gateway, GatewayConfig};
-    use countersign_core::ledger::EventKind;
     use std::sync::Arc;
 
     let config = DemoConfig {
@@ -932,8 +932,8 @@ async fn a_held_call_that_sent_a_progress_token_gets_progress_notifications_whil
 async fn an_agent_asking_faster_than_the_rate_limit_is_refused_and_other_agents_are_not() {
     use countersign_core::console::gateway::{AgentCall, Gate, PolicyInput, MAX_ASKS_PER_WINDOW};
     use countersign_core::console::view::GatedDecision;
-    use countersign_gateway::endpoint::GatewayConfig;
     use countersign_core::ledger::gated::GatedMode;
+    use countersign_gateway::endpoint::GatewayConfig;
 
     let (demo, _dir, console, gateway, token) = in_process_gateway(GatewayConfig::default()).await;
     let bot = console

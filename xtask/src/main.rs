@@ -17,7 +17,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode};
 use std::time::{Duration, Instant};
 
-const USAGE: &str = "usage: cargo xtask <dev | demo | check | test [--quick] | bench [ARGS…] | bless>
+const USAGE: &str =
+    "usage: cargo xtask <dev | demo | check | test [--quick] | bench [ARGS…] | bless>
 
   dev     the desktop app with the UI served by Vite (hot reload); Ctrl-C stops both
   demo    set up this machine, then launch the app against the built-in demo server

@@ -141,7 +141,9 @@ impl Error {
             Self::Server(_) | Self::Refused(_) | Self::TooManyRounds { .. } => ErrorCode::Server,
             Self::Keyring(_) => ErrorCode::Keyring,
             // Reaching the authorization server failed: trying again may work.
-            Self::SignIn(crate::auth::SessionError::Mcp(e)) if e.class() == ErrorClass::Transient => {
+            Self::SignIn(crate::auth::SessionError::Mcp(e))
+                if e.class() == ErrorClass::Transient =>
+            {
                 ErrorCode::Unavailable
             }
             Self::SignIn(crate::auth::SessionError::Mcp(_)) => ErrorCode::Server,

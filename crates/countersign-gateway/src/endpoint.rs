@@ -34,10 +34,12 @@ use axum::Router;
 use serde_json::{json, Map, Value};
 use tokio::sync::{mpsc, watch};
 
-use countersign_core::gateway::outcome::{self, Disposition, TASKS_EXTENSION, TOOL_APPROVAL_EXTENSION};
-use countersign_core::gateway::TASK_PREFIX;
 use countersign_core::console::gateway::{AgentCall, Claim, Gate, PolicyInput};
 use countersign_core::console::{self, Console};
+use countersign_core::gateway::outcome::{
+    self, Disposition, TASKS_EXTENSION, TOOL_APPROVAL_EXTENSION,
+};
+use countersign_core::gateway::TASK_PREFIX;
 use countersign_core::ledger::agents::AgentRecord;
 use countersign_core::ledger::gated::{GatedMode, GatedRecord, GatedState, ToolInfo};
 use countersign_core::ledger::servers::ServerRecord;
