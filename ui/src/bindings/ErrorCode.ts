@@ -3,4 +3,4 @@
 /**
  * Codes a window branches on; everything else is in `message`.
  */
-export type ErrorCode = "not_found" | "already_answered" | "invalid_input" | "unavailable" | "server" | "keyring" | "cancelled" | "internal";
+export type ErrorCode = "not_found" | "already_answered" | "invalid_input" | "unavailable" | "server" | "keyring" | "sign_in" | "cancelled" | "internal";
