@@ -437,3 +437,50 @@ async fn a_stored_session_resumes_and_a_restarted_server_has_forgotten_it() {
         .expect_err("the task went with the session");
     assert!(matches!(gone, Error::UnknownTask { .. }), "{gone:?}");
 }
+
+#[path = "scenario/legacy.rs"]
+mod scenario;
+
+/// Re-records `tests/fixtures/wire/server-everything.json` (replayed by `legacy_replay.rs`)
+/// through `tests/fixtures/wire/record_proxy.py`: `cargo test -p countersign-mcp --test
+/// legacy_everything -- --ignored record_server_everything_exchanges`. Needs python3.
+#[tokio::test]
+#[ignore = "re-records a fixture; run by hand"]
+async fn record_server_everything_exchanges() {
+    let server = Everything::start();
+    let proxy_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/wire");
+    let mut proxy = Command::new("python3")
+        .arg(fixtures.join("record_proxy.py"))
+        .arg(proxy_port.to_string())
+        .arg(server.url())
+        .arg(fixtures.join("server-everything.json"))
+        .spawn()
+        .expect("python3 runs the recording proxy");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", proxy_port)).is_err() {
+        assert!(Instant::now() < deadline, "the proxy did not listen");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let seen = scenario::scripted_session(
+        &format!("http://127.0.0.1:{proxy_port}/mcp"),
+        Duration::from_millis(3500),
+    )
+    .await;
+    assert_eq!(seen.status_before_answer, TaskStatus::InputRequired);
+    assert!(seen.question.get("requestedSchema").is_some(), "{seen:?}");
+    assert!(seen.report.contains("(programming)"), "{seen:?}");
+    assert_eq!(seen.status_after, TaskStatus::Completed);
+    assert!(
+        matches!(seen.cancel, CancelOutcome::AlreadyFinished { .. }),
+        "{seen:?}"
+    );
+    let _ = Command::new("kill")
+        .arg("-TERM")
+        .arg(proxy.id().to_string())
+        .status();
+    let _ = proxy.wait();
+}
