@@ -112,9 +112,7 @@ pub fn means_legacy(error: &Error) -> bool {
         Error::Http { status, .. } => {
             (400..500).contains(status) && !matches!(status, 401 | 403 | 408 | 429)
         }
-        Error::MethodNotFound { .. } | Error::InvalidParams { .. } | Error::UnknownTask { .. } => {
-            true
-        }
+        Error::MethodNotFound { .. } | Error::InvalidParams { .. } => true,
         Error::Rpc { error, .. } => error.code != -32603,
         Error::NotAcceptable { .. } | Error::SessionExpired { .. } => true,
         _ => false,

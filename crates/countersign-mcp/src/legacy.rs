@@ -7,9 +7,12 @@
 //! restart; when the server no longer knows it, requests fail with [`Error::SessionExpired`] and
 //! the caller initializes again.
 //!
-//! - [`session`](self): the HTTP exchanges (POST, GET, DELETE) and the session's rules;
-//! - `stream`: reading JSON or SSE bodies message by message, with resumption points;
-//! - `result`: the `tasks/result` stream ([`TaskResult`]) and the GET stream ([`SessionStream`]);
+//! - `legacy/session.rs`: the HTTP exchanges (POST, GET, DELETE), `initialize`, and telling
+//!   "session unknown" apart from other failures;
+//! - `legacy/stream.rs`: reading JSON or SSE bodies message by message (priming events skipped,
+//!   `retry:` and event ids kept for resumption), bounded by [`crate::MAX_BODY_BYTES`] per event;
+//! - `legacy/result.rs`: the `tasks/result` stream ([`TaskResult`]) and the GET stream
+//!   ([`SessionStream`]), which the caller drives;
 //! - [`wire`]: the 2025-11-25 Tasks JSON shapes.
 
 use std::sync::atomic::AtomicU64;

@@ -480,3 +480,31 @@ async fn modern_errors_auth_and_outages_never_fall_back_to_initialize() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_server_that_changes_the_session_id_is_refused() {
+    let script: Script = Arc::new(|request, _| {
+        handshake(request, "2025-11-25").unwrap_or_else(|| {
+            let mut answer = Answer::json(
+                json!({"jsonrpc": "2.0", "id": request.body["id"], "result": {"tasks": []}}),
+            );
+            answer.headers.push(("mcp-session-id", "s-2".into()));
+            answer
+        })
+    });
+    let (url, _log) = serve(script).await;
+    let client = legacy(&url).await;
+    let refused = client
+        .list_tasks(None)
+        .await
+        .expect_err("another session id");
+    assert!(
+        matches!(&refused, Error::InvalidResponse { reason, .. } if reason.contains("Mcp-Session-Id")),
+        "{refused:?}"
+    );
+    assert_eq!(
+        client.session().session_id.as_deref(),
+        Some("s-1"),
+        "ours is kept"
+    );
+}

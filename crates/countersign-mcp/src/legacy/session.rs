@@ -229,6 +229,9 @@ impl LegacyClient {
         let task_id = params_task_id(body);
         let response = self.check(method, task_id.as_deref(), response).await?;
         let headers = response.headers().clone();
+        if method != "initialize" {
+            self.check_same_session(method, &headers)?;
+        }
         let framing = framing(method, &headers)?;
         Ok(Posted::Body(Inbound::new(response, framing), headers))
     }
@@ -380,6 +383,21 @@ impl LegacyClient {
             body: crate::text::truncate(body.trim(), 300),
             retry_after: retry_after(&headers),
         })
+    }
+
+    /// A server that answers within our session under another session id is not following the
+    /// protocol: which session our tasks live in would be anyone's guess.
+    fn check_same_session(&self, method: &str, headers: &HeaderMap) -> Result<()> {
+        let Some(theirs) = headers.get(MCP_SESSION_ID) else {
+            return Ok(());
+        };
+        match self.session().session_id {
+            Some(ours) if ours.as_bytes() != theirs.as_bytes() => Err(invalid(
+                method,
+                "the server answered under another Mcp-Session-Id than our session's",
+            )),
+            _ => Ok(()),
+        }
     }
 
     fn expired(&self, status: u16, body: &str) -> Error {
