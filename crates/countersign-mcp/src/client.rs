@@ -2,11 +2,11 @@
 //!
 //! This file holds the client itself and the one path every request takes (encode, POST, read the
 //! JSON or SSE answer, type the failure). Around it, by what the caller does:
-//! - [`calls`]: the typed calls (`discover`, `list_tools`, `call_tool`, `get_task`, ...);
-//! - [`poll`]: the poll fast path, `poll_task` with its [`Digest`];
-//! - [`forward`]: the gateway's pass-through (`forward`, `relay_listen`);
-//! - [`listen`]: `subscriptions/listen` ([`Listening`]);
-//! - [`envelope`]: the request body, written straight into bytes.
+//! - `client/calls.rs`: the typed calls (`discover`, `list_tools`, `call_tool`, `get_task`, ...);
+//! - `client/poll.rs`: the poll fast path, `poll_task` with its [`Digest`];
+//! - `client/forward.rs`: the gateway's pass-through (`forward`, `relay_listen`);
+//! - `client/listen.rs`: `subscriptions/listen` ([`Listening`]);
+//! - `client/envelope.rs`: the request body, written straight into bytes.
 
 mod calls;
 mod envelope;
