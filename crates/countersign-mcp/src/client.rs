@@ -1,5 +1,27 @@
 //! The stateless MCP client: one POST per request, no session, `_meta` and headers on every call.
+//!
+//! This file holds the client itself and the one path every request takes (encode, POST, read the
+//! JSON or SSE answer, type the failure). Around it, by what the caller does:
+//! - `client/calls.rs`: the typed calls (`discover`, `list_tools`, `call_tool`, `get_task`, ...);
+//! - `client/poll.rs`: the poll fast path, `poll_task` with its [`Digest`];
+//! - `client/forward.rs`: the gateway's pass-through (`forward`, `relay_listen`);
+//! - `client/listen.rs`: `subscriptions/listen` ([`Listening`]);
+//! - `client/envelope.rs`: the request body, written straight into bytes.
 
+mod calls;
+mod envelope;
+mod forward;
+mod listen;
+mod poll;
+
+pub use calls::ToolCall;
+pub use forward::RelayedListen;
+pub use listen::Listening;
+pub use poll::{Digest, Polled};
+
+use calls::ToolHeaders;
+use envelope::{Envelope, FixedMeta};
+use listen::OpenedListen;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
@@ -23,29 +45,6 @@ use super::wire::{
     META_CLIENT_INFO, META_PROTOCOL_VERSION, PROTOCOL_VERSION, TASKS_EXTENSION,
 };
 use crate::sensitive::Sensitive;
-
-/// A keyed 64-bit hash of a `tasks/get` result's text (see [`Client::poll_task`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Digest(u64);
-
-impl Digest {
-    fn of(text: &str) -> Self {
-        use std::hash::BuildHasher as _;
-        // SipHash with keys drawn once per process: what a server sends cannot be chosen to
-        // collide with its previous answer.
-        static KEYS: std::sync::OnceLock<std::hash::RandomState> = std::sync::OnceLock::new();
-        Self(KEYS.get_or_init(std::hash::RandomState::new).hash_one(text))
-    }
-}
-
-/// What one poll found (see [`Client::poll_task`]).
-#[derive(Debug)]
-pub enum Polled {
-    /// The result's text is the same as the last one's.
-    Unchanged,
-    /// A different result, and its digest for the next poll.
-    Changed(Task, Digest),
-}
 
 /// How to reach one server.
 #[derive(Debug, Clone)]
@@ -96,47 +95,6 @@ impl Default for ClientOptions {
     }
 }
 
-/// The arguments of one `tools/call`.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ToolCall {
-    /// The tool.
-    pub name: String,
-    /// Its arguments.
-    pub arguments: Option<Map<String, Value>>,
-    /// MRTR: answers to the `inputRequests` of the previous attempt.
-    pub input_responses: Option<Map<String, Value>>,
-    /// MRTR: the `requestState` of the previous attempt, echoed unchanged.
-    pub request_state: Option<String>,
-}
-
-impl ToolCall {
-    /// A first attempt with these arguments.
-    pub fn new(name: impl Into<String>, arguments: Option<Map<String, Value>>) -> Self {
-        Self {
-            name: name.into(),
-            arguments,
-            ..Self::default()
-        }
-    }
-
-    /// The retry that answers an MRTR `input_required`: same name and arguments, the answers,
-    /// and the server's state byte-for-byte (or none if it sent none).
-    pub fn retry_with(&self, answered: &InputRequired, responses: Map<String, Value>) -> Self {
-        Self {
-            name: self.name.clone(),
-            arguments: self.arguments.clone(),
-            input_responses: Some(responses),
-            request_state: answered.request_state.clone(),
-        }
-    }
-}
-
-#[derive(Debug, Default)]
-struct ToolHeaders {
-    params: HashMap<String, Vec<HeaderParam>>,
-    excluded: HashMap<String, String>,
-}
-
 /// Checks a server URL before anything is sent to or stored for it: `http` or `https`, and no
 /// user name or password in it (`http://user:pass@host/` would be sent as Basic auth and kept
 /// in plain text wherever the URL goes: the servers table, events, the audit log). Tokens
@@ -178,7 +136,7 @@ fn redact_userinfo(url: &str) -> String {
 /// is not followed, and the 3xx answer becomes [`Error::Redirected`] naming the target: a
 /// redirect to another origin would re-send the whole request (a `307` keeps the body) to a
 /// server the user never added, and its answer would be taken as our server's.
-fn redirect_policy() -> reqwest::redirect::Policy {
+pub(crate) fn redirect_policy() -> reqwest::redirect::Policy {
     reqwest::redirect::Policy::custom(|attempt| {
         let same_origin = attempt
             .previous()
@@ -192,7 +150,7 @@ fn redirect_policy() -> reqwest::redirect::Policy {
     })
 }
 
-fn redirected(method: &str, status: u16, headers: &reqwest::header::HeaderMap) -> Error {
+pub(crate) fn redirected(method: &str, status: u16, headers: &reqwest::header::HeaderMap) -> Error {
     let location = headers
         .get(reqwest::header::LOCATION)
         .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
@@ -318,228 +276,9 @@ impl Client {
             .map(|v| v.clone())
             .unwrap_or_else(|_| PROTOCOL_VERSION.into())
     }
+}
 
-    /// `server/discover`: versions, capabilities, instructions and identity.
-    pub async fn discover(&self) -> Result<Discovery> {
-        let result = self
-            .request("server/discover", Map::new(), None, Vec::new())
-            .await?;
-        reject_task_handle("server/discover", &result)?;
-        Discovery::parse(&result).map_err(|reason| invalid("server/discover", reason))
-    }
-
-    /// `tools/list`, all pages. Tools with invalid `x-mcp-header` annotations are excluded (and
-    /// logged); the result says which and why.
-    pub async fn list_tools(&self) -> Result<ToolList> {
-        const MAX_PAGES: usize = 1000;
-        let mut list = ToolList::default();
-        let mut cursor: Option<String> = None;
-        for _ in 0..MAX_PAGES {
-            let mut params = Map::new();
-            if let Some(c) = &cursor {
-                params.insert("cursor".into(), Value::String(c.clone()));
-            }
-            let result = self.request("tools/list", params, None, Vec::new()).await?;
-            reject_task_handle("tools/list", &result)?;
-            let tools = result
-                .get("tools")
-                .and_then(Value::as_array)
-                .ok_or_else(|| invalid("tools/list", "the result has no `tools` array"))?;
-            for tool in tools {
-                match parse_tool(tool) {
-                    Ok(tool) => list.tools.push(tool),
-                    Err(excluded) => {
-                        tracing::warn!(tool = %excluded.name, reason = %excluded.reason, "excluding tool");
-                        list.excluded.push(excluded);
-                    }
-                }
-            }
-            cursor = match result.get("nextCursor") {
-                Some(Value::String(c)) if !c.is_empty() => Some(c.clone()),
-                _ => None,
-            };
-            if cursor.is_none() {
-                break;
-            }
-        }
-        if let Ok(mut cache) = self.inner.tools.write() {
-            for tool in &list.tools {
-                cache.excluded.remove(&tool.name);
-                cache
-                    .params
-                    .insert(tool.name.clone(), tool.header_params.clone());
-            }
-            for tool in &list.excluded {
-                cache.params.remove(&tool.name);
-                cache
-                    .excluded
-                    .insert(tool.name.clone(), tool.reason.clone());
-            }
-        }
-        Ok(list)
-    }
-
-    /// `tools/call`: a result, an MRTR question, or a task handle. Arguments declared with
-    /// `x-mcp-header` (as learnt from the last `tools/list`) are mirrored into headers.
-    pub async fn call_tool(&self, call: &ToolCall) -> Result<CallOutcome> {
-        let header_params = {
-            let cache = self
-                .inner
-                .tools
-                .read()
-                .map_err(|_| Error::InvalidRequest("tool cache poisoned".into()))?;
-            if let Some(reason) = cache.excluded.get(&call.name) {
-                return Err(Error::InvalidRequest(format!(
-                    "tool {:?} was excluded: {reason}",
-                    call.name
-                )));
-            }
-            cache.params.get(&call.name).cloned().unwrap_or_default()
-        };
-        let mut params = Map::new();
-        params.insert("name".into(), Value::String(call.name.clone()));
-        if let Some(arguments) = &call.arguments {
-            params.insert("arguments".into(), Value::Object(arguments.clone()));
-        }
-        if let Some(responses) = &call.input_responses {
-            params.insert("inputResponses".into(), Value::Object(responses.clone()));
-        }
-        if let Some(state) = &call.request_state {
-            params.insert("requestState".into(), Value::String(state.clone()));
-        }
-        let extra = param_headers(&header_params, call.arguments.as_ref());
-        let result = self
-            .request("tools/call", params, Some(&call.name), extra)
-            .await?;
-        interpret_call_result(&result).map_err(|reason| invalid("tools/call", reason))
-    }
-
-    /// `resources/list` (first page), verbatim.
-    pub async fn list_resources(&self) -> Result<Value> {
-        self.plain_request("resources/list", Map::new(), None).await
-    }
-
-    /// `resources/read` of one URI, verbatim (`Mcp-Name` carries the URI).
-    pub async fn read_resource(&self, uri: &str) -> Result<Value> {
-        let mut params = Map::new();
-        params.insert("uri".into(), Value::String(uri.into()));
-        self.plain_request("resources/read", params, Some(uri))
-            .await
-    }
-
-    /// `prompts/list` (first page), verbatim.
-    pub async fn list_prompts(&self) -> Result<Value> {
-        self.plain_request("prompts/list", Map::new(), None).await
-    }
-
-    /// `prompts/get` with arguments, verbatim (`Mcp-Name` carries the prompt name).
-    pub async fn get_prompt(&self, name: &str, arguments: Map<String, Value>) -> Result<Value> {
-        let mut params = Map::new();
-        params.insert("name".into(), Value::String(name.into()));
-        params.insert("arguments".into(), Value::Object(arguments));
-        self.plain_request("prompts/get", params, Some(name)).await
-    }
-
-    async fn plain_request(
-        &self,
-        method: &str,
-        params: Map<String, Value>,
-        name: Option<&str>,
-    ) -> Result<Value> {
-        let result = self.request(method, params, name, Vec::new()).await?;
-        reject_task_handle(method, &result)?;
-        Ok(result)
-    }
-
-    /// Sends `method` with `params` as the agent sent them and returns the result verbatim,
-    /// task handles included: the gateway's pass-through. The agent's `_meta` is replaced by
-    /// this client's own (its protocol version, capabilities and identity), except the client
-    /// capabilities it declares (`_meta["io.modelcontextprotocol/clientCapabilities"]`), which
-    /// go upstream instead of ours: the upstream decides what it may ask of, or must refuse to,
-    /// the agent (-32021 for a task-only tool to an agent without tasks); `Mcp-Name` is set
-    /// as for the typed methods, and a `tools/call` mirrors its `x-mcp-header` arguments as
-    /// learnt from the last `tools/list`.
-    pub async fn forward(&self, method: &str, params: Map<String, Value>) -> Result<Value> {
-        let name_field = match method {
-            "tools/call" | "prompts/get" => Some("name"),
-            "resources/read" => Some("uri"),
-            m if m.starts_with("tasks/") => Some("taskId"),
-            _ => None,
-        };
-        let name = name_field
-            .and_then(|f| params.get(f))
-            .and_then(Value::as_str)
-            .map(str::to_owned);
-        let extra = match (method, name.as_deref()) {
-            ("tools/call", Some(tool)) => {
-                let header_params = self
-                    .inner
-                    .tools
-                    .read()
-                    .ok()
-                    .and_then(|cache| cache.params.get(tool).cloned())
-                    .unwrap_or_default();
-                let arguments = params.get("arguments").and_then(Value::as_object);
-                param_headers(&header_params, arguments)
-            }
-            _ => Vec::new(),
-        };
-        self.request(method, params, name.as_deref(), extra).await
-    }
-
-    /// `tasks/get`: the task's current state with its payload.
-    pub async fn get_task(&self, task_id: &str) -> Result<Task> {
-        let result = self.task_request("tasks/get", task_id, Map::new()).await?;
-        interpret_task_result(task_id, &result).map_err(|reason| invalid("tasks/get", reason))
-    }
-
-    /// `tasks/get` for a poller that remembers the last answer's [`Digest`]: when the result's
-    /// text is the same, says so without reading it further (no `Value` tree, no task to
-    /// compare downstream). The digest is keyed per process, so a server cannot aim for a
-    /// collision.
-    pub async fn poll_task(&self, task_id: &str, last: Option<Digest>) -> Result<Polled> {
-        let mut params = Map::new();
-        params.insert("taskId".into(), Value::String(task_id.into()));
-        let result = self
-            .request_raw("tasks/get", params, Some(task_id), Vec::new())
-            .await?;
-        let digest = Digest::of(result.get());
-        if last == Some(digest) {
-            return Ok(Polled::Unchanged);
-        }
-        let value = to_value(&result).map_err(|reason| invalid("tasks/get", reason))?;
-        let task = interpret_task_result(task_id, &value)
-            .map_err(|reason| invalid("tasks/get", reason))?;
-        Ok(Polled::Changed(task, digest))
-    }
-
-    /// `tasks/update`: delivers answers keyed by input-request key.
-    pub async fn update_task(&self, task_id: &str, responses: Map<String, Value>) -> Result<()> {
-        let mut params = Map::new();
-        params.insert("inputResponses".into(), Value::Object(responses));
-        let result = self.task_request("tasks/update", task_id, params).await?;
-        expect_ack("tasks/update", &result)
-    }
-
-    /// `tasks/cancel`: asks the server to stop (cooperative: the task may still complete).
-    pub async fn cancel_task(&self, task_id: &str) -> Result<()> {
-        let result = self
-            .task_request("tasks/cancel", task_id, Map::new())
-            .await?;
-        expect_ack("tasks/cancel", &result)
-    }
-
-    async fn task_request(
-        &self,
-        method: &str,
-        task_id: &str,
-        mut params: Map<String, Value>,
-    ) -> Result<Value> {
-        params.insert("taskId".into(), Value::String(task_id.into()));
-        self.request(method, params, Some(task_id), Vec::new())
-            .await
-    }
-
+impl Client {
     /// Sends one request and reads its result as a `Value`.
     async fn request(
         &self,
@@ -810,332 +549,11 @@ impl Client {
     }
 
     fn transport_error(&self, error: reqwest::Error) -> Error {
-        let url = self.inner.endpoint.url.clone();
-        let message = error_chain(&error);
-        if error.is_timeout() {
-            Error::Timeout {
-                url,
-                after: self.inner.options.request_timeout,
-            }
-        } else if is_tls(&message) {
-            Error::Tls { url, message }
-        } else if error.is_connect() {
-            Error::Connect { url, message }
-        } else {
-            Error::Transport { url, message }
-        }
-    }
-}
-
-impl Client {
-    /// Opens a `subscriptions/listen` stream for task status notifications: a long-lived POST
-    /// with no whole-request timeout. Getting the response headers is bounded by the request
-    /// timeout; after that the stream is bounded by `request.idle_timeout` of silence. Errors
-    /// before the stream opens are typed as for every other request (-32601 →
-    /// [`Error::MethodNotFound`], -32021 → [`Error::MissingCapability`], ...); errors and events
-    /// after it opens come from [`Listening::next`].
-    pub async fn listen(&self, request: &ListenRequest) -> Result<Listening> {
-        let OpenedListen {
-            id,
-            response,
-            framing,
-        } = self.open_listen(&request.params()).await?;
-        let mut listening = Listening {
-            id,
-            url: self.inner.endpoint.url.clone(),
-            body: Box::pin(futures_util::stream::empty()),
-            decoder: ListenDecoder::new(Value::from(id)),
-            queue: std::collections::VecDeque::new(),
-            idle_timeout: request.idle_timeout,
-            ended: false,
-            client: self.clone(),
-        };
-        match framing {
-            Framing::Sse => listening.body = Box::pin(response.bytes_stream()),
-            // A JSON body is a single message: an error (some servers send -32601 with 200), or
-            // a result, which means the subscription ended as soon as it began.
-            Framing::Json => {
-                let text = self.read_listen_body(response).await;
-                match listening.decoder.message(&text, "response") {
-                    Ok(Some(event)) => listening.queue.push_back(Ok(event)),
-                    Ok(None) => {
-                        return Err(invalid(
-                            LISTEN_METHOD,
-                            "the JSON body does not answer the listen request",
-                        ))
-                    }
-                    Err(fault) => return Err(stream_fault(fault)),
-                }
-                listening.ended = true;
-            }
-        }
-        Ok(listening)
-    }
-
-    /// Opens `subscriptions/listen` with `params` as an agent sent them, for the gateway to
-    /// relay: the stream's bytes untouched (the caller decodes them), or the one JSON message
-    /// that answered instead. `params._meta` may carry the agent's client capabilities (see
-    /// [`Client::forward`]). Bounded as [`Client::listen`] is up to the response headers; the
-    /// caller bounds the silence.
-    pub async fn relay_listen(&self, params: Map<String, Value>) -> Result<RelayedListen> {
-        let OpenedListen {
-            id,
-            response,
-            framing,
-        } = self.open_listen(&params).await?;
-        Ok(match framing {
-            Framing::Sse => {
-                let client = self.clone();
-                RelayedListen::Stream {
-                    id,
-                    body: Box::pin(
-                        response
-                            .bytes_stream()
-                            .map(move |chunk| chunk.map_err(|e| client.transport_error(e))),
-                    ),
-                }
-            }
-            Framing::Json => RelayedListen::Message {
-                id,
-                text: self.read_listen_body(response).await,
-            },
-        })
-    }
-
-    /// A JSON answer to a listen request, read within the request timeout.
-    async fn read_listen_body(&self, response: reqwest::Response) -> String {
-        tokio::time::timeout(
+        classify_transport(
+            &self.inner.endpoint.url,
+            error,
             self.inner.options.request_timeout,
-            self.read_body_text(ReplyBody::Reqwest(Box::pin(response.bytes_stream()))),
         )
-        .await
-        .unwrap_or_default()
-    }
-
-    /// Sends `subscriptions/listen` and reads the answer's status and headers: errors typed as
-    /// for every other request, else the response with its framing.
-    async fn open_listen(&self, params: &Map<String, Value>) -> Result<OpenedListen> {
-        let method = LISTEN_METHOD;
-        let inner = &self.inner;
-        let version = self.protocol_version();
-        let id = inner.next_id.fetch_add(1, Ordering::Relaxed);
-        let body = Envelope {
-            id,
-            method,
-            params,
-            version: &version,
-            fixed: &inner.fixed_meta,
-        }
-        .encode()?;
-        let headers = request_headers(method, None, &[], &version, self.bearer_token().as_ref())?;
-
-        let timeout = inner.options.request_timeout;
-        let url = inner.endpoint.url.clone();
-        let send = inner
-            .listen_http
-            .post(inner.url.clone())
-            .headers(headers)
-            .body(body)
-            .send();
-        let response = match tokio::time::timeout(timeout, send).await {
-            Err(_) => {
-                return Err(Error::Timeout {
-                    url,
-                    after: timeout,
-                })
-            }
-            Ok(response) => response.map_err(|e| self.transport_error(e))?,
-        };
-        let status = response.status().as_u16();
-        let headers = response.headers();
-        let content_type = headers
-            .get(CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
-        let retry_after = headers
-            .get(reqwest::header::RETRY_AFTER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| parse_retry_after(v, std::time::SystemTime::now()));
-        let www_authenticate = headers
-            .get(reqwest::header::WWW_AUTHENTICATE)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
-        let framing = Framing::from_content_type(content_type.as_deref());
-
-        if (300..400).contains(&status) {
-            return Err(redirected(method, status, headers));
-        }
-        if status == 406 {
-            return Err(Error::NotAcceptable {
-                method: method.into(),
-            });
-        }
-        if status == 429 {
-            return Err(Error::RateLimited {
-                method: method.into(),
-                retry_after,
-            });
-        }
-        if !(200..300).contains(&status) {
-            let text = self.read_listen_body(response).await;
-            return Err(failure(FailedAnswer {
-                method,
-                task_id: None,
-                id,
-                status,
-                framing,
-                body: &text,
-                www_authenticate,
-                retry_after,
-            }));
-        }
-
-        let Some(framing) = framing else {
-            return Err(invalid(
-                method,
-                format!(
-                    "unexpected Content-Type {:?} (expected text/event-stream)",
-                    content_type.unwrap_or_default()
-                ),
-            ));
-        };
-        Ok(OpenedListen {
-            id,
-            response,
-            framing,
-        })
-    }
-}
-
-/// A listen request's answer, its status read.
-struct OpenedListen {
-    id: u64,
-    response: reqwest::Response,
-    framing: Framing,
-}
-
-/// What the upstream answered a relayed `subscriptions/listen` with ([`Client::relay_listen`]).
-pub enum RelayedListen {
-    /// An event stream: the bytes as they come. Dropping it closes the connection, which ends
-    /// the subscription upstream.
-    Stream {
-        /// The JSON-RPC id the upstream knows the subscription by (its `subscriptionId`).
-        id: u64,
-        /// The body.
-        body: futures_util::stream::BoxStream<'static, Result<bytes::Bytes>>,
-    },
-    /// A single JSON message (an error sent with 200, or a result: the subscription is over).
-    Message {
-        /// The JSON-RPC id of the request.
-        id: u64,
-        /// The body.
-        text: String,
-    },
-}
-
-impl std::fmt::Debug for RelayedListen {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Stream { id, .. } => f
-                .debug_struct("Stream")
-                .field("id", id)
-                .finish_non_exhaustive(),
-            Self::Message { id, text } => f
-                .debug_struct("Message")
-                .field("id", id)
-                .field("text", text)
-                .finish(),
-        }
-    }
-}
-
-/// An open `subscriptions/listen` stream ([`Client::listen`]). Dropping it closes the
-/// connection, which is how an HTTP client cancels a subscription.
-pub struct Listening {
-    id: u64,
-    url: String,
-    body: futures_util::stream::BoxStream<'static, reqwest::Result<bytes::Bytes>>,
-    decoder: ListenDecoder,
-    /// Decoded but not yet returned; an `Err` is always last.
-    queue: std::collections::VecDeque<Result<ListenEvent>>,
-    idle_timeout: Duration,
-    /// No more bytes will be read.
-    ended: bool,
-    client: Client,
-}
-
-impl std::fmt::Debug for Listening {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Listening")
-            .field("id", &self.id)
-            .field("url", &self.url)
-            .field("ended", &self.ended)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Listening {
-    /// The subscription id: the JSON-RPC id of the listen request.
-    pub fn subscription_id(&self) -> u64 {
-        self.id
-    }
-
-    /// The next event; `None` once the stream is over (after [`ListenEvent::Closed`] or an
-    /// error). Never waits longer than the idle timeout for bytes: a silent stream ends with
-    /// [`Error::Timeout`], one that stops without a closing response with [`Error::Transport`],
-    /// a server that breaks the stream's rules with [`Error::InvalidResponse`].
-    pub async fn next(&mut self) -> Option<Result<ListenEvent>> {
-        loop {
-            if let Some(item) = self.queue.pop_front() {
-                if item.is_err() {
-                    self.queue.clear();
-                    self.ended = true;
-                }
-                return Some(item);
-            }
-            if self.ended {
-                return None;
-            }
-            match tokio::time::timeout(self.idle_timeout, self.body.next()).await {
-                Err(_) => self.end_with(Error::Timeout {
-                    url: self.url.clone(),
-                    after: self.idle_timeout,
-                }),
-                Ok(Some(Ok(bytes))) => {
-                    let decoded = self.decoder.feed(&bytes);
-                    self.absorb(decoded);
-                }
-                Ok(Some(Err(e))) => {
-                    let error = self.client.transport_error(e);
-                    self.end_with(error);
-                }
-                Ok(None) => {
-                    let decoded = self.decoder.finish();
-                    self.absorb(decoded);
-                    if !self.ended {
-                        self.end_with(Error::Transport {
-                            url: self.url.clone(),
-                            message: "the listen stream ended without a closing response".into(),
-                        });
-                    }
-                }
-            }
-        }
-    }
-
-    fn absorb(&mut self, decoded: std::result::Result<Vec<ListenEvent>, StreamFault>) {
-        match decoded {
-            Ok(events) => {
-                self.queue.extend(events.into_iter().map(Ok));
-                self.ended |= self.decoder.is_closed();
-            }
-            Err(fault) => self.end_with(stream_fault(fault)),
-        }
-    }
-
-    fn end_with(&mut self, error: Error) {
-        self.queue.push_back(Err(error));
-        self.ended = true;
     }
 }
 
@@ -1216,18 +634,6 @@ async fn drain(stream: &mut ReplyBody, read: &mut usize) {
     }
 }
 
-fn stream_fault(fault: StreamFault) -> Error {
-    match fault {
-        StreamFault::TooLarge { limit } => Error::ResponseTooLarge {
-            method: LISTEN_METHOD.into(),
-            limit,
-        },
-        StreamFault::Invalid(reason) => invalid(LISTEN_METHOD, reason),
-        StreamFault::Rpc(error) => rpc_error(LISTEN_METHOD, None, error),
-    }
-}
-
-/// What the client declares on every request: the Tasks extension and both elicitation modes,
 /// nothing it cannot do.
 pub fn client_capabilities() -> Value {
     json!({"extensions": {TASKS_EXTENSION: {}}, "elicitation": {"form": {}, "url": {}}})
@@ -1244,129 +650,6 @@ fn insert_known(headers: &mut HeaderMap, name: HeaderName, value: &str) -> Resul
         .map_err(|_| Error::InvalidRequest(format!("invalid value for header {name}")))?;
     headers.insert(name, value);
     Ok(())
-}
-
-/// The `_meta` entries that are the same on every request of a client (its capabilities and
-/// `clientInfo`), encoded once when the client is built rather than rebuilt as `Value` trees on
-/// every poll.
-#[derive(Debug)]
-struct FixedMeta {
-    capabilities: Box<RawValue>,
-    client_info: Box<RawValue>,
-    /// `_meta`'s text up to the protocol version's value: `{"…protocolVersion":`.
-    head: Box<[u8]>,
-    /// `_meta`'s text after the protocol version: `,"…clientCapabilities":…,"…clientInfo":…}`.
-    tail: Box<[u8]>,
-}
-
-impl FixedMeta {
-    fn new(options: &ClientOptions) -> Result<Self> {
-        let encode = |value: Value| {
-            serde_json::value::to_raw_value(&value).map_err(|e| {
-                Error::InvalidRequest(format!("the client's _meta could not be encoded: {e}"))
-            })
-        };
-        let capabilities = encode(client_capabilities())?;
-        let client_info =
-            encode(json!({"name": options.client_name, "version": options.client_version}))?;
-        let mut tail = Vec::new();
-        for (key, value) in [
-            (META_CLIENT_CAPABILITIES, &capabilities),
-            (META_CLIENT_INFO, &client_info),
-        ] {
-            tail.push(b',');
-            write_json(&mut tail, key)?;
-            tail.push(b':');
-            tail.extend_from_slice(value.get().as_bytes());
-        }
-        tail.push(b'}');
-        let mut head = vec![b'{'];
-        write_json(&mut head, META_PROTOCOL_VERSION)?;
-        head.push(b':');
-        Ok(Self {
-            capabilities,
-            client_info,
-            head: head.into_boxed_slice(),
-            tail: tail.into_boxed_slice(),
-        })
-    }
-}
-
-/// Appends `value`'s JSON text to `out`.
-fn write_json<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) -> Result<()> {
-    serde_json::to_writer(out, value)
-        .map_err(|e| Error::InvalidRequest(format!("a request could not be encoded: {e}")))
-}
-
-/// One JSON-RPC request, written straight into the body's bytes: `params` as given, then the
-/// `_meta` every request carries (protocol version, capabilities, `clientInfo`). Building a
-/// `Value` tree for the body and printing it through `Display` was about a fifth of the CPU of
-/// an unchanged poll. A `_meta` among `params` is not sent: only its client capabilities, when
-/// it has them, are, instead of the client's own (the gateway forwarding an agent's request,
-/// see [`Client::forward`]); its other entries are dropped, not merged.
-struct Envelope<'a> {
-    id: u64,
-    method: &'a str,
-    params: &'a Map<String, Value>,
-    version: &'a str,
-    fixed: &'a FixedMeta,
-}
-
-impl Envelope<'_> {
-    /// The request's bytes, exactly as serde_json would print the request as a `Value` (the
-    /// tests hold it to that), but with the fixed parts copied in rather than escaped again on
-    /// every poll: only the id, the method, `params` and the protocol version go through serde.
-    fn encode(&self) -> Result<Vec<u8>> {
-        let mut out = Vec::with_capacity(128 + self.fixed.head.len() + self.fixed.tail.len());
-        out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
-        write_json(&mut out, &self.id)?;
-        out.extend_from_slice(b",\"method\":");
-        write_json(&mut out, self.method)?;
-        out.extend_from_slice(b",\"params\":{");
-        for (key, value) in self.params.iter().filter(|(key, _)| *key != "_meta") {
-            write_json(&mut out, key)?;
-            out.push(b':');
-            write_json(&mut out, value)?;
-            out.push(b',');
-        }
-        out.extend_from_slice(b"\"_meta\":");
-        // The gateway speaks for an agent: the agent's declared capabilities, not ours.
-        let agents = self
-            .params
-            .get("_meta")
-            .and_then(|meta| meta.get(META_CLIENT_CAPABILITIES));
-        match agents {
-            Some(_) => write_json(&mut out, &EnvelopeMeta(self))?,
-            None => {
-                out.extend_from_slice(&self.fixed.head);
-                write_json(&mut out, self.version)?;
-                out.extend_from_slice(&self.fixed.tail);
-            }
-        }
-        out.extend_from_slice(b"}}");
-        Ok(out)
-    }
-}
-
-struct EnvelopeMeta<'a>(&'a Envelope<'a>);
-
-impl Serialize for EnvelopeMeta<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
-        let envelope = self.0;
-        let mut map = serializer.serialize_map(Some(3))?;
-        map.serialize_entry(META_PROTOCOL_VERSION, envelope.version)?;
-        // The gateway speaks for an agent: the agent's declared capabilities, not ours.
-        match envelope
-            .params
-            .get("_meta")
-            .and_then(|meta| meta.get(META_CLIENT_CAPABILITIES))
-        {
-            Some(agents) => map.serialize_entry(META_CLIENT_CAPABILITIES, agents)?,
-            None => map.serialize_entry(META_CLIENT_CAPABILITIES, &*envelope.fixed.capabilities)?,
-        }
-        map.serialize_entry(META_CLIENT_INFO, &*envelope.fixed.client_info)?;
-        map.end()
-    }
 }
 
 /// The method whose requests may take the pooled path ([`Http1`]).
@@ -1472,6 +755,24 @@ fn decode_rpc_error(framing: Framing, id: &Value, body: &[u8]) -> Option<super::
     answer.err()
 }
 
+/// A reqwest failure as the client's error: timeout, TLS, connect or any other transport fault.
+pub(crate) fn classify_transport(url: &str, error: reqwest::Error, timeout: Duration) -> Error {
+    let url = url.to_owned();
+    let message = error_chain(&error);
+    if error.is_timeout() {
+        Error::Timeout {
+            url,
+            after: timeout,
+        }
+    } else if is_tls(&message) {
+        Error::Tls { url, message }
+    } else if error.is_connect() {
+        Error::Connect { url, message }
+    } else {
+        Error::Transport { url, message }
+    }
+}
+
 fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
     let mut parts = vec![error.to_string()];
     let mut source = error.source();
@@ -1506,53 +807,6 @@ fn invalid(method: &str, reason: impl Into<String>) -> Error {
     Error::InvalidResponse {
         method: method.into(),
         reason: reason.into(),
-    }
-}
-
-fn reject_task_handle(method: &str, result: &Value) -> Result<()> {
-    if !result.is_object() {
-        return Err(invalid(method, "the result must be an object"));
-    }
-    match result_type(result).map_err(|r| invalid(method, r))? {
-        "task" => Err(invalid(
-            method,
-            format!("a task handle in answer to {method}, which cannot create tasks"),
-        )),
-        _ => Ok(()),
-    }
-}
-
-fn expect_ack(method: &str, result: &Value) -> Result<()> {
-    reject_task_handle(method, result)?;
-    match result_type(result).map_err(|r| invalid(method, r))? {
-        "complete" => Ok(()),
-        other => Err(invalid(method, format!("unexpected resultType {other:?}"))),
-    }
-}
-
-fn parse_tool(value: &Value) -> std::result::Result<Tool, ExcludedTool> {
-    let Some(definition) = value.as_object() else {
-        return Err(ExcludedTool {
-            name: String::new(),
-            reason: "a tool definition must be an object".into(),
-        });
-    };
-    let name = match definition.get("name") {
-        Some(Value::String(n)) if !n.is_empty() => n.clone(),
-        _ => {
-            return Err(ExcludedTool {
-                name: String::new(),
-                reason: "a tool must have a non-empty string `name`".into(),
-            })
-        }
-    };
-    match header_params(definition.get("inputSchema")) {
-        Ok(header_params) => Ok(Tool {
-            name,
-            definition: definition.clone(),
-            header_params,
-        }),
-        Err(reason) => Err(ExcludedTool { name, reason }),
     }
 }
 
@@ -1625,113 +879,6 @@ mod tests {
             seen.lock().expect("log").len(),
             3,
             "one request, not retried"
-        );
-    }
-
-    /// The body the client sent before it encoded requests directly: the same keys in the same
-    /// order, byte for byte.
-    fn built_as_a_value(
-        id: u64,
-        method: &str,
-        params: &Map<String, Value>,
-        version: &str,
-    ) -> Value {
-        let mut params = params.clone();
-        params.insert(
-            "_meta".into(),
-            json!({
-                META_PROTOCOL_VERSION: version,
-                META_CLIENT_CAPABILITIES: client_capabilities(),
-                META_CLIENT_INFO: {"name": "countersign", "version": env!("CARGO_PKG_VERSION")},
-            }),
-        );
-        json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
-    }
-
-    #[test]
-    fn a_request_is_encoded_exactly_as_its_json_value_would_print() {
-        let fixed = FixedMeta::new(&ClientOptions::default()).expect("encodable");
-        let mut params = Map::new();
-        params.insert("taskId".into(), json!("t-1"));
-        params.insert(
-            "inputResponses".into(),
-            json!({"k": {"action": "accept", "content": {"n": 1.5, "s": "é\"\n"}}}),
-        );
-        let body = Envelope {
-            id: 42,
-            method: "tasks/update",
-            params: &params,
-            version: PROTOCOL_VERSION,
-            fixed: &fixed,
-        }
-        .encode()
-        .expect("encodable");
-        let expected = built_as_a_value(42, "tasks/update", &params, PROTOCOL_VERSION).to_string();
-        assert_eq!(String::from_utf8(body).expect("UTF-8"), expected);
-    }
-
-    #[test]
-    fn capabilities_among_the_params_replace_the_clients_own_and_nothing_else_does() {
-        let fixed = FixedMeta::new(&ClientOptions::default()).expect("encodable");
-        let mut params = Map::new();
-        params.insert("name".into(), json!("failing_job"));
-        params.insert(
-            "_meta".into(),
-            json!({META_CLIENT_CAPABILITIES: {"sampling": {}}, META_PROTOCOL_VERSION: "1999-01-01"}),
-        );
-        let body = Envelope {
-            id: 7,
-            method: "tools/call",
-            params: &params,
-            version: PROTOCOL_VERSION,
-            fixed: &fixed,
-        }
-        .encode()
-        .expect("encodable");
-        let sent: Value = serde_json::from_slice(&body).expect("valid JSON");
-        let meta = &sent["params"]["_meta"];
-        assert_eq!(
-            meta[META_CLIENT_CAPABILITIES],
-            json!({"sampling": {}}),
-            "{sent}"
-        );
-        assert_eq!(
-            meta[META_PROTOCOL_VERSION],
-            json!(PROTOCOL_VERSION),
-            "{sent}"
-        );
-        assert_eq!(
-            meta[META_CLIENT_INFO]["name"],
-            json!("countersign"),
-            "{sent}"
-        );
-    }
-
-    #[test]
-    fn a_meta_among_the_params_is_not_sent_beside_the_clients_own() {
-        let fixed = FixedMeta::new(&ClientOptions::default()).expect("encodable");
-        let mut params = Map::new();
-        params.insert("_meta".into(), json!({"stray": true}));
-        params.insert("taskId".into(), json!("t-1"));
-        let body = Envelope {
-            id: 1,
-            method: "tasks/get",
-            params: &params,
-            version: PROTOCOL_VERSION,
-            fixed: &fixed,
-        }
-        .encode()
-        .expect("encodable");
-        let sent: Value = serde_json::from_slice(&body).expect("valid JSON");
-        let meta = &sent["params"]["_meta"];
-        assert_eq!(meta[META_PROTOCOL_VERSION], json!(PROTOCOL_VERSION));
-        assert!(meta.get("stray").is_none(), "{sent}");
-        assert_eq!(
-            body.windows(b"\"_meta\"".len())
-                .filter(|w| *w == b"\"_meta\"")
-                .count(),
-            1,
-            "one _meta key: {sent}"
         );
     }
 }

@@ -172,6 +172,18 @@ pub enum Error {
         /// The limit in bytes.
         limit: usize,
     },
+    /// A legacy (2025-era) server no longer knows our session: HTTP 404, or a 400 saying there
+    /// is no valid session (server-everything) or that the server is not initialized. The
+    /// session's tasks are gone with it; initialize a new session to go on.
+    #[error("{url} no longer knows our session (HTTP {status}): {message}; a new session must be initialized")]
+    SessionExpired {
+        /// The endpoint.
+        url: String,
+        /// 404 or 400.
+        status: u16,
+        /// The start of the server's answer.
+        message: String,
+    },
     /// The caller asked for something this client refuses to send.
     #[error("{0}")]
     InvalidRequest(String),
@@ -196,6 +208,7 @@ impl Error {
     pub fn url(&self) -> Option<&str> {
         match self {
             Self::InvalidUrl { url, .. }
+            | Self::SessionExpired { url, .. }
             | Self::Connect { url, .. }
             | Self::Tls { url, .. }
             | Self::Timeout { url, .. }
@@ -219,7 +232,8 @@ impl Error {
             Self::ResponseTooLarge { .. } => ErrorClass::Transient,
             // -32603 (internal error, e.g. under a 5xx) says nothing about the request itself.
             Self::Rpc { error, .. } if error.code == -32603 => ErrorClass::Transient,
-            Self::UnknownTask { .. } => ErrorClass::Lost,
+            // The session's tasks went with it: for a task, the same as a forgotten handle.
+            Self::UnknownTask { .. } | Self::SessionExpired { .. } => ErrorClass::Lost,
             _ => ErrorClass::Permanent,
         }
     }
@@ -254,6 +268,7 @@ impl Error {
             Self::Rpc { .. } => "rpc",
             Self::InvalidResponse { .. } => "invalid_response",
             Self::ResponseTooLarge { .. } => "response_too_large",
+            Self::SessionExpired { .. } => "session_expired",
             Self::InvalidRequest(_) => "invalid_request",
         }
     }

@@ -1,8 +1,13 @@
-//! The MCP 2026-07-28 client with the Tasks extension: the only crate of Countersign that speaks
-//! MCP to a server. A leaf: it knows nothing of the ledger, the engine or the faces.
+//! The MCP client of both eras: 2026-07-28 with the Tasks extension, and 2025-11-25 with its
+//! sessions and SEP-1686 Tasks. The only crate of Countersign that speaks MCP to a server. A
+//! leaf: it knows nothing of the ledger, the engine or the faces.
 //!
 //! - [`wire`]: the JSON shapes (tasks, input requests, results, tools, discovery);
-//! - [`client`]: [`Client`], one stateless POST per request, `_meta` and headers on each;
+//! - [`client`]: [`Client`], one stateless POST per request, `_meta` and headers on each (the
+//!   modern era, 2026-07-28);
+//! - [`legacy`]: [`LegacyClient`], the 2025-11-25 era over Streamable HTTP: sessions, SSE
+//!   replies and the GET stream, and that era's Tasks (SEP-1686);
+//! - [`era`]: which era a server speaks ([`era::connect`], [`Era`]);
 //! - [`response`]: reading JSON or SSE bodies into the answer to our request id;
 //! - [`sse`]: the incremental event-stream decoder;
 //! - [`subscription`]: `subscriptions/listen` for task status notifications ([`Client::listen`]);
@@ -16,9 +21,11 @@
 #![allow(clippy::result_large_err, clippy::large_enum_variant)]
 
 pub mod client;
+pub mod era;
 pub mod error;
 pub mod headers;
 mod http1;
+pub mod legacy;
 pub mod response;
 pub mod sensitive;
 pub mod sse;
@@ -40,7 +47,9 @@ pub use client::{
     check_server_url, client_capabilities, Client, ClientOptions, Digest, Endpoint, Listening,
     Polled, RelayedListen, ToolCall,
 };
+pub use era::{Connection, Era, ServerProfile};
 pub use error::{Error, ErrorClass, Result};
+pub use legacy::{LegacyClient, LegacySession};
 pub use subscription::{ListenEvent, ListenRequest};
 pub use wire::{
     CallOutcome, Discovery, Elicitation, ElicitationResponse, ExcludedTool, InputRequest,
