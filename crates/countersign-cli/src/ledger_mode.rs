@@ -171,7 +171,14 @@ pub(crate) async fn servers_add(
             .and_then(|i| i.get("name"))
             .and_then(Value::as_str)
             .unwrap_or("not discovered");
-        say!("added server {} → {} ({identity})", record.name, record.url);
+        match era_of(&record) {
+            Some(era) => say!(
+                "added server {} → {} ({identity}; {era})",
+                record.name,
+                record.url
+            ),
+            None => say!("added server {} → {} ({identity})", record.name, record.url),
+        }
     }
     Ok(EXIT_COMPLETED)
 }
@@ -266,10 +273,23 @@ pub(crate) async fn servers_list(desk: &Desk, json_out: bool) -> Result<u8, CliE
                 .and_then(|i| i.get("name"))
                 .and_then(Value::as_str)
                 .unwrap_or("-");
-            say!("{:<16} {:<40} {identity}", s.name, s.url);
+            let era = era_of(&s).unwrap_or_else(|| "-".into());
+            say!("{:<16} {:<40} {era:<18} {identity}", s.name, s.url);
         }
     }
     Ok(EXIT_COMPLETED)
+}
+
+/// The era and version a check found, as `servers` prints them: `legacy 2025-11-25`.
+fn era_of(server: &ServerRecord) -> Option<String> {
+    let era = match server.era? {
+        mcp::Era::Modern => "modern",
+        mcp::Era::Legacy => "legacy",
+    };
+    Some(match &server.protocol_version {
+        Some(version) => format!("{era} {version}"),
+        None => era.to_owned(),
+    })
 }
 
 pub(crate) async fn servers_remove(

@@ -13,7 +13,9 @@ use crate::ledger::tasks::{self, TaskRecord};
 use crate::ledger::{
     intents, now_ms, AnswerAction, CallOutcomeKind, EventKind, Ledger, TaskOrigin, Via, WriteCtx,
 };
-use crate::mcp::{self, CallOutcome, Client, Discovery, InputRequired, ToolCall, ToolResult};
+use crate::mcp::{
+    self, CallOutcome, Client, Connection, Era, InputRequired, LegacySession, ToolCall, ToolResult,
+};
 use crate::tracking;
 
 /// Errors of an action.
@@ -412,17 +414,16 @@ pub async fn add_server(
     name: &str,
     url: &str,
     has_token: bool,
-    discovery: Option<&Discovery>,
+    found: Option<&Connection>,
     actor: &str,
 ) -> Result<ServerRecord> {
     let (name, url, actor) = (name.to_owned(), url.to_owned(), actor.to_owned());
-    let discovery =
-        discovery.map(|d| (Value::Object(d.capabilities.clone()), d.server_info.clone()));
+    let found = found.map(Profile::of);
     Ok(ledger
         .write(move |ctx| {
             let record = servers::add(ctx.conn, &name, &url, has_token)?;
-            if let Some((capabilities, info)) = &discovery {
-                servers::set_discovery(ctx.conn, record.id, capabilities, info.as_ref())?;
+            if let Some(found) = &found {
+                found.record(ctx.conn, record.id)?;
             }
             audit::record(
                 ctx.conn,
@@ -505,18 +506,60 @@ pub async fn record_unreachable(ledger: &Ledger, id: i64, message: String) -> Re
         .await?)
 }
 
-/// Records what `server/discover` said about a registered server.
-pub async fn record_discovery(
-    ledger: &Ledger,
-    id: i64,
-    discovery: &Discovery,
-) -> Result<ServerRecord> {
-    let capabilities = Value::Object(discovery.capabilities.clone());
-    let info = discovery.server_info.clone();
-    let supports_tasks = discovery.supports_tasks();
+/// What a check of a server found, as the ledger keeps it: its declarations, its era and
+/// protocol version, and a legacy server's session.
+struct Profile {
+    capabilities: Value,
+    server_info: Option<Value>,
+    supports_tasks: bool,
+    era: Era,
+    protocol_version: String,
+    session: Option<LegacySession>,
+}
+
+impl Profile {
+    fn of(found: &Connection) -> Self {
+        match found {
+            Connection::Modern { client, discovery } => Self {
+                capabilities: Value::Object(discovery.capabilities.clone()),
+                server_info: discovery.server_info.clone(),
+                supports_tasks: discovery.supports_tasks(),
+                era: Era::Modern,
+                protocol_version: client.protocol_version(),
+                session: None,
+            },
+            Connection::Legacy(client) => {
+                let session = client.session();
+                Self {
+                    capabilities: session.server_capabilities.clone(),
+                    server_info: Some(session.server_info.clone()).filter(|v| !v.is_null()),
+                    supports_tasks: session.supports_tool_tasks(),
+                    era: Era::Legacy,
+                    protocol_version: session.protocol_version.clone(),
+                    session: Some(session),
+                }
+            }
+        }
+    }
+
+    fn record(&self, conn: &rusqlite::Connection, id: i64) -> crate::ledger::Result<()> {
+        servers::set_discovery(conn, id, &self.capabilities, self.server_info.as_ref())?;
+        servers::set_profile(
+            conn,
+            id,
+            self.era,
+            &self.protocol_version,
+            self.session.as_ref(),
+        )
+    }
+}
+
+/// Records what a check of the server found (either era), with a timeline event.
+pub async fn record_check(ledger: &Ledger, id: i64, found: &Connection) -> Result<ServerRecord> {
+    let found = Profile::of(found);
     Ok(ledger
         .write(move |ctx| {
-            servers::set_discovery(ctx.conn, id, &capabilities, info.as_ref())?;
+            found.record(ctx.conn, id)?;
             let record = servers::get(ctx.conn, id)?;
             ctx.append(NewEvent {
                 task: None,
@@ -524,7 +567,7 @@ pub async fn record_discovery(
                 via: Via::Engine,
                 kind: EventKind::ServerDiscovered {
                     name: record.name.clone(),
-                    supports_tasks,
+                    supports_tasks: found.supports_tasks,
                 },
             })?;
             Ok(record)

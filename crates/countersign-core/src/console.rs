@@ -860,8 +860,9 @@ impl Console {
             self.config.client.clone(),
             None,
         )?;
-        let discovery = if request.discover {
-            Some(self.unless_cancelled(probe.discover()).await??)
+        // Either era: a server of the 2025-11-25 generation is initialized and its session kept.
+        let found = if request.discover {
+            Some(self.unless_cancelled(mcp::era::check(&probe)).await??)
         } else {
             None
         };
@@ -872,7 +873,7 @@ impl Console {
             &name,
             &url,
             false,
-            discovery.as_ref(),
+            found.as_ref(),
             &self.actor,
         )
         .await?;
@@ -1004,11 +1005,11 @@ impl Console {
             .map_err(crate::auth::SessionError::from)?
             .remembering(kept);
         let before = credentials.as_ref().map(|c| c.tokens.access_token.clone());
-        let discovery = crate::auth::with_sign_in(
+        let found = crate::auth::with_sign_in(
             &client,
             &authorizer,
             &mut credentials,
-            || client.discover(),
+            || mcp::era::check(&client),
             open,
             timeout,
         )
@@ -1023,7 +1024,7 @@ impl Console {
             )));
         };
         self.tokens.store_credentials(id, &credentials).await?;
-        actions::record_discovery(&self.ledger, id, &discovery).await?;
+        actions::record_check(&self.ledger, id, &found).await?;
         let record = self.set_token_flag(id, true).await?;
         // Every engine (here or in another process) reloads the token and resumes the server's
         // tasks if they waited for this sign-in.
@@ -1157,12 +1158,12 @@ impl Console {
         Ok(())
     }
 
-    /// Asks `server/discover` again and records what it says.
+    /// Asks the server what it is again (either era) and records what it says.
     pub async fn check_server(&self, id: i64) -> Result<ServerRecord> {
         let server = self.server(id).await?;
         let client = self.client(&server).await?;
-        let discovery = match self.unless_cancelled(client.discover()).await? {
-            Ok(discovery) => discovery,
+        let found = match self.unless_cancelled(mcp::era::check(&client)).await? {
+            Ok(found) => found,
             Err(e) => {
                 // A server that cannot be reached shows as unreachable, not "unknown" (a server
                 // added anyway has no tasks, so the engine would never say so).
@@ -1172,7 +1173,7 @@ impl Console {
                 return Err(e.into());
             }
         };
-        actions::record_discovery(&self.ledger, id, &discovery).await?;
+        actions::record_check(&self.ledger, id, &found).await?;
         self.server(id).await
     }
 

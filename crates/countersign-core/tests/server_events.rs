@@ -50,13 +50,28 @@ async fn updating_and_rediscovering_a_server_are_events_another_process_can_foll
         server_info: Some(json!({"name": "ci-server", "version": "1"})),
         raw: Map::new(),
     };
-    actions::record_discovery(&ledger, added.id, &discovery)
+    let client = countersign_core::mcp::Client::with_options(
+        countersign_core::mcp::Endpoint::new("http://127.0.0.1:10/mcp"),
+        countersign_core::mcp::ClientOptions::default(),
+        None,
+    )
+    .expect("a client (nothing is sent)");
+    let found = countersign_core::mcp::Connection::Modern { client, discovery };
+    actions::record_check(&ledger, added.id, &found)
         .await
         .expect("recorded");
 
     // Read as another process would: a second ledger handle on the same file, by cursor.
     drop(ledger);
     let other = Ledger::open(&dir).expect("opens again");
+    let server = other
+        .read(move |c| countersign_core::ledger::servers::get(c, added.id))
+        .expect("readable");
+    assert_eq!(
+        (server.era, server.protocol_version.as_deref()),
+        (Some(countersign_core::mcp::Era::Modern), Some("2026-07-28")),
+        "the check records the era and the version in use"
+    );
     let after: Vec<EventKind> = other
         .read(move |c| events::since(c, cursor, 100))
         .expect("readable")

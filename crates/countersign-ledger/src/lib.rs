@@ -48,6 +48,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0003_gated_tool.sql"),
     include_str!("../migrations/0004_settings.sql"),
     include_str!("../migrations/0005_gated_questions.sql"),
+    include_str!("../migrations/0006_server_era.sql"),
 ];
 
 /// Errors of the ledger.

@@ -1,6 +1,7 @@
 //! Registered servers: URL, display name, discovered capabilities. Never secrets: a token lives
 //! only in the OS keyring and this table only records that one exists.
 
+use countersign_mcp::{Era, LegacySession};
 use rusqlite::{params, Connection, OptionalExtension as _, Row};
 use serde::Serialize;
 use serde_json::Value;
@@ -28,10 +29,18 @@ pub struct ServerRecord {
     pub has_token: bool,
     /// When it was added.
     pub created_at: i64,
+    /// The generation of MCP it speaks, once checked.
+    pub era: Option<Era>,
+    /// The protocol version in use with it, once checked.
+    pub protocol_version: Option<String>,
+    /// A legacy server's session, taken up again after a restart. Never serialised: the
+    /// session id is the server's key to this client's tasks, not something to show or send.
+    #[serde(skip)]
+    pub legacy_session: Option<LegacySession>,
 }
 
-const COLUMNS: &str =
-    "id, name, url, capabilities, server_info, discovered_at, poll_floor_ms, has_token, created_at";
+const COLUMNS: &str = "id, name, url, capabilities, server_info, discovered_at, poll_floor_ms, \
+                       has_token, created_at, era, protocol_version, legacy_session";
 
 fn from_row(row: &Row<'_>) -> rusqlite::Result<ServerRecord> {
     let json = |i: usize| -> rusqlite::Result<Option<Value>> {
@@ -49,6 +58,14 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<ServerRecord> {
         poll_floor_ms: row.get::<_, i64>(6)?.max(0) as u64,
         has_token: row.get(7)?,
         created_at: row.get(8)?,
+        // A value this build does not know reads as "not checked": the next check writes it.
+        era: row
+            .get::<_, Option<String>>(9)?
+            .and_then(|e| serde_json::from_value(Value::String(e)).ok()),
+        protocol_version: row.get(10)?,
+        legacy_session: row
+            .get::<_, Option<String>>(11)?
+            .and_then(|s| serde_json::from_str(&s).ok()),
     })
 }
 
@@ -118,6 +135,34 @@ pub fn set_discovery(
     Ok(())
 }
 
+/// Records the server's era and protocol version and, for a legacy server, its session (`None`
+/// forgets a stored one: a modern server has none, and a legacy server's ended session is
+/// replaced by the next).
+pub fn set_profile(
+    conn: &Connection,
+    id: i64,
+    era: Era,
+    protocol_version: &str,
+    session: Option<&LegacySession>,
+) -> Result<()> {
+    let era = match era {
+        Era::Modern => "modern",
+        Era::Legacy => "legacy",
+    };
+    let session = session
+        .map(serde_json::to_string)
+        .transpose()
+        .map_err(|source| Error::Json {
+            what: "servers.legacy_session",
+            source,
+        })?;
+    conn.execute(
+        "UPDATE servers SET era = ?2, protocol_version = ?3, legacy_session = ?4 WHERE id = ?1",
+        params![id, era, protocol_version, session],
+    )?;
+    Ok(())
+}
+
 /// Changes URL, token flag and poll floor.
 pub fn update(
     conn: &Connection,
@@ -149,4 +194,55 @@ fn check_url(url: &str) -> Result<()> {
     countersign_mcp::check_server_url(url)
         .map(drop)
         .map_err(|e| Error::Invalid(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Ledger;
+    use serde_json::json;
+
+    #[test]
+    fn a_legacy_servers_session_survives_a_reopen_and_a_modern_check_forgets_it() {
+        let dir = crate::scratch_dir("servers-era");
+        let session = LegacySession {
+            session_id: Some("5f2c".into()),
+            protocol_version: "2025-11-25".into(),
+            server_capabilities: json!({"tasks": {"requests": {"tools": {"call": {}}}}}),
+            server_info: json!({"name": "mcp-servers/everything", "version": "2.0.0"}),
+        };
+        let id = {
+            let ledger = Ledger::open(&dir).expect("ledger");
+            let session = session.clone();
+            ledger
+                .write_blocking(move |ctx| {
+                    let s = add(ctx.conn, "everything", "http://127.0.0.1:1/mcp", false)?;
+                    assert_eq!(s.era, None, "not checked yet");
+                    set_profile(ctx.conn, s.id, Era::Legacy, "2025-11-25", Some(&session))?;
+                    Ok(s.id)
+                })
+                .expect("write")
+        };
+        let ledger = Ledger::open(&dir).expect("reopens");
+        let record = ledger.read(|c| get(c, id)).expect("read");
+        assert_eq!(record.era, Some(Era::Legacy));
+        assert_eq!(record.protocol_version.as_deref(), Some("2025-11-25"));
+        assert_eq!(
+            record.legacy_session.as_ref(),
+            Some(&session),
+            "kept across a restart"
+        );
+        let shown = serde_json::to_value(&record).expect("serialises");
+        assert!(
+            !shown.to_string().contains("5f2c"),
+            "the session id never leaves the ledger: {shown}"
+        );
+        ledger
+            .write_blocking(move |ctx| set_profile(ctx.conn, id, Era::Modern, "2026-07-28", None))
+            .expect("write");
+        let record = ledger.read(|c| get(c, id)).expect("read");
+        assert_eq!(record.era, Some(Era::Modern));
+        assert_eq!(record.legacy_session, None);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

@@ -268,6 +268,16 @@ impl Client {
         &self.inner.endpoint.url
     }
 
+    /// The endpoint with the token in use now, for a client of the other era to the same server.
+    pub fn endpoint(&self) -> Endpoint {
+        Endpoint::new(self.inner.endpoint.url.clone()).with_token(self.bearer_token())
+    }
+
+    /// The options this client was made with.
+    pub fn options(&self) -> &ClientOptions {
+        &self.inner.options
+    }
+
     /// The protocol version in use.
     pub fn protocol_version(&self) -> String {
         self.inner

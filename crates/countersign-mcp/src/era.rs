@@ -102,6 +102,24 @@ pub async fn connect(endpoint: Endpoint, options: ClientOptions) -> Result<Conne
     }
 }
 
+/// [`connect`] through a modern client already made for the server (its token, its options):
+/// its `server/discover` first, then `initialize` with the same endpoint and current token.
+pub async fn check(client: &Client) -> Result<Connection> {
+    match client.discover().await {
+        Ok(discovery) => Ok(Connection::Modern {
+            client: client.clone(),
+            discovery,
+        }),
+        Err(probe) if means_legacy(&probe) => {
+            tracing::debug!(error = %probe, "server/discover refused as a legacy server would; initializing");
+            LegacyClient::connect(client.endpoint(), client.options().clone())
+                .await
+                .map(Connection::Legacy)
+        }
+        Err(other) => Err(other),
+    }
+}
+
 /// Whether the answer to a modern request says the server is of the legacy era: a 4xx without
 /// a modern error body (a session required, not initialized, 404, 405), or a JSON-RPC error
 /// that is not one of the modern ones (-32020, -32021, -32022) nor an internal error. Never for

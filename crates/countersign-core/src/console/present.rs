@@ -233,12 +233,21 @@ pub fn server(
         discovered_at_ms: s.discovered_at,
         identity,
         server_info: s.server_info.clone(),
-        supports_tasks: s
-            .capabilities
-            .as_ref()
-            .and_then(|c| c.get("extensions"))
-            .and_then(Value::as_object)
-            .is_some_and(|e| e.contains_key(mcp::TASKS_EXTENSION)),
+        // Each era declares tasks its own way: the Tasks extension, or `tasks.requests.tools.call`.
+        supports_tasks: match s.era {
+            Some(mcp::Era::Legacy) => s
+                .legacy_session
+                .as_ref()
+                .is_some_and(mcp::LegacySession::supports_tool_tasks),
+            _ => s
+                .capabilities
+                .as_ref()
+                .and_then(|c| c.get("extensions"))
+                .and_then(Value::as_object)
+                .is_some_and(|e| e.contains_key(mcp::TASKS_EXTENSION)),
+        },
+        era: s.era,
+        protocol_version: s.protocol_version.clone(),
         capabilities: s.capabilities.clone(),
         health,
         signed_in: sign_in.is_some_and(|state| state.signed_in),

@@ -432,6 +432,15 @@ pub struct ServerView {
     pub capabilities: Option<Value>,
     /// Whether it declares the Tasks extension.
     pub supports_tasks: bool,
+    /// The generation of MCP it speaks, once checked: `modern` (2026-07-28) or `legacy`
+    /// (2025-11-25 and earlier, with a session).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional, type = "\"modern\" | \"legacy\""))]
+    pub era: Option<crate::mcp::Era>,
+    /// The protocol version in use with it, once checked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub protocol_version: Option<String>,
     /// Reachability.
     pub health: ServerHealth,
     /// Whether an OAuth sign-in is current (signed in, not signed out or refused since).
