@@ -51,6 +51,15 @@ capabilities?: unknown,
  */
 supportsTasks: boolean, 
 /**
+ * The generation of MCP it speaks, once checked: `modern` (2026-07-28) or `legacy`
+ * (2025-11-25 and earlier, with a session).
+ */
+era?: "modern" | "legacy", 
+/**
+ * The protocol version in use with it, once checked.
+ */
+protocolVersion?: string, 
+/**
  * Reachability.
  */
 health: ServerHealth, 
