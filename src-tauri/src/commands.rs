@@ -19,7 +19,7 @@ use crate::ipc::{
     ZoomRequest,
 };
 use crate::Shell;
-use countersign_core::resident::{ControlError, Request};
+use countersign_desktop_ipc::{ControlError, Request};
 use tauri::{AppHandle, Manager, Runtime, State};
 
 /// Result of a command: errors cross IPC as `{code, message}`.

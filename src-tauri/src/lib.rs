@@ -35,7 +35,7 @@ pub mod window;
 use std::sync::{Arc, Mutex};
 
 use countersign_core::console::{self, Console, Setup, Start};
-use countersign_core::resident::{ResidentState, WatchWriter};
+use countersign_desktop_ipc::{ResidentState, WatchWriter};
 use ipc::{event, PaintedRequest, ShellState, ViewRequest};
 pub use options::{Launch, Options};
 use tauri::{AppHandle, Emitter, Manager, Runtime};
@@ -51,7 +51,7 @@ pub enum Error {
     Console(#[from] console::OpenError),
     /// The command line was wrong.
     #[error(transparent)]
-    Usage(#[from] countersign_core::resident::launch::UsageError),
+    Usage(#[from] countersign_desktop_ipc::launch::UsageError),
     /// The resident could not be started.
     #[error("cannot start Countersign's background process {}: {source}", exe.display())]
     ResidentSpawn {

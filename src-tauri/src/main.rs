@@ -9,7 +9,7 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let launch = countersign_desktop::Launch::now();
     // Warnings by default; RUST_LOG=info|debug for more. Nothing logged ever holds a token.
-    countersign_core::resident::launch::init_logging();
+    countersign_desktop_ipc::launch::init_logging();
     tracing::info!("drawing: {rendering:?}");
     let result = countersign_desktop::Options::parse(args)
         .and_then(|options| countersign_desktop::run(options, launch));

@@ -1,13 +1,13 @@
 //! The command line and environment: where the ledger is, whether to run the demo. The flags the
-//! resident shares are read by [`countersign_core::resident::launch`]; `--page`, `--background`
+//! resident shares are read by [`countersign_desktop_ipc::launch`]; `--page`, `--background`
 //! and `--asked-at` are the window's.
 
 use std::path::PathBuf;
 use std::time::Instant;
 
-pub use countersign_core::resident::launch::unix_ms;
-use countersign_core::resident::launch::{Flags, UsageError};
-use countersign_core::resident::Page;
+pub use countersign_desktop_ipc::launch::unix_ms;
+use countersign_desktop_ipc::launch::{Flags, UsageError};
+use countersign_desktop_ipc::Page;
 
 use crate::Error;
 

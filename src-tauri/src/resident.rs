@@ -1,4 +1,4 @@
-//! The window's side of the resident ([`countersign_core::resident`]): starting it when it does
+//! The window's side of the resident ([`countersign_desktop_ipc`]): starting it when it does
 //! not run, following its state (do-not-disturb, notification buttons, gateway, start at login)
 //! for the title bar's toggle and the Settings and Agents pages, telling it what the window
 //! shows, ending with it (the tray's Quit ends every window), and starting it again when it went
@@ -8,7 +8,9 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use countersign_core::resident::{self, ControlError, Reply, Request, ResidentState, Watch};
+use countersign_desktop_ipc::{
+    self as resident, ControlError, Reply, Request, ResidentState, Watch,
+};
 use tauri::{AppHandle, Manager, Runtime};
 
 use crate::ipc::ResidentLink;

@@ -3,8 +3,8 @@
 //! start at login, the gateway): after saving, the page asks it to reload at once and shows what
 //! it applied. The poll floor needs nothing: the engine reads it from the ledger.
 
-use countersign_core::resident::{Request, ResidentState};
 use countersign_core::settings::Settings;
+use countersign_desktop_ipc::{Request, ResidentState};
 use tauri::State;
 
 use crate::commands::Result;

@@ -12,7 +12,7 @@ use tauri::{AppHandle, Emitter, Manager, Runtime, WebviewWindow, WebviewWindowBu
 /// The label of the one window (as in `tauri.conf.json` and `capabilities/main.json`).
 pub const MAIN: &str = "main";
 
-pub use countersign_core::resident::Page;
+pub use countersign_desktop_ipc::Page;
 
 /// How long a window built hidden waits for its UI to mount before it is shown all the same (a
 /// UI that fails to start still shows its window).

@@ -133,7 +133,7 @@ impl Resident {
             .expect("the resident starts");
         let pid = child.id();
         until("the resident answers", Duration::from_secs(30), || {
-            block_on(countersign_core::resident::running(dir)).then_some(Value::Null)
+            block_on(countersign_desktop_ipc::running(dir)).then_some(Value::Null)
         });
         Self { child, pid }
     }
@@ -1112,9 +1112,9 @@ fn pid_in(value: &Value) -> u32 {
 }
 
 fn resident_pid(dir: &std::path::Path) -> Option<u32> {
-    block_on(countersign_core::resident::ask_state(
+    block_on(countersign_desktop_ipc::ask_state(
         dir,
-        &countersign_core::resident::Request::State,
+        &countersign_desktop_ipc::Request::State,
     ))
     .ok()
     .map(|s| s.pid)
@@ -1188,7 +1188,7 @@ fn a_killed_resident_is_started_again_and_a_failed_restart_waits_for_retry() {
     until("the link back", Duration::from_secs(10), || {
         (link(&window)["state"] == "connected").then_some(Value::Null)
     });
-    let lock = std::fs::File::open(dir.join(countersign_core::resident::LOCK)).expect("lock file");
+    let lock = std::fs::File::open(dir.join(countersign_desktop_ipc::LOCK)).expect("lock file");
     assert!(
         matches!(lock.try_lock(), Err(std::fs::TryLockError::WouldBlock)),
         "the new resident holds the lock: one resident per data directory"

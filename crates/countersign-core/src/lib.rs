@@ -44,7 +44,6 @@ pub use countersign_ledger as ledger;
 /// every layer above it.
 pub use countersign_mcp as mcp;
 pub mod notice;
-pub mod resident;
 pub mod scheduler;
 pub mod secrets;
 pub use countersign_mcp::sensitive;

@@ -1,11 +1,11 @@
-//! The control socket ([`countersign_core::resident`]): one JSON line in, one out; a watch stays
+//! The control socket ([`countersign_desktop_ipc`]): one JSON line in, one out; a watch stays
 //! open and gets the state at every change, and `Quit` when the resident ends.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::sync::Arc;
 
-use countersign_core::resident::{Reply, Request, MAX_LINE};
+use countersign_desktop_ipc::{Reply, Request, MAX_LINE};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::unix::OwnedWriteHalf;
 use tokio::net::{UnixListener, UnixStream};

@@ -10,7 +10,7 @@ use countersign_core::console::feed::{Changes, InboxWatch};
 use countersign_core::console::notifications::{self, Post, QuickAnswer};
 use countersign_core::console::view::{GatedCallView, GatedDecision, InputRequestView};
 use countersign_core::notice;
-use countersign_core::resident::Page;
+use countersign_desktop_ipc::Page;
 
 use crate::Resident;
 

@@ -1,14 +1,14 @@
 //! `countersign-resident`: Countersign in the background, without GTK, WebKit or Tauri, so an
 //! app left running all day costs about what its engine costs.
 //!
-//! One per data directory (a lock file, [`countersign_core::resident::LOCK`]). It runs:
+//! One per data directory (a lock file, [`countersign_desktop_ipc::LOCK`]). It runs:
 //! - the engine ([`Console`] with [`Start::Now`]): polling, resuming, the ledger;
 //! - [`feed`]: follows the ledger's events and turns them into desktop notifications
 //!   ([`notify`]: Approve/Decline answer without a window) and the tray's count;
 //! - [`tray`]: a StatusNotifierItem over D-Bus (ksni): Open, Do not disturb, Quit;
 //! - [`settings`]: do-not-disturb schedule, sound, start at login, the local MCP gateway;
 //! - [`control`]: the control socket the window process and second launches talk to
-//!   ([`countersign_core::resident`]);
+//!   ([`countersign_desktop_ipc`]);
 //! - [`window`]: starts the window process (`countersign-desktop`) on Open, a notification's
 //!   click or a link; the window process ends when its window closes, freeing GTK and WebKit;
 //! - [`demo`]: `--demo`, the built-in demo server, its gateway and demo agent.
@@ -27,7 +27,7 @@ use std::time::Instant;
 
 use countersign_core::console::view::EngineState;
 use countersign_core::console::{self, Console, Setup, Start};
-use countersign_core::resident::{self, Page, ResidentState};
+use countersign_desktop_ipc::{self as resident, Page, ResidentState};
 use notify::Notifier;
 use options::Options;
 
@@ -36,7 +36,7 @@ use options::Options;
 pub enum Error {
     /// The command line was wrong.
     #[error(transparent)]
-    Usage(#[from] countersign_core::resident::launch::UsageError),
+    Usage(#[from] countersign_desktop_ipc::launch::UsageError),
     /// The data directory or the lock file could not be made.
     #[error("cannot use the data directory {}: {source}", path.display())]
     DataDir {

@@ -1,10 +1,10 @@
 //! The command line and environment (the same names as the app's: the app hands its own
 //! `--data-dir`, `--demo` and `--gateway` over when it starts the resident). The shared flags are
-//! read by [`countersign_core::resident::launch`]; `--quit` and `--background` are the resident's.
+//! read by [`countersign_desktop_ipc::launch`]; `--quit` and `--background` are the resident's.
 
 use std::path::PathBuf;
 
-use countersign_core::resident::launch::{Flags, UsageError};
+use countersign_desktop_ipc::launch::{Flags, UsageError};
 
 use crate::Error;
 

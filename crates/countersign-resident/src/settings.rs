@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use chrono::{Datelike, Timelike};
 use countersign_core::console::notifications;
-use countersign_core::resident::Page;
 use countersign_core::settings::{Day, DndSchedule, Settings};
+use countersign_desktop_ipc::Page;
 use countersign_gateway::endpoint::{Gateway, GatewayConfig};
 
 use crate::Resident;
@@ -85,8 +85,8 @@ impl Applied {
     /// before the launch set the data directory, or when this executable's path is unknown
     /// (then start at login cannot be offered).
     fn autostart(&self) -> Option<auto_launch::AutoLaunch> {
-        let exe = countersign_core::resident::launch::appimage()
-            .or_else(|| std::env::current_exe().ok())?;
+        let exe =
+            countersign_desktop_ipc::launch::appimage().or_else(|| std::env::current_exe().ok())?;
         let dir = self.data_dir.get()?;
         auto_launch::AutoLaunchBuilder::new()
             .set_app_name(AUTOSTART_NAME)

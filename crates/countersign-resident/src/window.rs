@@ -11,20 +11,20 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use countersign_core::resident::Page;
+use countersign_desktop_ipc::Page;
 
 /// The window process's executable: `COUNTERSIGN_DESKTOP`, else `countersign-desktop` beside
 /// this executable (how the package installs both, and how cargo builds both). From an AppImage
 /// extracted rather than mounted (no FUSE), that copy is deleted when the first window closes:
 /// then the AppImage itself, which extracts again and starts the window.
 pub fn desktop_exe() -> PathBuf {
-    choose_exe(window_exe(), countersign_core::resident::launch::appimage())
+    choose_exe(window_exe(), countersign_desktop_ipc::launch::appimage())
 }
 
 /// The window executable beside this one (or `COUNTERSIGN_DESKTOP`), which [`open`] starts
 /// unless the AppImage stands in for it.
 fn window_exe() -> PathBuf {
-    countersign_core::resident::launch::sibling_exe("COUNTERSIGN_DESKTOP", "countersign-desktop")
+    countersign_desktop_ipc::launch::sibling_exe("COUNTERSIGN_DESKTOP", "countersign-desktop")
 }
 
 fn choose_exe(beside: PathBuf, appimage: Option<PathBuf>) -> PathBuf {
@@ -65,7 +65,7 @@ fn window_args(
 /// `Err` (why, for a person) when no window process could be started: the caller that asked
 /// over the socket (a launch of the app) then shows the window itself.
 pub fn open(data_dir: &Path, page: Option<&Page>, link: Option<&str>) -> Result<(), String> {
-    let asked_at = countersign_core::resident::launch::unix_ms();
+    let asked_at = countersign_desktop_ipc::launch::unix_ms();
     let args = window_args(data_dir, page, link, asked_at);
     tracing::info!(
         "opening the window at {}",

@@ -91,7 +91,7 @@ impl Flags {
                     self.gateway = Some(port(value)?);
                 } else if let Some(dir) = other.strip_prefix("--data-dir=") {
                     self.data_dir = Some(PathBuf::from(dir));
-                } else if crate::console::link::is_link(other) {
+                } else if countersign_core::console::link::is_link(other) {
                     self.link = Some(other.to_owned());
                 } else {
                     return Ok(false);
@@ -111,7 +111,7 @@ impl Flags {
         Shared {
             data_dir: self
                 .data_dir
-                .unwrap_or_else(crate::ledger::default_data_dir),
+                .unwrap_or_else(countersign_core::ledger::default_data_dir),
             demo: self.demo.then_some(speed),
             gateway: self.gateway,
             link: self.link,
@@ -153,8 +153,7 @@ pub fn appimage() -> Option<PathBuf> {
 
 /// Logs to stderr at `RUST_LOG`'s level (`trace`, `debug`, `info`, `error`; warnings by
 /// default), for both processes. Nothing logged ever holds a token (tokens only exist as
-/// [`crate::sensitive::Sensitive`], whose `Debug` is `<redacted>`).
-#[cfg(feature = "logging")]
+/// `Sensitive`, whose `Debug` is `<redacted>`).
 pub fn init_logging() {
     let level = match std::env::var("RUST_LOG").as_deref() {
         Ok("trace") => tracing::Level::TRACE,
@@ -267,7 +266,7 @@ mod tests {
         assert_eq!(shared.demo, Some(1.0), "a bad speed is the default");
         assert_eq!(
             shared.data_dir,
-            crate::ledger::default_data_dir(),
+            countersign_core::ledger::default_data_dir(),
             "an empty variable counts as unset"
         );
     }

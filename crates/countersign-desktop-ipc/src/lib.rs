@@ -10,6 +10,10 @@
 //! line at every change, and [`Reply::Quit`] when the resident ends (the window then ends too).
 //!
 //! Nothing secret crosses it: pages, links, switches and the resident's applied state.
+//!
+//! [`launch`]: the flags both processes take, where the sibling executables are, and logging.
+//! Only the two desktop processes use this crate; the CLI never compiles it.
+#![deny(missing_docs)]
 
 use std::path::{Path, PathBuf};
 
