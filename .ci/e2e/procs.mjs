@@ -107,7 +107,7 @@ export function trayMenuOf(pid) {
 }
 
 /** Asks the resident on `dataDir` one thing over its control socket (`resident.sock`, one JSON
- * line each way; `core/src/resident.rs`), e.g. `{ ask: "state" }`; resolves with its reply. */
+ * line each way; `crates/countersign-desktop-ipc/src/lib.rs`), e.g. `{ ask: "state" }`; resolves with its reply. */
 export function askResident(dataDir, request) {
   return new Promise((resolve, reject) => {
     const socket = createConnection(join(dataDir, "resident.sock"));
