@@ -1,8 +1,6 @@
 //! HTTP-level behaviour: header validation, envelope checks, auth, Origin, framing modes.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use countersign_demo::{DemoConfig, ResponseMode};
 use serde_json::{json, Value};
 
