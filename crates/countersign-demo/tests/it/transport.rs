@@ -276,7 +276,7 @@ async fn mcp_param_headers_must_mirror_x_mcp_header_arguments() {
 
 #[tokio::test]
 async fn unknown_and_removed_methods_are_404() {
-    // `subscriptions/listen` is served unless push is off (tests/push.rs covers it on).
+    // `subscriptions/listen` is served unless push is off (tests/it/push.rs covers it on).
     let (_server, client) = start(DemoConfig {
         push: false,
         ..DemoConfig::default()
