@@ -6,7 +6,7 @@
 // process left maps GTK or WebKit; the resident's engine still polls (a question of a task called
 // meanwhile is recorded and notified); clicking that notification starts a window on the
 // question; a second launch on the same ledger asks the resident for the window (no second
-// engine; the window process started ahead takes it) and ends, and later launches with a link go
+// engine; the resident starts a window process) and ends, and later launches with a link go
 // the same way to the window up (single instance); countersign:// links handed over that way open
 // the page they lead to (task detail, the adopt form to confirm, or the server to add);
 // Approve on a notification (the daemon's context menu) answers without opening the window.
@@ -19,7 +19,7 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { NotificationLog, sleep, until, stepper } from "./wd.mjs";
-import { alive, descendants, uiLibraries, waitingWindows, waitState, webkit, windowProcesses, windows } from "./procs.mjs";
+import { alive, descendants, uiLibraries, webkit, windowProcesses, windows } from "./procs.mjs";
 
 const app = process.env.COUNTERSIGN_APP;
 const cli = process.env.COUNTERSIGN_CLI;
@@ -52,7 +52,7 @@ const notifications = new NotificationLog();
 const proc = launch(["--demo", "--data-dir", dataDir]);
 let resident = 0;
 let second = null;
-/** The window process a second launch got (the one started ahead). */
+/** The window process the resident started for a second launch. */
 let shownBy = 0;
 process.on("exit", () => {
   writeFileSync(join(logs, "background-app.log"), `${log.join("\n")}\n`);
@@ -86,15 +86,10 @@ await step("closing the window ends the window process and WebKit's; the residen
   await sleep(1000);
   assert.ok(alive(resident), "the resident still runs");
   assert.deepEqual(ourWebkit(), [], "no WebKit process came back");
-  // What makes a small background footprint possible: the resident holds no GTK or WebKit; the
-  // only other process is the window process started ahead (core/src/resident/ready.rs), which
-  // links them but waits on its stdin with no display, no window and no WebKit process.
+  // What makes a small background footprint possible: the resident holds no GTK or WebKit, and
+  // no other process of the app runs.
   assert.deepEqual(uiLibraries(resident), [], `the resident (${resident}) maps no GTK/WebKit library`);
-  for (const p of descendants(resident)) {
-    assert.equal(p.comm, "countersign-rdy", `only a waiting window process is left: ${p.comm} (${p.pid})`);
-    const state = await until(`${p.pid} waits on its stdin`, () => { const s = waitState(p.pid); return s.readsStdin && s; }, 10000);
-    assert.deepEqual([state.children, state.windows], [[], []], "it has no process and no window of its own");
-  }
+  assert.deepEqual(descendants(resident), [], "no process under the resident");
 });
 
 await step("in the background the engine still polls: a new task's question is recorded and notified", async () => {
@@ -129,8 +124,8 @@ await step("clicking the notification starts a window on that question", async (
 });
 
 await step("a second launch on the same ledger asks the running resident for the window (no second engine) and ends", async () => {
-  // The resident hands the Open to the window process it started ahead, as for the tray's Open.
-  const [waiting] = await until("a window process started ahead", () => waitingWindows(resident).length === 1 && waitingWindows(resident), 20000);
+  // The resident starts a window process for it, as for the tray's Open.
+  assert.deepEqual(windowProcesses(resident), [], "no window process before the launch");
   const t0 = Date.now();
   second = launch(["--data-dir", dataDir]);
   const end = await Promise.race([second.exited, sleep(15000).then(() => null)]);
@@ -141,9 +136,10 @@ await step("a second launch on the same ledger asks the running resident for the
   const painted = await until("its first paint", () => logged(/first paint \d+ ms after launch \(unix_ms=(\d+)\)/), 15000);
   const paintedAt = Number(/unix_ms=(\d+)/.exec(painted)[1]);
   console.log(`     a window in ${paintedAt - t0} ms from the second launch's start to its first paint`);
-  assert.deepEqual(windowProcesses(resident).map((p) => p.pid), [waiting.pid], "the process started ahead is the window");
-  shownBy = waiting.pid;
-  assert.ok(webkit(waiting.pid).some((c) => c.comm.startsWith("WebKitWebProces")), "with a new web process");
+  const shown = windowProcesses(resident);
+  assert.equal(shown.length, 1, `one window process, the resident's: ${JSON.stringify(shown)}`);
+  shownBy = shown[0].pid;
+  assert.ok(webkit(shownBy).some((c) => c.comm.startsWith("WebKitWebProces")), "with a new web process");
   assert.equal(log.filter((l) => /countersign: resident \d+ on /.test(l)).length, 0, "no second resident");
   assert.ok(alive(resident));
 });

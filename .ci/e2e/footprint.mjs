@@ -1,24 +1,20 @@
-// Background-mode footprint (numbers, not assertions; issue 12's targets: ≤ 60 MB for all
-// Countersign processes with 1,000 tracked tasks, window reopen to first paint ≤ 300 ms in a
-// release build). Run by footprint.sh inside a private session (Xvfb + D-Bus + dunst), the app
-// started directly: 1,000 working tasks on a demo server (polled every 5 s); the app (the window
-// process, which starts the resident) with its window open, then closed (WM_DELETE_WINDOW: the
-// window process ends), then RSS and PSS summed over every Countersign process (the resident and
-// all it started, the window process started ahead and waiting included); then reopens from
-// the tray's Open (dbusmenu over D-Bus → "window reopened, first paint N ms after it was asked
-// for"), five handed to the waiting window process interleaved with five cold starts, and five
-// from a second launch (handed to the resident, which hands them to the waiting process)
-// interleaved with five where the launch is the window itself, each closed again. Then what holds the resident's memory (smaps by mapping and by stack), the
-// resident started as at login (`--background`: no window ever), and the engine alone
-// (`countersign watch`) on the same tasks.
+// Background-mode footprint (numbers, not assertions). Run by footprint.sh inside a private
+// session (Xvfb + D-Bus + dunst), the app started directly: 1,000 working tasks on a demo server
+// (polled every 5 s); the app (the window process, which starts the resident) with its window
+// open, then closed (WM_DELETE_WINDOW: the window process ends), then RSS and PSS summed over
+// every Countersign process (the resident and all it started); then reopens from the tray's Open
+// (dbusmenu over D-Bus → "window reopened, first paint N ms after it was asked for"), ten of
+// them, and five from a second launch (handed to the resident, which starts the window process)
+// interleaved with five where the launch is the window itself, each closed again. Then what
+// holds the resident's memory (smaps by mapping and by stack), the resident started as at login
+// (`--background`: no window ever), and the engine alone (`countersign watch`) on the same tasks.
 //
 // Env: COUNTERSIGN_APP, COUNTERSIGN_RESIDENT, COUNTERSIGN_CLI (absolute paths), MEASURE_WORK.
 import assert from "node:assert/strict";
 import { execFileSync, spawn, spawnSync } from "node:child_process";
-import { readFileSync, readdirSync, readlinkSync } from "node:fs";
+import { readFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
-import { hotLibraries, waitingWindows, waitState } from "./procs.mjs";
 import { sleep, startServer, until } from "./wd.mjs";
 
 const app = process.env.COUNTERSIGN_APP;
@@ -143,8 +139,6 @@ try {
   const resident = Number(/resident (\d+) on/.exec(log.find((l) => /countersign: resident \d+ on /.test(l)))[1]);
   await sleep(5000);
   const open = footprint(proc.pid, resident);
-  // WebKit's own executables, for the dynamic-linking comparison at the end.
-  const helpers = [...new Set(tree(proc.pid).slice(1).filter((p) => comm(p).startsWith("WebKit")).map((p) => readlinkSync(`/proc/${p}/exe`)))];
   const closeWindow = async (pid) => {
     const [id] = windows(pid);
     execFileSync("python3", [join(import.meta.dirname, "wm_close.py"), id]);
@@ -152,9 +146,6 @@ try {
   };
   await closeWindow(proc.pid);
   await sleep(20000); // polled a few rounds (every 5 s) in the background
-  // The window process started ahead counts (core/src/resident/ready.rs): measured once it waits.
-  const [ready] = await until("a window process started ahead", () => waitingWindows(resident).length === 1 && waitingWindows(resident), 20000);
-  await until("it waits on its stdin", () => waitState(ready.pid).readsStdin, 10000);
   const samples = [];
   for (let i = 0; i < 5; i++) {
     samples.push(footprint(resident));
@@ -184,11 +175,7 @@ try {
   const layout = execFileSync("gdbus", ["call", "--session", "--dest", busName, "--object-path", "/MenuBar", "--method", "com.canonical.dbusmenu.GetLayout", "--", "0", "-1", "[]"]).toString();
   const openId = /\((\d+), \{[^}]*'label': <'Open Countersign'>/.exec(layout)[1];
   const windowProcess = () => tree(resident).slice(1).find((p) => comm(p).startsWith("countersign-des"));
-  // Interleaved: an Open handed to the window process started ahead (it waits again 5 s after
-  // each Open), then one right after closing that window, before the next waits: a cold start of
-  // the window process, as with COUNTERSIGN_WINDOW_READY=0. Side by side, same resident, same VM.
   const fromTray = [];
-  const coldFromTray = [];
   const reopen = async (into) => {
     log.length = 0;
     execFileSync("gdbus", ["call", "--session", "--dest", busName, "--object-path", "/MenuBar", "--method", "com.canonical.dbusmenu.Event", "--", openId, "clicked", "<int32 0>", "0"]);
@@ -197,20 +184,15 @@ try {
     await sleep(1000);
     await closeWindow(windowProcess());
   };
-  for (let i = 0; i < 5; i++) {
-    const [waiting] = await until("a window process started ahead", () => waitingWindows(resident).length === 1 && waitingWindows(resident), 20000);
-    await until("it waits on its stdin", () => waitState(waiting.pid).readsStdin, 10000);
+  for (let i = 0; i < 10; i++) {
     await sleep(2000);
     await reopen(fromTray);
-    await sleep(500);
-    assert.deepEqual(waitingWindows(resident), [], "none waits yet: the next Open is a cold start");
-    await reopen(coldFromTray);
   }
-  // A second launch (the desktop entry, a link) asks the resident, which hands the Open to the
-  // process started ahead: from the launch's spawn to the first paint the window reports.
-  // Interleaved with a second launch that is the window itself, as before the resident took
-  // them (a launch under WebDriver still is: TAURI_WEBVIEW_AUTOMATION=true makes it so here,
-  // which also lets WebKit be automated: not exactly the old path, the closest one in one build).
+  // A second launch (the desktop entry, a link) asks the resident, which starts the window
+  // process: from the launch's spawn to the first paint the window reports. Interleaved with a
+  // second launch that is the window itself (a launch under WebDriver is:
+  // TAURI_WEBVIEW_AUTOMATION=true makes it so here, which also lets WebKit be automated: not
+  // exactly a first launch, the closest one with a resident running).
   const fromLaunch = [];
   const fromLaunchItself = [];
   const launchOnce = async (into, itself) => {
@@ -223,39 +205,21 @@ try {
     await sleep(1000);
     await closeWindow(itself ? second.pid : windowProcess());
   };
-  // Each with a process waiting (started 5 s after the last Open), so the keeper's start of the
-  // next one never overlaps a measured launch.
-  const settled = async () => {
-    const [waiting] = await until("a window process started ahead", () => waitingWindows(resident).length === 1 && waitingWindows(resident), 20000);
-    await until("it waits on its stdin", () => waitState(waiting.pid).readsStdin, 10000);
-    await sleep(2000);
-  };
   for (let i = 0; i < 5; i++) {
-    await settled();
+    await sleep(2000);
     await launchOnce(fromLaunch, false);
-    await settled();
+    await sleep(2000);
     await launchOnce(fromLaunchItself, true);
   }
   console.log(
-    "window reopen to first paint: median %d ms from the tray's Open (runs %s); the same Open with the window process started cold, interleaved: median %d ms (runs %s); from a second launch's spawn: median %d ms handed to the resident (runs %s), against %d ms with the launch itself the window, interleaved (runs %s)",
+    "window reopen to first paint: median %d ms from the tray's Open (runs %s); from a second launch's spawn: median %d ms handed to the resident (runs %s), against %d ms with the launch itself the window, interleaved (runs %s)",
     median(fromTray),
     fromTray.join(", "),
-    median(coldFromTray),
-    coldFromTray.join(", "),
     median(fromLaunch),
     fromLaunch.join(", "),
     median(fromLaunchItself),
     fromLaunchItself.join(", "),
   );
-
-  // What the window process's preload (core/src/resident/preload.rs) saves in each process a
-  // reopen starts, side by side in one run.
-  const hot = hotLibraries(app);
-  if (hot.length) {
-    execFileSync("python3", [join(import.meta.dirname, "linking.py"), hot.join(":"), `${app} --help`, ...helpers], { stdio: "inherit" });
-  } else {
-    console.log("nothing to preload: this system's WebKit links no flite voice");
-  }
 
   // Started at login (`--background`): the resident alone, no window ever.
   spawnSync(residentExe, ["--quit", "--data-dir", dir], { timeout: 10000 });

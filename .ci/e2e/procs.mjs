@@ -1,7 +1,7 @@
 // Processes and windows of the two Countersign processes (the resident, and the window process it
 // or a person starts), read from /proc and the X server, for background.mjs and tray.mjs.
 import { readdirSync, readFileSync } from "node:fs";
-import { execFileSync, spawnSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import { createConnection } from "node:net";
 import { join } from "node:path";
 
@@ -46,25 +46,6 @@ export const alive = (pid) => {
   }
 };
 
-/** A process's environment (/proc/PID/environ) as name → value; empty when it is gone. */
-export function environOf(pid) {
-  try {
-    return Object.fromEntries(
-      readFileSync(`/proc/${pid}/environ`, "latin1").split("\0").filter(Boolean).map((kv) => [kv.slice(0, kv.indexOf("=")), kv.slice(kv.indexOf("=") + 1)]),
-    );
-  } catch {
-    return {};
-  }
-}
-
-/**
- * The libraries the window process should start with preloaded (core/src/resident/preload.rs):
- * flite's voice, where `ldd` finds it among executable `exe`'s libraries; its paths, else none.
- */
-export const hotLibraries = (exe) =>
-  execFileSync("ldd", [exe]).toString().split("\n")
-    .map((l) => /^\s*libflite_cmu_time_awb\.so\.1 => (\/\S+) \(/.exec(l)?.[1]).filter(Boolean);
-
 /** WebKit's processes under `pids`. */
 export const webkit = (...pids) => descendants(...pids).filter((p) => p.comm.startsWith("WebKit"));
 
@@ -92,31 +73,6 @@ export function windows(...pids) {
     if (r.status === 0) ids.push(...r.stdout.toString().trim().split("\n").filter(Boolean));
   }
   return ids;
-}
-
-/**
- * The window processes started ahead and waiting for an Open under `pids`: `countersign-rdy`
- * while they wait (core/src/resident/ready.rs); a window process takes its own name back when
- * it is asked for the window.
- */
-export const waitingWindows = (...pids) => descendants(...pids).filter((p) => p.comm === "countersign-rdy");
-
-/** The system call number of read(2) on this machine's architecture (/proc/PID/syscall). */
-const READ = { x64: 0, arm64: 63 }[process.arch];
-
-/**
- * What a waiting window process holds and does: its RSS (KiB), whether its main thread is
- * blocked reading its stdin (the request), its children and its X windows (none of either).
- */
-export function waitState(pid) {
-  const status = readFileSync(`/proc/${pid}/status`, "utf8");
-  const [nr, fd] = readFileSync(`/proc/${pid}/syscall`, "utf8").trim().split(" ");
-  return {
-    rssKiB: Number(/VmRSS:\s+(\d+) kB/.exec(status)?.[1]),
-    readsStdin: READ !== undefined && Number(nr) === READ && Number(fd) === 0,
-    children: descendants(pid).map((p) => p.comm),
-    windows: windows(pid),
-  };
 }
 
 /** The window processes (`countersign-des…`) under `pids`. */

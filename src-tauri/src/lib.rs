@@ -211,8 +211,8 @@ pub fn run(options: Options, launch: Launch) -> Result<(), Error> {
             launch.wall_ms.saturating_sub(asked)
         );
     }
-    // With a resident running, it opens the window (faster, from the process it started ahead),
-    // unless this process is the window it started, or `--background`.
+    // With a resident running, it opens the window (one resident per data directory), unless
+    // this process is the window it started, or `--background`.
     if resident::open_in_running(&options) {
         phase("handed to the running background process");
         return Ok(());

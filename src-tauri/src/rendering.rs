@@ -3,16 +3,9 @@
 //! WebKitGTK composites with OpenGL by default (its DMA-BUF renderer and accelerated
 //! compositing). Without a GPU (no DRM render node: a VM, a container, Xvfb) Mesa answers with
 //! llvmpipe, OpenGL rasterised by the CPU: the same pixels, drawn more slowly, and setting it
-//! up is most of the window's first paint. Measured on the CI machine under Xvfb (issue 12),
-//! the first frame came 174–887 ms after the UI was mounted with GL compositing and 40–66 ms
-//! without (README, "Measurements"). So without a render node the window draws without GL compositing. WebKit still
-//! opens an EGL display (it aborts without one); only the compositing path changes. A
-//! person's own `WEBKIT_*` settings win, in either direction.
-//!
-//! Opening that EGL display loads Mesa's driver, and with it LLVM (llvmpipe): 30–60 ms of the
-//! window's start, in the window process. A window process started ahead
-//! ([`countersign_core::resident::ready`]) loads it while it waits ([`load_gl_ahead`]), when
-//! there is no GPU: WebKit's own display then finds the driver linked.
+//! up is most of the window's first paint. So without a render node the window draws without GL
+//! compositing. WebKit still opens an EGL display (it aborts without one); only the compositing
+//! path changes. A person's own `WEBKIT_*` settings win, in either direction.
 
 use std::path::Path;
 
@@ -79,69 +72,6 @@ pub fn choose() -> Rendering {
         std::env::set_var(name, value);
     }
     rendering
-}
-
-/// Mesa's surfaceless platform (`EGL_MESA_platform_surfaceless`): a display with no window
-/// system, the driver and nothing else.
-#[cfg(target_os = "linux")]
-const EGL_PLATFORM_SURFACELESS_MESA: u32 = 0x31DD;
-
-/// Loads the OpenGL driver WebKit's EGL display will load, ahead: initialises an EGL display on
-/// Mesa's surfaceless platform, through the `libEGL` WebKit links (only if it is loaded
-/// already), and keeps it, so the driver stays linked (terminated, Mesa would unload it). For a
-/// window process started ahead, with [`Rendering::Software`] only: with a GPU this would open
-/// its device for as long as the process waits (and can keep a laptop's discrete GPU awake).
-/// Costs ~10 MiB RSS (the driver's and LLVM's relocated data); saves their loading in the
-/// window's start (README, "Measurements"). `false` when there was nothing to load or it failed:
-/// WebKit then loads the driver itself, as on a cold start.
-#[cfg(target_os = "linux")]
-pub fn load_gl_ahead() -> bool {
-    use std::ffi::{c_char, c_void, CStr};
-    type GetProcAddress = unsafe extern "C" fn(*const c_char) -> *mut c_void;
-    type GetPlatformDisplay = unsafe extern "C" fn(u32, *mut c_void, *const i32) -> *mut c_void;
-    type Initialize = unsafe extern "C" fn(*mut c_void, *mut i32, *mut i32) -> u32;
-    let lib: &CStr = c"libEGL.so.1";
-    // SAFETY: dlopen with RTLD_NOLOAD only returns the handle of a library already loaded (the
-    // libEGL WebKit links), or null; nothing runs.
-    let egl = unsafe { libc::dlopen(lib.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
-    if egl.is_null() {
-        return false;
-    }
-    // SAFETY: a symbol lookup in that handle; null when absent.
-    let get_proc = unsafe { libc::dlsym(egl, c"eglGetProcAddress".as_ptr()) };
-    let initialize = unsafe { libc::dlsym(egl, c"eglInitialize".as_ptr()) };
-    if get_proc.is_null() || initialize.is_null() {
-        return false;
-    }
-    // SAFETY: EGL 1.4's signatures for these entry points (khronos egl.h), called as declared:
-    // eglGetProcAddress takes a NUL-terminated name; eglGetPlatformDisplayEXT a platform enum,
-    // a native display (none for surfaceless) and an attribute list (none); eglInitialize a
-    // display and two optional out-pointers. No pointer they return is dereferenced here.
-    unsafe {
-        let get_proc: GetProcAddress = std::mem::transmute(get_proc);
-        let get_display = get_proc(c"eglGetPlatformDisplayEXT".as_ptr());
-        if get_display.is_null() {
-            return false;
-        }
-        let get_display: GetPlatformDisplay = std::mem::transmute(get_display);
-        let display = get_display(
-            EGL_PLATFORM_SURFACELESS_MESA,
-            std::ptr::null_mut(),
-            std::ptr::null(),
-        );
-        if display.is_null() {
-            return false;
-        }
-        let initialize: Initialize = std::mem::transmute(initialize);
-        // Kept initialised: the driver stays loaded until the window process ends.
-        initialize(display, std::ptr::null_mut(), std::ptr::null_mut()) != 0
-    }
-}
-
-/// Elsewhere the platform's webview draws: nothing to load.
-#[cfg(not(target_os = "linux"))]
-pub fn load_gl_ahead() -> bool {
-    false
 }
 
 #[cfg(test)]

@@ -38,9 +38,9 @@ const HAND_OVER_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A launch while the resident runs (a second launch, a link, the desktop entry with the app in
 /// the tray) asks it to open the window at the page or link asked for, as the tray's Open does:
-/// the resident hands it to the window process it started ahead when one waits, so the window
-/// comes up without this process's own start of GTK and WebKit; a window already up goes to the
-/// page. `true`: the resident took the request and this process has nothing more to do.
+/// the resident starts a window process at that page, or a window already up goes to it. One
+/// resident per data directory, one window per resident. `true`: the resident took the request
+/// and this process has nothing more to do.
 /// `false`, and `run` goes on as a first launch: `--background`; a window process the resident
 /// started (`--asked-at`: it must never hand the request back); one driven by WebDriver, which
 /// talks to the webview of the process it started; no resident answering (within
@@ -113,8 +113,6 @@ async fn start(options: &Options) -> Result<(), Error> {
     let exe = &options.resident;
     let mut command = Command::new(exe);
     command.arg("--data-dir").arg(dir);
-    // The resident links no WebKit: the environment as the person had it.
-    resident::preload::restore(&mut command);
     if options.demo.is_some() {
         command.arg("--demo");
     }

@@ -3,8 +3,8 @@
 //! browser yet) and, once they confirm, `server_sign_in` (the browser step, bound to the host
 //! they saw) and `server_sign_out` (the resident posts the notification a needed sign-in gets). Each command is
 //! one console call. The authorization URL opens in the system browser as every face opens a link
-//! (`core::browser`: `$BROWSER`, else the platform's opener, `xdg-open` on Linux, started
-//! without the window process's preload); the core's loopback listener takes the answer.
+//! (`core::browser`: `$BROWSER`, else the platform's opener, `xdg-open` on Linux); the core's
+//! loopback listener takes the answer.
 //! Nothing of a token crosses IPC: the commands answer with the server's view or the plan.
 
 use std::time::Duration;

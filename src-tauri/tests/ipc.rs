@@ -1253,8 +1253,8 @@ fn a_launch_while_the_resident_runs_asks_it_for_the_window_at_the_page_or_link()
         &[link]
     )));
 
-    // The real resident, its window executable a stand-in that writes down its arguments (none
-    // started ahead: the Open starts it).
+    // The real resident, its window executable a stand-in that writes down its arguments (the
+    // Open starts it).
     let seen = dir.join("window-args");
     let stand_in = dir.join("window.sh");
     std::fs::write(
@@ -1279,10 +1279,7 @@ fn a_launch_while_the_resident_runs_asks_it_for_the_window_at_the_page_or_link()
     }
     let _resident = Ends(Resident::start_with(
         &dir,
-        &[
-            ("COUNTERSIGN_DESKTOP", stand_in.as_os_str()),
-            ("COUNTERSIGN_WINDOW_READY", "0".as_ref()),
-        ],
+        &[("COUNTERSIGN_DESKTOP", stand_in.as_os_str())],
     ));
     // A window process the resident started never hands the request back (no loop), and
     // `--background` only makes sure the resident runs: neither asks it for a window.

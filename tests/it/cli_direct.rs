@@ -389,7 +389,7 @@ async fn task_commands_on_an_unknown_id_exit_69_unknown_task() {
     ] {
         let got = run(&args).await;
         got.assert_code(69);
-        assert_eq!(got.json()["error"]["code"], "unknown_task", "{got}");
+        assert_eq!(got.json()["error"]["reason"], "unknown_task", "{got}");
     }
 }
 
@@ -432,7 +432,12 @@ async fn bad_usage_exits_64() {
     }
     let got = run(&["call", url, "quick_echo", "not json", "--json"]).await;
     got.assert_code(64);
-    assert_eq!(got.json()["error"]["code"], "usage", "{got}");
+    assert_eq!(got.json()["error"]["reason"], "usage", "{got}");
+    assert_eq!(
+        got.json()["error"]["code"],
+        "invalid_input",
+        "the window's code for the same mistake: {got}"
+    );
 }
 
 #[tokio::test]
@@ -442,7 +447,11 @@ async fn an_unreachable_server_exits_69() {
     got.assert_code(69);
     let output = got.json();
     assert_eq!(output["outcome"], "error", "{got}");
-    assert_eq!(output["error"]["code"], "connect", "{got}");
+    assert_eq!(output["error"]["reason"], "connect", "{got}");
+    assert_eq!(
+        output["error"]["code"], "unavailable",
+        "the window's code: trying again may work: {got}"
+    );
 
     let got = run(&["call", &url, "quick_echo", r#"{"text":"hi"}"#]).await;
     got.assert_code(69);
@@ -735,7 +744,7 @@ async fn a_token_from_the_flag_or_the_environment_reaches_a_protected_server() {
 
     let got = run(&["discover", &url, "--json"]).await;
     got.assert_code(69);
-    assert_eq!(got.json()["error"]["code"], "unauthorized", "{got}");
+    assert_eq!(got.json()["error"]["reason"], "unauthorized", "{got}");
 
     run(&["discover", &url, "--token", "wrong", "--json"])
         .await
@@ -845,7 +854,7 @@ async fn a_poll_that_keeps_failing_exits_69() {
     server.inject_for("tasks/get", Fault::Status(500), 1000);
     let got = run(&["call", &server.url(), "protocol_error_job", "--json"]).await;
     got.assert_code(69);
-    assert_eq!(got.json()["error"]["code"], "http", "{got}");
+    assert_eq!(got.json()["error"]["reason"], "http", "{got}");
     assert_eq!(
         got.stderr.matches("poll failed").count(),
         8,
@@ -866,7 +875,7 @@ async fn a_task_forgotten_while_followed_exits_69_not_failed() {
     .await;
     got.assert_code(69);
     assert_eq!(
-        got.json()["error"]["code"],
+        got.json()["error"]["reason"],
         "unknown_task",
         "a lost handle is not a failed task: {got}"
     );

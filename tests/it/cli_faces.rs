@@ -288,7 +288,7 @@ async fn a_server_that_always_asks_stops_a_recorded_call_after_16_rounds() {
         .await;
     got.expect_code(69);
     assert_eq!(
-        got.json()["error"]["code"],
+        got.json()["error"]["reason"],
         "too_many_question_rounds",
         "{got}"
     );
@@ -321,7 +321,7 @@ async fn a_server_that_always_asks_stops_a_direct_call_after_16_rounds() {
     .await;
     got.assert_code(69);
     assert_eq!(
-        got.json()["error"]["code"],
+        got.json()["error"]["reason"],
         "too_many_question_rounds",
         "{got}"
     );
@@ -351,7 +351,8 @@ async fn a_reused_task_id_fails_the_call_with_exit_69_and_resolves_its_intent() 
         .run(&["--json", "call", "dup", "dup", "{}", "--no-follow"])
         .await;
     got.expect_code(69);
-    assert_eq!(got.json()["error"]["code"], "task_id_reused", "{got}");
+    assert_eq!(got.json()["error"]["reason"], "task_id_reused", "{got}");
+    assert_eq!(got.json()["error"]["code"], "server", "{got}");
     assert!(
         got.stderr.contains("#1"),
         "names the task that has the id: {got}"

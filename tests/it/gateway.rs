@@ -667,9 +667,9 @@ async fn a_result_recorded_before_a_kill_9_is_what_the_agent_polls_after_the_res
 async fn the_demo_agent_gets_its_allowed_call_at_once_and_its_other_call_runs_after_approval_with_a_timeline(
 ) {
     use countersign_core::console::view::GatedDecision;
-    use countersign_core::gateway::demo_agent::{self, GatedEnd};
-    use countersign_core::gateway::endpoint::{Gateway, GatewayConfig};
     use countersign_core::ledger::EventKind;
+    use countersign_gateway::demo_agent::{self, GatedEnd};
+    use countersign_gateway::endpoint::{Gateway, GatewayConfig};
     use std::sync::Arc;
 
     let config = DemoConfig {
@@ -805,15 +805,15 @@ async fn the_demo_agent_gets_its_allowed_call_at_once_and_its_other_call_runs_af
 /// The gateway in this process (its config as given) before the demo server registered as
 /// `demo`, with a console running the engine, and agent `bot`'s token.
 async fn in_process_gateway(
-    config: countersign_core::gateway::endpoint::GatewayConfig,
+    config: countersign_gateway::endpoint::GatewayConfig,
 ) -> (
     countersign_demo::DemoServer,
     countersign_tests::procs::DataDir,
     std::sync::Arc<countersign_core::console::Console>,
-    countersign_core::gateway::endpoint::Gateway,
+    countersign_gateway::endpoint::Gateway,
     String,
 ) {
-    use countersign_core::gateway::endpoint::Gateway;
+    use countersign_gateway::endpoint::Gateway;
 
     let (demo, dir, console) = console_with_demo("gateway-in-process", DemoConfig::default()).await;
     let (_, token) = console.add_agent("bot").await.expect("an agent");
@@ -825,7 +825,7 @@ async fn in_process_gateway(
 
 #[tokio::test]
 async fn a_held_call_that_sent_a_progress_token_gets_progress_notifications_while_it_waits() {
-    use countersign_core::gateway::endpoint::GatewayConfig;
+    use countersign_gateway::endpoint::GatewayConfig;
 
     let config = GatewayConfig {
         hold: Duration::from_millis(2500),
@@ -932,8 +932,8 @@ async fn a_held_call_that_sent_a_progress_token_gets_progress_notifications_whil
 async fn an_agent_asking_faster_than_the_rate_limit_is_refused_and_other_agents_are_not() {
     use countersign_core::console::gateway::{AgentCall, Gate, PolicyInput, MAX_ASKS_PER_WINDOW};
     use countersign_core::console::view::GatedDecision;
-    use countersign_core::gateway::endpoint::GatewayConfig;
     use countersign_core::ledger::gated::GatedMode;
+    use countersign_gateway::endpoint::GatewayConfig;
 
     let (demo, _dir, console, gateway, token) = in_process_gateway(GatewayConfig::default()).await;
     let bot = console

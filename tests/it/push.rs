@@ -773,7 +773,7 @@ async fn per_task_streams_deliver_every_change_too() {
 
 /// The cost of each stream scheme under task churn: 20 new tasks a second for 20 s, each living
 /// 15 s (about 300 live at a time) with a change every 5 s. Run with
-/// `cargo test -p countersign-tests --release --test push -- --ignored --nocapture`.
+/// `cargo test -p countersign-tests --release --test it -- --ignored --nocapture push::measure_stream_schemes_under_churn`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a measurement, not a check; run it by hand"]
 async fn measure_stream_schemes_under_churn() {

@@ -7,7 +7,9 @@
 //!
 //! - `dev`: the desktop app against the Vite dev server, with hot reload of the UI;
 //! - `demo`: set up this machine and launch the app against the built-in demo server;
-//! - `test`: set up this machine and run the whole test suite (what CI runs);
+//! - `check`: the cheap checks (format, lints as errors, the UI's type check), under a minute warm;
+//! - `test`: set up this machine and run the whole test suite (what CI runs); `test --quick`
+//!   stops after the unit, integration and UI unit tests (no conformance, bundles or window);
 //! - `bench [ARGS…]`: the benchmark (`--quick` for the short mode CI runs);
 //! - `bless`: regenerate the committed TypeScript bindings (`ui/src/bindings/`).
 
@@ -15,11 +17,14 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode};
 use std::time::{Duration, Instant};
 
-const USAGE: &str = "usage: cargo xtask <dev | demo | test | bench [ARGS…] | bless>
+const USAGE: &str =
+    "usage: cargo xtask <dev | demo | check | test [--quick] | bench [ARGS…] | bless>
 
   dev     the desktop app with the UI served by Vite (hot reload); Ctrl-C stops both
   demo    set up this machine, then launch the app against the built-in demo server
-  test    set up this machine, then run the whole test suite (what CI runs)
+  check   format, lints as errors and the UI's type check (under a minute warm)
+  test    set up this machine, then run the whole test suite (what CI runs); --quick stops
+          after the unit, integration and UI unit tests
   bench   the benchmark; `cargo xtask bench --quick` is the short mode CI runs
   bless   regenerate ui/src/bindings/ from the Rust types (after changing an IPC type)";
 
@@ -32,6 +37,7 @@ fn main() -> ExitCode {
     let rest: Vec<String> = args.collect();
     let root = root();
     let result = match task.as_deref() {
+        Some("check") => run(Command::new("bash").arg(".ci/check").args(&rest), &root),
         Some("test") => run(Command::new("bash").arg(".ci/test").args(&rest), &root),
         Some("demo") => run(Command::new("bash").arg(".ci/demo").args(&rest), &root),
         Some("bench") => run(Command::new("bash").arg(".ci/bench.sh").args(&rest), &root),

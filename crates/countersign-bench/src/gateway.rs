@@ -19,8 +19,8 @@ use countersign_core::console::view::{
     GatedDecision, RuleAction, RuleSetRequest, ServerAddRequest,
 };
 use countersign_core::console::{Console, Setup};
-use countersign_core::gateway::endpoint::{Gateway, GatewayConfig};
 use countersign_demo::{DemoConfig, DemoServer};
+use countersign_gateway::endpoint::{Gateway, GatewayConfig};
 use serde_json::{json, Value};
 
 use crate::error::{Error, Result};

@@ -75,6 +75,8 @@ impl SyncCount {
     /// `command`'s program and arguments under `perf stat`, counters off until
     /// [`enable`](Self::enable); the FIFO and the output file go in `dir`. `None` if the FIFO
     /// cannot be made. (The engine's commands set no environment or directory to carry over.)
+    // perf's control FIFO: std has no mkfifo; one libc call on a path we own.
+    #[allow(unsafe_code)]
     pub fn wrap(command: &std::process::Command, dir: &Path) -> Option<(Command, Self)> {
         let control = dir.join("perf-control");
         let output = dir.join("perf-syncs.csv");

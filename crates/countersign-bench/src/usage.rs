@@ -15,6 +15,8 @@ pub struct Usage {
     pub peak_rss_kb: u64,
 }
 
+// The clock-tick rate has no safe std API; one libc call, no preconditions.
+#[allow(unsafe_code)]
 fn ticks_per_second() -> u64 {
     // SAFETY: sysconf has no preconditions; it only reads a constant of the running system.
     let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };

@@ -1,4 +1,5 @@
-//! `countersign call URL …`: follow one tool call to its end without a ledger (the direct mode).
+//! The direct mode: commands on a server given by URL, without a ledger. `countersign call URL …`
+//! follows one tool call to its end; `discover`, `tools` and `task get|cancel|answer` ask once.
 //!
 //! MRTR questions are answered by re-sending the call; a task is polled no faster than its
 //! `pollIntervalMs`, each status change printed as it is seen, each new question answered once.
@@ -8,17 +9,18 @@ use std::io::IsTerminal as _;
 use std::time::Duration;
 
 use countersign_core::mcp::{
-    CallOutcome, Client, Elicitation, ErrorClass, InputRequest, InputRequests, Task, TaskState,
-    ToolCall,
+    self, CallOutcome, Client, Elicitation, ErrorClass, InputRequest, InputRequests, Task,
+    TaskState, ToolCall,
 };
 use countersign_core::scheduler;
 use serde_json::{json, Map, Value};
 
+use crate::args::{AnswerArgs, Global, RequiredAnswer};
 use crate::prompt::{Answer, Prompter};
 use crate::terminal::{self, say, tell};
 use crate::{
-    parse_object, AnswerArgs, CliError, EXIT_CANCELLED, EXIT_COMPLETED, EXIT_FAILED,
-    EXIT_INPUT_NEEDED, EXIT_TOOL_ERROR, EXIT_WORKING,
+    client, parse_object, CliError, EXIT_CANCELLED, EXIT_COMPLETED, EXIT_FAILED, EXIT_INPUT_NEEDED,
+    EXIT_TOOL_ERROR, EXIT_WORKING,
 };
 
 /// Consecutive transient poll failures tolerated before giving up.
@@ -162,10 +164,12 @@ pub(crate) async fn call(
             }
         }
     }
-    Err(CliError::MrtrRounds {
-        tool: tool.to_owned(),
-        rounds: countersign_core::mcp::MAX_MRTR_ROUNDS,
-    })
+    Err(CliError::Console(
+        countersign_core::console::Error::TooManyRounds {
+            tool: tool.to_owned(),
+            rounds: countersign_core::mcp::MAX_MRTR_ROUNDS,
+        },
+    ))
 }
 
 async fn follow_task(
@@ -351,4 +355,140 @@ fn print_result(result: &countersign_core::mcp::ToolResult) {
     if let Some(structured) = result.structured_content() {
         terminal::lines(&serde_json::to_string_pretty(structured).unwrap_or_default());
     }
+}
+
+// ---- commands on a server given by URL ---------------------------------------------------------
+
+/// `discover URL`: what the server is and what it supports.
+pub(crate) async fn discover(url: &str, global: &Global) -> Result<u8, CliError> {
+    let discovery = client(url, global)?.discover().await?;
+    if global.json {
+        terminal::json(&Value::Object(discovery.raw.clone()));
+    } else {
+        say!(
+            "server:     {}",
+            discovery
+                .server_label()
+                .unwrap_or_else(|| "(unnamed)".into())
+        );
+        say!("versions:   {}", discovery.supported_versions.join(", "));
+        say!(
+            "tasks:      {}",
+            if discovery.supports_tasks() {
+                "yes"
+            } else {
+                "no"
+            }
+        );
+        let caps: Vec<&String> = discovery.capabilities.keys().collect();
+        say!(
+            "capabilities: {}",
+            caps.iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        if let Some(i) = &discovery.instructions {
+            say!("instructions:");
+            terminal::lines(i);
+        }
+    }
+    Ok(EXIT_COMPLETED)
+}
+
+/// `tools URL`: the server's tools, with their task support.
+pub(crate) async fn tools(url: &str, global: &Global) -> Result<u8, CliError> {
+    let list = client(url, global)?.list_tools().await?;
+    for excluded in &list.excluded {
+        tell!(
+            "warning: tool {:?} excluded: {}",
+            excluded.name,
+            excluded.reason
+        );
+    }
+    if global.json {
+        let tools: Vec<Value> = list
+            .tools
+            .iter()
+            .map(|t| Value::Object(t.definition.clone()))
+            .collect();
+        let excluded: Vec<Value> = list
+            .excluded
+            .iter()
+            .map(|e| json!({"name": e.name, "reason": e.reason}))
+            .collect();
+        terminal::json(&json!({"tools": tools, "excluded": excluded}));
+    } else {
+        for tool in &list.tools {
+            let support = tool
+                .task_support()
+                .map(|s| format!(" [task: {s}]"))
+                .unwrap_or_default();
+            say!("{}{support}", tool.name);
+            say!("    {}", tool.description().unwrap_or(""));
+        }
+    }
+    Ok(EXIT_COMPLETED)
+}
+
+/// `task get URL ID`: the task's state now; exits by it.
+pub(crate) async fn task_get(url: &str, task_id: &str, global: &Global) -> Result<u8, CliError> {
+    let task = client(url, global)?.get_task(task_id).await?;
+    if global.json {
+        terminal::json(&task.to_json());
+    } else {
+        print_task_line(&task);
+        print_payload(&task);
+    }
+    Ok(exit_code_for(&task))
+}
+
+/// `task cancel URL ID`.
+pub(crate) async fn task_cancel(url: &str, task_id: &str, global: &Global) -> Result<u8, CliError> {
+    client(url, global)?.cancel_task(task_id).await?;
+    if global.json {
+        terminal::json(&json!({"taskId": task_id, "cancelRequested": true}));
+    } else {
+        say!("cancel requested for task {task_id}");
+    }
+    Ok(EXIT_COMPLETED)
+}
+
+/// `task answer URL ID --accept/--decline`: answers every open question of the task.
+pub(crate) async fn task_answer(
+    url: &str,
+    task_id: &str,
+    answer: &RequiredAnswer,
+    global: &Global,
+) -> Result<u8, CliError> {
+    let policy = AnswerPolicy::from_args(&AnswerArgs {
+        accept: answer.accept.clone(),
+        decline: answer.decline,
+    })?;
+    let client = client(url, global)?;
+    let task = client.get_task(task_id).await?;
+    let mcp::TaskState::InputRequired { input_requests } = &task.state else {
+        return Err(CliError::Usage(format!(
+            "task {task_id} is {}, not waiting for input",
+            task.status()
+        )));
+    };
+    let mut responses = Map::new();
+    for (key, request) in input_requests {
+        let response = policy.automatic(request).ok_or_else(|| {
+            CliError::Usage(format!(
+                "cannot answer {key}: unsupported request {}",
+                request.method
+            ))
+        })?;
+        responses.insert(key.clone(), response);
+    }
+    let keys: Vec<String> = responses.keys().cloned().collect();
+    client.update_task(task_id, responses).await?;
+    if global.json {
+        terminal::json(&json!({"taskId": task_id, "answered": keys}));
+    } else {
+        say!("answered {} question(s) of task {task_id}", keys.len());
+    }
+    Ok(EXIT_COMPLETED)
 }

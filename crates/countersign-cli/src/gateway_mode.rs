@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use countersign_core::console::view::{GatedCallView, GatedDecision, RuleAction, RuleSetRequest};
 use countersign_core::console::Console;
-use countersign_core::gateway::endpoint::{self, Gateway, GatewayConfig};
-use countersign_core::gateway::relay;
 use countersign_core::ledger::{self, inputs};
+use countersign_gateway::endpoint::{self, Gateway, GatewayConfig};
+use countersign_gateway::relay;
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use countersign_core::console::link::TaskLink;
 use countersign_core::console::view::{EngineState, InputResponse, SecretText, ServerAddRequest};
-use countersign_core::console::{self, CallStep, Console, Setup};
+use countersign_core::console::{CallStep, Console, Setup};
 use countersign_core::engine::lock::LockError;
 use countersign_core::engine::{self, Engine};
 use countersign_core::ledger::audit;
@@ -50,10 +50,7 @@ impl Desk {
         // Ledger mode never sends `--token` anywhere: each server gets its own token from the
         // keyring, or none. (`servers add --token` stores one; direct mode keeps `--token`.)
         setup.warn = Some(Arc::new(|message: &str| tell!("warning: {message}")));
-        let console = Console::open(setup).await.map_err(|e| match e {
-            console::OpenError::Ledger(e) => CliError::Ledger(e),
-            console::OpenError::Engine(e) => CliError::Engine(e),
-        })?;
+        let console = Console::open(setup).await?;
         Ok(Self { console })
     }
 

@@ -48,8 +48,6 @@ pub fn open(url: &str) -> Result<(), OpenError> {
         None => platform_opener(),
     };
     let program = command.get_program().to_string_lossy().into_owned();
-    // Without the window process's preload (meant for WebKit's processes only).
-    crate::resident::preload::restore(&mut command);
     command
         .arg(url)
         .stdin(Stdio::null())

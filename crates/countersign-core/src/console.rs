@@ -129,7 +129,9 @@ impl Error {
             Self::Invalid(_)
             | Self::Link(_)
             | Self::Settings(_)
-            | Self::Ledger(ledger::Error::Conflict(_)) => ErrorCode::InvalidInput,
+            | Self::Ledger(ledger::Error::Conflict(_) | ledger::Error::Invalid(_)) => {
+                ErrorCode::InvalidInput
+            }
             Self::Server(mcp::Error::InvalidUrl { .. } | mcp::Error::InvalidRequest(_)) => {
                 ErrorCode::InvalidInput
             }
@@ -138,7 +140,17 @@ impl Error {
             Self::Server(e) if e.class() == ErrorClass::Transient => ErrorCode::Unavailable,
             Self::Server(_) | Self::Refused(_) | Self::TooManyRounds { .. } => ErrorCode::Server,
             Self::Keyring(_) => ErrorCode::Keyring,
-            Self::SignIn(_) => ErrorCode::Server,
+            // Reaching the authorization server failed: trying again may work.
+            Self::SignIn(crate::auth::SessionError::Mcp(e))
+                if e.class() == ErrorClass::Transient =>
+            {
+                ErrorCode::Unavailable
+            }
+            Self::SignIn(crate::auth::SessionError::Mcp(_)) => ErrorCode::Server,
+            Self::SignIn(crate::auth::SessionError::Auth(
+                crate::auth::Error::Transport { .. } | crate::auth::Error::TokenRequest { .. },
+            )) => ErrorCode::Unavailable,
+            Self::SignIn(_) => ErrorCode::SignIn,
             Self::Cancelled => ErrorCode::Cancelled,
             Self::Ledger(_) | Self::Engine(_) | Self::Write { .. } => ErrorCode::Internal,
         }

@@ -1,23 +1,18 @@
-//! The local MCP gateway: agents connect to Countersign instead of to an upstream server, and
-//! every tool call passes the policy first.
+//! The gateway's model: what the policy says about an agent's call and what the agent is told.
+//! Pure: no console, no endpoint, so the console's gateway actions (`console/gateway.rs`) use it
+//! without a cycle. The endpoint agents connect to is `crates/countersign-gateway`.
 //!
 //! - [`policy`]: which rule applies to a call (agent × server × tool, argument conditions, the
 //!   per-server read-only switch) and what it says: allow, ask or deny;
 //! - [`outcome`]: what the agent is told, as MCP results with SEP-2848 dispositions in `_meta`;
-//! - [`endpoint`]: the Streamable HTTP endpoint on 127.0.0.1 (`/mcp/<server-name>`), both
-//!   protocol generations, bearer token per agent;
-//! - [`relay`]: `countersign connect`, a stdio MCP server relaying to the running gateway;
-//! - [`demo_agent`]: the first-launch demo's agent, calling demo tools through the gateway.
+//! - agent tokens, their digests, Countersign's own task ids and argument digests.
 //!
 //! The records (agents, rules, gated calls) live in the ledger (`ledger::{agents, rules,
 //! gated}`); every action on them is a [`crate::console::Console`] method
 //! (`console/gateway.rs`), so the CLI, the app and the endpoint share one path.
 
-pub mod demo_agent;
-pub mod endpoint;
 pub mod outcome;
 pub mod policy;
-pub mod relay;
 
 use rand::RngCore;
 use serde_json::{Map, Value};

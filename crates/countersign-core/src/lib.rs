@@ -34,17 +34,20 @@ pub mod actions;
 pub mod auth;
 pub mod browser;
 pub mod console;
-pub mod decision;
+pub use countersign_ledger::decision;
 pub mod diagnosis;
 pub mod engine;
 pub mod gateway;
-pub mod ledger;
-pub mod mcp;
+/// The durable ledger (`crates/countersign-ledger`), re-exported for the layers above it.
+pub use countersign_ledger as ledger;
+/// The MCP client (`crates/countersign-mcp`), re-exported: its wire types are the vocabulary of
+/// every layer above it.
+pub use countersign_mcp as mcp;
 pub mod notice;
 pub mod resident;
 pub mod scheduler;
 pub mod secrets;
-pub mod sensitive;
+pub use countersign_mcp::sensitive;
 pub mod settings;
 pub mod status;
 pub mod tracking;

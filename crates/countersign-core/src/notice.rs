@@ -44,13 +44,7 @@ pub fn link_body(message: &str, url: &str) -> String {
     format!("{first}\n{}", truncate(message, room))
 }
 
-/// `text` cut to `max_chars` characters (never inside one), with `…` when something was cut.
-pub fn truncate(text: &str, max_chars: usize) -> String {
-    match text.char_indices().nth(max_chars) {
-        None => text.to_owned(),
-        Some((end, _)) => format!("{}…", &text[..end]),
-    }
-}
+pub use countersign_mcp::text::truncate;
 
 #[cfg(test)]
 mod tests {

@@ -16,8 +16,6 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 pub mod launch;
-pub mod preload;
-pub mod ready;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::net::unix::OwnedReadHalf;
 use tokio::net::UnixStream;

@@ -13,11 +13,30 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, RwLock};
 
+use serde::Serialize;
+
 use crate::auth::{Credentials, Registration};
-use crate::console::view::SignInInfo;
 use crate::engine::TokenProvider;
 use crate::ledger::servers::ServerRecord;
 use crate::sensitive::Sensitive;
+
+/// A server's current OAuth sign-in, as a window shows it: who (where the server says) and when
+/// the access token expires. Read from the keyring blob's non-secret parts; no token.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct SignInInfo {
+    /// Who is signed in, where the authorization server said (its OpenID `id_token`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub account: Option<String>,
+    /// When the access token expires (Unix ms), if the server said.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub expires_at_ms: Option<i64>,
+    /// Whether it renews by itself before then (a refresh token is held).
+    pub renews: bool,
+}
 
 /// The keyring service name the app uses (its bundle identifier).
 pub const DEFAULT_SERVICE: &str = "dev.countersign.app";

@@ -1,7 +1,7 @@
 //! `--demo`: the built-in demo MCP server in the resident, registered as server `demo`, and on
 //! its first launch two calls so something is happening within seconds: a CI pipeline that
 //! progresses through its stages, and a deployment that stops to ask for approval. The app also
-//! runs the local MCP gateway, and the demo agent (`countersign_core::gateway::demo_agent`) calls
+//! runs the local MCP gateway, and the demo agent (`countersign_gateway::demo_agent`) calls
 //! two demo tools through it: one a rule allows, one that waits in the inbox for approval.
 
 use std::net::SocketAddr;
@@ -162,7 +162,7 @@ pub async fn first_calls(console: &Console) {
 /// run against the gateway at `gateway_url` (`http://127.0.0.1:P/mcp/`). Only the launch that
 /// enrols it runs it; what it did stays in the ledger.
 pub async fn agent(console: &Console, gateway_url: &str) {
-    use countersign_core::gateway::demo_agent;
+    use countersign_gateway::demo_agent;
     let enrolled = match demo_agent::enrol(console, NAME).await {
         Ok(Some(enrolled)) => enrolled,
         Ok(None) => return,

@@ -156,13 +156,7 @@ impl Resident {
 
     /// [`Resident::open`], saying why no window process could be started.
     pub fn try_open(&self, page: Option<Page>, link: Option<String>) -> Result<(), String> {
-        let window_up = self.viewing.lock().is_ok_and(|v| v.windows > 0);
-        window::open(
-            self.console.data_dir(),
-            page.as_ref(),
-            link.as_deref(),
-            window_up,
-        )
+        window::open(self.console.data_dir(), page.as_ref(), link.as_deref())
     }
 
     /// Ends the resident (and, through their watches, the windows).
@@ -266,10 +260,6 @@ async fn run(options: Options) -> Result<(), Error> {
     } else if let Some(port) = options.gateway {
         settings::start_flag_gateway(&resident, &[port]).await;
     }
-    // What the window process will preload (asked of the dynamic linker once, on a thread).
-    window::learn_preload();
-    // A window process started ahead, waiting for the next Open (no GTK, no display).
-    window::keep_ready();
     // Ask the notification daemon for its capabilities off the runtime, once (a D-Bus round
     // trip that a missing daemon can hold up for the bus's timeout); windows learn the answer
     // through the state.

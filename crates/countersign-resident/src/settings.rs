@@ -17,9 +17,9 @@ use std::time::Duration;
 
 use chrono::{Datelike, Timelike};
 use countersign_core::console::notifications;
-use countersign_core::gateway::endpoint::{Gateway, GatewayConfig};
 use countersign_core::resident::Page;
 use countersign_core::settings::{Day, DndSchedule, Settings};
+use countersign_gateway::endpoint::{Gateway, GatewayConfig};
 
 use crate::Resident;
 

@@ -27,6 +27,7 @@ const ERROR_CODES: readonly ErrorCode[] = [
   "unavailable",
   "server",
   "keyring",
+  "sign_in",
   "cancelled",
   "internal",
 ];

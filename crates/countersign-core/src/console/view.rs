@@ -9,6 +9,7 @@ pub use crate::decision::Decision;
 pub use crate::diagnosis::Diagnosis;
 use crate::ledger::events::EventKind;
 use crate::ledger::tasks::LedgerStatus;
+pub use crate::secrets::SignInInfo;
 use crate::sensitive::Sensitive;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
@@ -31,6 +32,8 @@ pub enum ErrorCode {
     Server,
     /// The OS keyring is missing, locked or refused.
     Keyring,
+    /// The server needs a person to sign in (OAuth), or the sign-in failed.
+    SignIn,
     /// The person stopped it (a server check they cancelled while it waited).
     Cancelled,
     /// A bug on our side.
@@ -900,22 +903,4 @@ pub enum SignInRegistration {
     MetadataDocument,
     /// A new dynamic registration.
     Dynamic,
-}
-
-/// A server's current OAuth sign-in, as a window shows it: who (where the server says) and when
-/// the access token expires. Read from the keyring blob's non-secret parts; no token.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
-#[serde(rename_all = "camelCase")]
-pub struct SignInInfo {
-    /// Who is signed in, where the authorization server said (its OpenID `id_token`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "ts", ts(optional))]
-    pub account: Option<String>,
-    /// When the access token expires (Unix ms), if the server said.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "ts", ts(optional))]
-    pub expires_at_ms: Option<i64>,
-    /// Whether it renews by itself before then (a refresh token is held).
-    pub renews: bool,
 }

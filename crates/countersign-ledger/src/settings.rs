@@ -1,5 +1,5 @@
 //! `settings`: the person's settings as stored, one JSON value per key. What the keys mean and
-//! which values are acceptable is [`crate::console::settings`]; this module only reads and
+//! which values are acceptable is the core's `console::settings`; this module only reads and
 //! writes rows.
 
 use rusqlite::{params, Connection};

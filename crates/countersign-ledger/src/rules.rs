@@ -1,5 +1,5 @@
 //! `gateway_rules` and `gateway_servers`: the gateway's policy as stored. Evaluating it is
-//! [`crate::gateway::policy`].
+//! the core's `gateway::policy`.
 
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use serde::{Deserialize, Serialize};

@@ -299,7 +299,7 @@ fn task_of(mut params: Map<String, Value>) -> Result<Task, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mcp::{TaskState, TaskStatus};
+    use crate::{TaskState, TaskStatus};
 
     fn decode(id: Value, body: &[u8]) -> Result<Vec<ListenEvent>, StreamFault> {
         let mut decoder = ListenDecoder::new(id);

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use countersign_core::mcp::{
+use countersign_mcp::{
     CallOutcome, Client, Endpoint, Error, TaskState, ToolCall, PROTOCOL_VERSION,
 };
 use serde_json::{json, Map, Value};

@@ -146,7 +146,7 @@ pub fn remove(conn: &Connection, id: i64) -> Result<()> {
 /// The last line of defence for what the servers table keeps: no URL with credentials in it,
 /// whichever face adds the server.
 fn check_url(url: &str) -> Result<()> {
-    crate::mcp::check_server_url(url)
+    countersign_mcp::check_server_url(url)
         .map(drop)
         .map_err(|e| Error::Invalid(e.to_string()))
 }

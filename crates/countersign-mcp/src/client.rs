@@ -197,7 +197,7 @@ fn redirected(method: &str, status: u16, headers: &reqwest::header::HeaderMap) -
         .get(reqwest::header::LOCATION)
         .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
         .unwrap_or_else(|| "(no Location)".into());
-    let location = crate::notice::truncate(&location, 200);
+    let location = crate::text::truncate(&location, 200);
     Error::Redirected {
         method: method.into(),
         status,

@@ -34,18 +34,20 @@ use axum::Router;
 use serde_json::{json, Map, Value};
 use tokio::sync::{mpsc, watch};
 
-use super::outcome::{self, Disposition, TASKS_EXTENSION, TOOL_APPROVAL_EXTENSION};
-use super::TASK_PREFIX;
-use crate::console::gateway::{AgentCall, Claim, Gate, PolicyInput};
-use crate::console::{self, Console};
-use crate::ledger::agents::AgentRecord;
-use crate::ledger::gated::{GatedMode, GatedRecord, GatedState, ToolInfo};
-use crate::ledger::servers::ServerRecord;
-use crate::mcp::headers::{check_param_headers, header_params};
-use crate::mcp::sse::SseDecoder;
-use crate::mcp::subscription::{DEFAULT_IDLE_TIMEOUT, META_SUBSCRIPTION_ID};
-use crate::mcp::wire::HeaderParam;
-use crate::mcp::{self, Client, RelayedListen};
+use countersign_core::console::gateway::{AgentCall, Claim, Gate, PolicyInput};
+use countersign_core::console::{self, Console};
+use countersign_core::gateway::outcome::{
+    self, Disposition, TASKS_EXTENSION, TOOL_APPROVAL_EXTENSION,
+};
+use countersign_core::gateway::TASK_PREFIX;
+use countersign_core::ledger::agents::AgentRecord;
+use countersign_core::ledger::gated::{GatedMode, GatedRecord, GatedState, ToolInfo};
+use countersign_core::ledger::servers::ServerRecord;
+use countersign_core::mcp::headers::{check_param_headers, header_params};
+use countersign_core::mcp::sse::SseDecoder;
+use countersign_core::mcp::subscription::{DEFAULT_IDLE_TIMEOUT, META_SUBSCRIPTION_ID};
+use countersign_core::mcp::wire::HeaderParam;
+use countersign_core::mcp::{self, Client, RelayedListen};
 
 /// The session-era protocol versions the gateway answers `initialize` with (the agent's own
 /// when it is one of these, else the newest).
@@ -165,7 +167,7 @@ impl Gateway {
         });
         // Where `countersign connect` finds the running gateway (stale after a crash: connect
         // then says it cannot reach it).
-        let url_file = shared.console.data_dir().join(super::relay::URL_FILE);
+        let url_file = shared.console.data_dir().join(crate::relay::URL_FILE);
         let url_file = match std::fs::write(&url_file, format!("http://{addr}/mcp/\n")) {
             Ok(()) => Some(url_file),
             Err(e) => {
@@ -277,7 +279,7 @@ fn remember_tools<'a>(link: &Link, tools: impl Iterator<Item = &'a Map<String, V
                 map.insert(
                     name.to_owned(),
                     Arc::new(Listed {
-                        info: super::tool_info(tool),
+                        info: countersign_core::gateway::tool_info(tool),
                         task_required,
                         header_params: header_params(tool.get("inputSchema")).unwrap_or_default(),
                     }),
@@ -481,7 +483,7 @@ impl Request {
             .and_then(|f| self.params.get(f))
             .and_then(Value::as_str)
         {
-            match header("mcp-name").map(crate::mcp::headers::decode_header_value) {
+            match header("mcp-name").map(countersign_core::mcp::headers::decode_header_value) {
                 Some(Some(sent)) if sent == name => {}
                 _ => return mismatch("Mcp-Name (missing or different)"),
             }
@@ -1019,7 +1021,7 @@ fn initialize(
     capabilities
         .entry("tools")
         .or_insert_with(|| json!({"listChanged": false}));
-    let session = super::new_task_id().replacen(TASK_PREFIX, "css-", 1);
+    let session = countersign_core::gateway::new_task_id().replacen(TASK_PREFIX, "css-", 1);
     if let Ok(mut sessions) = shared.sessions.lock() {
         if sessions.len() >= MAX_SESSIONS {
             if let Some(oldest) = sessions.keys().next().cloned() {

@@ -11,10 +11,15 @@
 //!
 //! Tables, one module each: [`servers`], [`intents`] (call intents), [`tasks`], [`events`] (the
 //! append-only timeline), [`inputs`] (questions by key), [`outbox`] (answers and cancels not yet
-//! acknowledged), [`audit`] (every human decision) and [`settings`] (the person's settings).
+//! acknowledged), [`audit`] (every human decision) and [`settings`] (the person's settings);
+//! the gateway's [`agents`], [`rules`] and [`gated`] calls. [`decision`] reads an answer in a
+//! person's terms (approved, denied, declined, …).
+#![deny(missing_docs)]
+#![allow(clippy::result_large_err, clippy::large_enum_variant)]
 
 pub mod agents;
 pub mod audit;
+pub mod decision;
 pub mod events;
 pub mod gated;
 pub mod inputs;
@@ -484,7 +489,12 @@ impl Ledger {
         every: std::time::Duration,
         timeout: std::time::Duration,
     ) -> Result<Vec<StoredEvent>> {
-        let deadline = crate::scheduler::after(tokio::time::Instant::now(), timeout);
+        let now = tokio::time::Instant::now();
+        // Checked: a caller's timeout too large for an `Instant` waits as long as one can.
+        let deadline = now
+            .checked_add(timeout)
+            .or_else(|| now.checked_add(std::time::Duration::from_secs(3600)))
+            .unwrap_or(now);
         // Subscribed before reading, so a commit between the read and the wait still wakes it.
         let mut wake = self.events.subscribe();
         loop {
@@ -666,9 +676,9 @@ fn writer_loop(
 }
 
 /// A fresh directory for a unit test's ledger: `countersign-<what>-<pid>-<nanos>` under the
-/// system's temporary directory.
-#[cfg(test)]
-pub(crate) fn scratch_dir(what: &str) -> PathBuf {
+/// system's temporary directory. For this crate's tests and those of the crates above it.
+#[cfg(any(test, feature = "test-support"))]
+pub fn scratch_dir(what: &str) -> PathBuf {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos())

@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 
 use super::{now_ms, Error, Result};
 use crate::decision::Decision;
-use crate::mcp::{self, TaskStatus};
+use countersign_mcp::{self as mcp, TaskStatus};
 
 /// A task's status in the ledger: the server's five, plus two only the client can conclude.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -474,12 +474,12 @@ pub fn summary(conn: &Connection, id: i64) -> Result<TaskSummary> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ledger::events::{self, EventKind, NewEvent, Via};
-    use crate::ledger::{inputs, servers, Ledger};
+    use crate::events::{self, EventKind, NewEvent, Via};
+    use crate::{inputs, servers, Ledger};
     use serde_json::json;
 
     fn scratch() -> std::path::PathBuf {
-        crate::ledger::scratch_dir("tasks")
+        crate::scratch_dir("tasks")
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! The MCP 2026-07-28 client with the Tasks extension: the only module that speaks HTTP.
+//! The MCP 2026-07-28 client with the Tasks extension: the only crate of Countersign that speaks
+//! MCP to a server. A leaf: it knows nothing of the ledger, the engine or the faces.
 //!
 //! - [`wire`]: the JSON shapes (tasks, input requests, results, tools, discovery);
 //! - [`client`]: [`Client`], one stateless POST per request, `_meta` and headers on each;
@@ -6,15 +7,23 @@
 //! - [`sse`]: the incremental event-stream decoder;
 //! - [`subscription`]: `subscriptions/listen` for task status notifications ([`Client::listen`]);
 //! - [`headers`]: `Mcp-Name`/`Mcp-Param-*` encoding and `x-mcp-header` validation;
-//! - [`error`]: [`Error`], one variant per failure class.
+//! - [`error`]: [`Error`], one variant per failure class;
+//! - [`sensitive`]: [`sensitive::Sensitive`], the wrapper that keeps tokens out of logs and storage;
+//! - [`text`]: cutting server text to a length a person reads.
+#![deny(missing_docs)]
+// Errors carry the server's own words and data for the timeline; they are the cold path, so their
+// size is not worth boxing.
+#![allow(clippy::result_large_err, clippy::large_enum_variant)]
 
 pub mod client;
 pub mod error;
 pub mod headers;
 mod http1;
 pub mod response;
+pub mod sensitive;
 pub mod sse;
 pub mod subscription;
+pub mod text;
 pub mod wire;
 
 /// How many times a call is re-sent with answers (MRTR, `input_required` on `tools/call`) before

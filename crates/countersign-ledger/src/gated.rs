@@ -166,7 +166,7 @@ pub struct GatedQuestions {
 
 /// What an upstream's `tools/list` says about one tool, as the person deciding on a call sees
 /// it: the server's own claims (untrusted hints, shown as text), bounded by
-/// [`crate::gateway::tool_info`].
+/// the gateway's `tool_info`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
@@ -505,12 +505,12 @@ pub fn asking(conn: &Connection) -> Result<Vec<GatedRecord>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ledger::rules::{self, NewRule, RuleAction};
-    use crate::ledger::{agents, servers, Ledger};
+    use crate::rules::{self, NewRule, RuleAction};
+    use crate::{agents, servers, Ledger};
 
     /// A ledger of its own in a scratch directory; [`remove`] closes and removes it.
     fn scratch() -> (std::path::PathBuf, Ledger) {
-        let dir = crate::ledger::scratch_dir("gated");
+        let dir = crate::scratch_dir("gated");
         let ledger = Ledger::open(&dir).expect("ledger");
         (dir, ledger)
     }

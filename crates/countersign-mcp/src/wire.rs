@@ -485,7 +485,7 @@ fn advisory_ms(
         Some(v) => v,
     };
     let mut note = |outcome: String| {
-        let sent = crate::notice::truncate(&value.to_string(), 40);
+        let sent = crate::text::truncate(&value.to_string(), 40);
         ignored.push(IgnoredField {
             field: key,
             sent,

@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::Mutex;
 
-use crate::sensitive::Sensitive;
+use countersign_core::sensitive::Sensitive;
 
 /// Why the relay stopped.
 #[derive(Debug, thiserror::Error)]
@@ -136,7 +136,10 @@ async fn send<W: AsyncWrite + Unpin>(
             .and_then(|f| message.get("params")?.get(f))
             .and_then(Value::as_str)
         {
-            request = request.header("mcp-name", crate::mcp::headers::encode_header_value(name));
+            request = request.header(
+                "mcp-name",
+                countersign_core::mcp::headers::encode_header_value(name),
+            );
         }
     }
     let failed = |message: String| {

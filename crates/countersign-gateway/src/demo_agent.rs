@@ -16,12 +16,14 @@ use std::time::Duration;
 
 use serde_json::{json, Map, Value};
 
-use crate::console::view::RuleSetRequest;
-use crate::console::{self, Console};
-use crate::ledger::rules::RuleAction;
-use crate::mcp::{self, CallOutcome, Client, ClientOptions, Endpoint, TaskState, ToolCall};
-use crate::scheduler;
-use crate::sensitive::Sensitive;
+use countersign_core::console::view::RuleSetRequest;
+use countersign_core::console::{self, Console};
+use countersign_core::ledger::rules::RuleAction;
+use countersign_core::mcp::{
+    self, CallOutcome, Client, ClientOptions, Endpoint, TaskState, ToolCall,
+};
+use countersign_core::scheduler;
+use countersign_core::sensitive::Sensitive;
 
 /// The demo agent's name (as the inbox, the notification and the Agents view show it).
 pub const AGENT: &str = "demo-agent";
