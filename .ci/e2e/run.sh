@@ -65,7 +65,7 @@ trap cleanup EXIT
 echo "e2e: keyring round trip against the session's real Secret Service"
 (cd "$root" && CARGO_TARGET_DIR="$target" cargo test --locked -p countersign-core --lib secrets -- --ignored)
 echo "e2e: the CLI's tokens through the session's Secret Service (each server its own, never another's)"
-(cd "$root" && CARGO_TARGET_DIR="$target" cargo test --locked -p countersign-tests --test keyring -- --ignored)
+(cd "$root" && CARGO_TARGET_DIR="$target" cargo test --locked -p countersign-tests --test it -- --ignored keyring::)
 
 status=0
 node "$here/e2e.mjs" || status=$?

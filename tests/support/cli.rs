@@ -6,8 +6,6 @@
 //! `compiler-artifact` message, so a custom target directory works too. A build failure is a
 //! test failure, never a skip.
 
-#![allow(dead_code)]
-
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
 use std::sync::OnceLock;

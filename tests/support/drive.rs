@@ -5,8 +5,6 @@
 //! Every helper panics with the task and the poll trace when the server does not get where
 //! the test expects within [`POLL_DEADLINE`]: a hung test is a failure that says why.
 
-#![allow(dead_code)]
-
 use std::time::{Duration, Instant};
 
 use countersign_core::mcp::{

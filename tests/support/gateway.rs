@@ -4,8 +4,6 @@
 //! again), and agents that are not ours (`tests/peers/gateway_agent.py`: the fastmcp 4.1.4
 //! client, or the `mcp` package's 2025-11-25 session client).
 
-#![allow(dead_code)]
-
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;

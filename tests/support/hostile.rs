@@ -15,8 +15,6 @@
 //! Every loop that sends data is bounded in time ([`STREAM_LIMIT`]), so a test that forgets to
 //! close a connection cannot keep the server busy forever.
 
-#![allow(dead_code)]
-
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -51,14 +49,6 @@ impl Request {
     /// `params.taskId`, if present.
     pub fn task_id(&self) -> Option<&str> {
         self.params.get("taskId").and_then(Value::as_str)
-    }
-
-    /// `params.arguments` of a `tools/call` (`{}` when absent).
-    pub fn arguments(&self) -> Value {
-        self.params
-            .get("arguments")
-            .cloned()
-            .unwrap_or_else(|| json!({}))
     }
 
     /// A header's value (name case-insensitive).
@@ -119,10 +109,6 @@ pub enum Reply {
     },
     /// These bytes as the whole response; then the connection is closed.
     Raw(Vec<u8>),
-    /// No answer at all; the connection stays open until the client gives up.
-    Hang,
-    /// The reply, after a pause.
-    Delayed(Duration, Box<Reply>),
 }
 
 impl Reply {
@@ -144,14 +130,6 @@ impl Reply {
                 .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
                 .collect(),
             body: Vec::new(),
-        }
-    }
-
-    /// A JSON-RPC result for `request`, framed as one SSE event that then closes properly.
-    pub fn sse_result(request: &Request, result: Value) -> Reply {
-        Reply::Sse {
-            events: vec![rpc_result(&request.id, result).to_string()],
-            then: SseEnd::Close,
         }
     }
 }
@@ -180,26 +158,6 @@ pub fn created(mut task: Value) -> Value {
 pub fn completed(id: &str, text: &str) -> Value {
     let mut t = task(id, "completed");
     t["result"] = json!({"content": [{"type": "text", "text": text}], "isError": false});
-    t
-}
-
-/// An `input_required` task asking one yes/no question under `key`.
-pub fn asking(id: &str, key: &str, message: &str) -> Value {
-    let mut t = task(id, "input_required");
-    t["inputRequests"] = json!({
-        key: {
-            "method": "elicitation/create",
-            "params": {
-                "mode": "form",
-                "message": message,
-                "requestedSchema": {
-                    "type": "object",
-                    "properties": {"approve": {"type": "boolean"}},
-                    "required": ["approve"],
-                },
-            },
-        }
-    });
     t
 }
 
@@ -504,10 +462,6 @@ fn reason(status: u16) -> &'static str {
 /// Writes `reply`; false when the connection is finished (closed by either side).
 async fn write_reply(stream: &mut TcpStream, id: &Value, reply: Reply) -> bool {
     match reply {
-        Reply::Delayed(pause, reply) => {
-            tokio::time::sleep(pause).await;
-            Box::pin(write_reply(stream, id, *reply)).await
-        }
         Reply::Result(result) => write_json(stream, &rpc_result(id, result)).await,
         Reply::Error {
             code,
@@ -574,10 +528,6 @@ async fn write_reply(stream: &mut TcpStream, id: &Value, reply: Reply) -> bool {
         Reply::Raw(bytes) => {
             let _ = stream.write_all(&bytes).await;
             let _ = stream.shutdown().await;
-            false
-        }
-        Reply::Hang => {
-            hang(stream).await;
             false
         }
     }

@@ -4,8 +4,6 @@
 //! Rows are read into plain structs with JSON columns as `serde_json::Value`, so a test states
 //! what it expects of the stored bytes, not of the core's own types.
 
-#![allow(dead_code)]
-
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

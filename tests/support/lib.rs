@@ -11,3 +11,4 @@ pub mod peer;
 pub mod procs;
 pub mod proxy;
 pub mod raw;
+pub mod rig;

@@ -10,8 +10,6 @@
 //! A missing venv is a test failure, never a skip. `COUNTERSIGN_PEER_PYTHON` overrides
 //! the interpreter; `COUNTERSIGN_PEER_LOG=1` echoes the peer's stderr live.
 
-#![allow(dead_code)]
-
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
@@ -36,15 +34,10 @@ pub struct FastmcpPeer {
 
 impl FastmcpPeer {
     /// Starts tests/peers/fastmcp_server.py with the venv python
-    /// (`$COUNTERSIGN_PEER_PYTHON`, else `<repo>/.ci/venv/bin/python`) on a free port and
-    /// waits for its URL line (60 s at most). Panics, with the peer's stderr, if it
-    /// cannot start; panics with a setup hint if the venv is missing.
-    pub async fn start() -> FastmcpPeer {
-        Self::start_with_env(&[]).await
-    }
-
-    /// As [`FastmcpPeer::start`], with extra environment variables for the peer
-    /// (e.g. `("PEER_STEP_SECONDS", "0.05")`, `("PEER_TTL_MS", "2000")`).
+    /// (`$COUNTERSIGN_PEER_PYTHON`, else `<repo>/.ci/venv/bin/python`) on a free port, with
+    /// extra environment variables for the peer (e.g. `("PEER_STEP_SECONDS", "0.05")`,
+    /// `("PEER_TTL_MS", "2000")`), and waits for its URL line (60 s at most). Panics, with the
+    /// peer's stderr, if it cannot start; panics with a setup hint if the venv is missing.
     pub async fn start_with_env(vars: &[(&str, &str)]) -> FastmcpPeer {
         let env: Vec<(String, String)> = vars
             .iter()
@@ -93,11 +86,6 @@ impl FastmcpPeer {
             "restarting the fastmcp peer on port {}: {last_error}",
             self.port
         );
-    }
-
-    /// The port the peer listens on (kept across [`FastmcpPeer::restart`]).
-    pub fn port(&self) -> u16 {
-        self.port
     }
 
     /// What the peer wrote to stderr so far (the last 64 KiB), for test diagnostics.

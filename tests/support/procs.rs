@@ -5,8 +5,6 @@
 //! directory is a fresh temporary directory, removed when the test passes and kept (its path
 //! printed) when it fails, so the ledger of a failed run can be inspected.
 
-#![allow(dead_code)]
-
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU32, Ordering};

@@ -12,8 +12,6 @@
 //! to the blank line, then `Content-Length` bytes of body) and read the `Mcp-Method` and
 //! `Mcp-Name` headers; responses are copied back untouched.
 
-#![allow(dead_code)]
-
 use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -104,11 +102,6 @@ impl FaultProxy {
     /// The endpoint clients should use: `http://127.0.0.1:PORT/mcp`.
     pub fn url(&self) -> String {
         format!("http://127.0.0.1:{}/mcp", self.inner.port)
-    }
-
-    /// The proxy's port (kept across [`FaultProxy::down`] / [`FaultProxy::up`]).
-    pub fn port(&self) -> u16 {
-        self.inner.port
     }
 
     /// The server is "down": new connections are refused and open ones are cut (requests in

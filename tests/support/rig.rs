@@ -5,8 +5,6 @@
 //! Every wait panics with the task's timeline when the expected event does not come within
 //! [`DEADLINE`]: a hung test is a failure that says why.
 
-#![allow(dead_code)]
-
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};

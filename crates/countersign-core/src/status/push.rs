@@ -30,7 +30,7 @@
 //! # Stream scheme: batches per server, retired when done, merged when too many
 //! The spec gives no way to add ids to an open stream: a new id needs a new
 //! `subscriptions/listen`. Three schemes are implemented ([`StreamScheme`]) and were measured
-//! (`measure_stream_schemes_under_churn` in `tests/push.rs`: 20 new tasks a second for 20 s, each
+//! (`measure_stream_schemes_under_churn` in `tests/it/push.rs`: 20 new tasks a second for 20 s, each
 //! living 15 s with a change every 5 s, ~300 live at a time, against the demo server, which sends
 //! the current state of every task on each subscription so that nothing is missed):
 //!

@@ -1,8 +1,6 @@
 //! Every tool's lifecycle over HTTP, at time_scale 0.01.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use serde_json::{json, Value};
 
 #[tokio::test]

@@ -4,9 +4,6 @@
 //! audited and on the event feed, and the engine holds every server to a new poll floor at
 //! once, also when another process (another console on the same data directory) sets it.
 
-#[path = "support/rig.rs"]
-mod rig;
-
 use std::time::Duration;
 
 use countersign_core::console::view::{CommandError, ErrorCode};
@@ -14,7 +11,7 @@ use countersign_core::console::{self, Console, Setup, Start};
 use countersign_core::ledger::{audit, events, EventKind};
 use countersign_core::settings::{Day, SettingKey, Settings, SettingsError};
 use countersign_tests::hostile::{self, Hostile, Reply};
-use rig::{Rig, TempDir};
+use countersign_tests::rig::{Rig, TempDir};
 use serde_json::json;
 
 async fn open(dir: &std::path::Path) -> Console {

@@ -3,9 +3,6 @@
 //! the hostile test server (`support/hostile.rs`) and asserts what a person would see: the
 //! other tasks still move, the bad answer is a typed error on the timeline, nothing is lost.
 
-#[path = "support/rig.rs"]
-mod rig;
-
 use std::time::Duration;
 
 use countersign_core::engine::EngineConfig;
@@ -14,7 +11,7 @@ use countersign_core::ledger::{inputs, EventKind, Ledger};
 use countersign_core::mcp::{self, Client, Endpoint, ToolCall};
 use countersign_core::scheduler::{MAX_SERVER_WAIT, MIN_INTERVAL};
 use countersign_tests::hostile::{self, Hostile, Reply};
-use rig::{describe, Rig, TempDir};
+use countersign_tests::rig::{describe, Rig, TempDir};
 use serde_json::{json, Map, Value};
 
 /// A task that works for `polls` polls, then completes.

@@ -1,5 +1,4 @@
 //! A minimal, strict MCP 2026-07-28 client for driving the demo server over real HTTP.
-#![allow(dead_code)] // each test binary uses a different subset
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};

@@ -1,8 +1,6 @@
 //! HTTP-level behaviour: header validation, envelope checks, auth, Origin, framing modes.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use countersign_demo::{DemoConfig, ResponseMode};
 use serde_json::{json, Value};
 
@@ -278,7 +276,7 @@ async fn mcp_param_headers_must_mirror_x_mcp_header_arguments() {
 
 #[tokio::test]
 async fn unknown_and_removed_methods_are_404() {
-    // `subscriptions/listen` is served unless push is off (tests/push.rs covers it on).
+    // `subscriptions/listen` is served unless push is off (tests/it/push.rs covers it on).
     let (_server, client) = start(DemoConfig {
         push: false,
         ..DemoConfig::default()

@@ -482,7 +482,7 @@ async fn broken_bodies_wrong_shapes_and_hangups_are_poll_failures_that_recover()
     ];
     for (round, (fault, _, _)) in cases.iter().enumerate() {
         // A poll whose kept-alive connection is hung up unanswered is sent once more on a new
-        // connection (`tasks/get` is idempotent; `tests/poll_connections.rs`): only a second
+        // connection (`tasks/get` is idempotent; `tests/it/poll_connections.rs`): only a second
         // hang-up in a row fails the poll.
         let times = if matches!(fault, Fault::Hangup) { 2 } else { 1 };
         demo.inject_for("tasks/get", fault.clone(), times);

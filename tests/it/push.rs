@@ -6,9 +6,6 @@
 //! a stream that breaks mid-task hands the task back to polling at once and no change is lost or
 //! reordered; a server without push behaves exactly as before.
 
-#[path = "support/rig.rs"]
-mod rig;
-
 use std::time::{Duration, Instant};
 
 use countersign_core::ledger::tasks::{LedgerStatus, TaskRecord};
@@ -18,8 +15,8 @@ use countersign_core::status::push::StreamScheme;
 use countersign_demo::{DemoConfig, DemoServer, Fault};
 use countersign_tests::drive::{accept, call, client, expect_task, poll_to_questions};
 use countersign_tests::peer::FastmcpPeer;
+use countersign_tests::rig::{assert_every_change, describe, state_vias, updates, Rig};
 use countersign_tests::{demo, raw};
-use rig::{assert_every_change, describe, state_vias, updates, Rig};
 use serde_json::{json, Value};
 
 // ---------------------------------------------------------------------------------------------
@@ -776,7 +773,7 @@ async fn per_task_streams_deliver_every_change_too() {
 
 /// The cost of each stream scheme under task churn: 20 new tasks a second for 20 s, each living
 /// 15 s (about 300 live at a time) with a change every 5 s. Run with
-/// `cargo test -p countersign-tests --release --test push -- --ignored --nocapture`.
+/// `cargo test -p countersign-tests --release --test it -- --ignored --nocapture push::measure_stream_schemes_under_churn`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a measurement, not a check; run it by hand"]
 async fn measure_stream_schemes_under_churn() {

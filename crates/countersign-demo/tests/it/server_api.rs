@@ -1,10 +1,8 @@
 //! The Rust API of `DemoServer`: faults, stats, TTL, change timelines, shutdown.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use countersign_demo::{DemoConfig, Fault, TaskStatus};
 use serde_json::{json, Value};
 

@@ -12,9 +12,7 @@ use countersign_core::mcp::{self, Client, Endpoint, ListenRequest, ToolCall};
 use countersign_tests::hostile::{self, Hostile, Reply, SseEnd};
 use serde_json::json;
 
-#[path = "support/rig.rs"]
-mod rig;
-use rig::Rig;
+use countersign_tests::rig::Rig;
 
 /// However the limit is crossed, it must be found long before a test gives up on it.
 const BOUNDED: Duration = Duration::from_secs(60);

@@ -7,9 +7,6 @@
 //! tells; an answer recorded by another process (another console on the same data directory)
 //! reaches the feed too, and closes the question with how it was answered.
 
-#[path = "support/rig.rs"]
-mod rig;
-
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -19,7 +16,7 @@ use countersign_core::console::view::InputResponse;
 use countersign_core::console::{Console, Setup, Start};
 use countersign_core::ledger::EventKind;
 use countersign_demo::{DemoConfig, DemoServer};
-use rig::{Rig, DEADLINE};
+use countersign_tests::rig::{Rig, DEADLINE};
 use serde_json::json;
 
 /// The demo server on 127.0.0.1, `time_scale` × real time, polled every 300 ms.
