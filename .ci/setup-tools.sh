@@ -4,7 +4,7 @@
 # Node 20), and the official TypeScript SDK 1.32.2 (@modelcontextprotocol/sdk; the gateway tests
 # run its client, tests/peers/ts_session_agent.mjs), and the reference server
 # @modelcontextprotocol/server-everything 2026.8.31 (a 2025-11-25 server with SEP-1686 Tasks that
-# crates/countersign-mcp/tests/legacy_everything.rs runs on Streamable HTTP). Idempotent; quiet
+# crates/countersign-mcp/tests/it/legacy_everything.rs runs on Streamable HTTP). Idempotent; quiet
 # unless something fails.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -15,9 +15,6 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
-#[path = "scenario/legacy.rs"]
-mod scenario;
-
 struct Seen {
     n: u64,
     headers: HashMap<String, String>,
@@ -161,7 +158,7 @@ async fn a_recorded_server_everything_session_replays_byte_for_byte() {
 
     let outcome = tokio::time::timeout(
         Duration::from_secs(20),
-        scenario::scripted_session(&url, Duration::ZERO),
+        crate::scenario::scripted_session(&url, Duration::ZERO),
     )
     .await
     .expect("the replay does not hang");

@@ -438,12 +438,9 @@ async fn a_stored_session_resumes_and_a_restarted_server_has_forgotten_it() {
     assert!(matches!(gone, Error::UnknownTask { .. }), "{gone:?}");
 }
 
-#[path = "scenario/legacy.rs"]
-mod scenario;
-
 /// Re-records `tests/fixtures/wire/server-everything.json` (replayed by `legacy_replay.rs`)
 /// through `tests/fixtures/wire/record_proxy.py`: `cargo test -p countersign-mcp --test
-/// legacy_everything -- --ignored record_server_everything_exchanges`. Needs python3.
+/// it -- --ignored legacy_everything::record_server_everything_exchanges`. Needs python3.
 #[tokio::test]
 #[ignore = "re-records a fixture; run by hand"]
 async fn record_server_everything_exchanges() {
@@ -465,7 +462,7 @@ async fn record_server_everything_exchanges() {
         assert!(Instant::now() < deadline, "the proxy did not listen");
         std::thread::sleep(Duration::from_millis(50));
     }
-    let seen = scenario::scripted_session(
+    let seen = crate::scenario::scripted_session(
         &format!("http://127.0.0.1:{proxy_port}/mcp"),
         Duration::from_millis(3500),
     )
