@@ -19,7 +19,9 @@ use serde_json::{json, Map, Value};
 use countersign_core::console::view::RuleSetRequest;
 use countersign_core::console::{self, Console};
 use countersign_core::ledger::rules::RuleAction;
-use countersign_core::mcp::{self, CallOutcome, Client, ClientOptions, Endpoint, TaskState, ToolCall};
+use countersign_core::mcp::{
+    self, CallOutcome, Client, ClientOptions, Endpoint, TaskState, ToolCall,
+};
 use countersign_core::scheduler;
 use countersign_core::sensitive::Sensitive;
 

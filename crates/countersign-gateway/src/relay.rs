@@ -136,7 +136,10 @@ async fn send<W: AsyncWrite + Unpin>(
             .and_then(|f| message.get("params")?.get(f))
             .and_then(Value::as_str)
         {
-            request = request.header("mcp-name", countersign_core::mcp::headers::encode_header_value(name));
+            request = request.header(
+                "mcp-name",
+                countersign_core::mcp::headers::encode_header_value(name),
+            );
         }
     }
     let failed = |message: String| {

@@ -6,10 +6,10 @@
 //! [`ServerUpdateRequest`]) are requests, deserialise-only, and redact themselves in `Debug`.
 
 pub use crate::decision::Decision;
-pub use crate::secrets::SignInInfo;
 pub use crate::diagnosis::Diagnosis;
 use crate::ledger::events::EventKind;
 use crate::ledger::tasks::LedgerStatus;
+pub use crate::secrets::SignInInfo;
 use crate::sensitive::Sensitive;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
@@ -902,4 +902,3 @@ pub enum SignInRegistration {
     /// A new dynamic registration.
     Dynamic,
 }
-
