@@ -9,7 +9,8 @@
 //!   server's;
 //! - every action (add/update/check/remove a server, call, answer, cancel, adopt), validated here
 //!   and recorded through [`crate::actions`] (intent, audit record, event) before anything is sent;
-//! - the calls waiting for their questions (MRTR) to be answered, bounded in rounds;
+//! - the calls waiting for their questions (MRTR) to be answered, bounded in rounds, in number
+//!   and in age ([`Console::answer_call`]);
 //! - the views every face shows ([`view`], built by [`present`]).
 //!
 //! Press Approve in the app, or run `countersign answer`: both end in [`Console::answer`], which
@@ -32,11 +33,10 @@ mod tasks;
 pub mod view;
 
 pub use calls::CallStep;
-use calls::PendingCall;
+use calls::{PendingCall, PendingCalls};
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::OnceCell;
@@ -294,8 +294,8 @@ pub struct Console {
     data_dir: PathBuf,
     actor: String,
     warn: Option<Warn>,
-    calls: Mutex<HashMap<u64, PendingCall>>,
-    next_call: AtomicU64,
+    /// The calls waiting for their questions to be answered (MRTR), bounded in number and age.
+    calls: Mutex<PendingCalls<PendingCall>>,
     /// One token refresher per signed-in server (a new sign-in replaces it), shared with the
     /// engine's sign-ins (a sign-in in another process starts one here too).
     refreshers: sign_ins::Refreshers,
@@ -338,7 +338,6 @@ impl Console {
             actor: ledger::audit::os_user(),
             warn,
             calls: Mutex::default(),
-            next_call: AtomicU64::new(1),
             refreshers,
             refreshers_resumed: Default::default(),
             flights,
