@@ -3,7 +3,7 @@
 /**
  * What an upstream's `tools/list` says about one tool, as the person deciding on a call sees
  * it: the server's own claims (untrusted hints, shown as text), bounded by
- * [`crate::gateway::tool_info`].
+ * the gateway's `tool_info`.
  */
 export type ToolInfo = { 
 /**
