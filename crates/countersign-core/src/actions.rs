@@ -4,9 +4,10 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::ledger::audit::{self, NewAudit};
+use crate::ledger::audit::{self, AuditAction, NewAudit};
 use crate::ledger::events::NewEvent;
 use crate::ledger::inputs::{self, InputState};
+use crate::ledger::intents::IntentState;
 use crate::ledger::outbox::{self, Delivery};
 use crate::ledger::servers::{self, ServerRecord};
 use crate::ledger::tasks::{self, TaskRecord};
@@ -67,9 +68,9 @@ fn finish_call(
     detail: &Value,
 ) -> crate::ledger::Result<()> {
     let state = match outcome {
-        CallOutcomeKind::Completed | CallOutcomeKind::ToolError => "completed",
-        CallOutcomeKind::InputRequired => "input_required",
-        CallOutcomeKind::Failed => "failed",
+        CallOutcomeKind::Completed | CallOutcomeKind::ToolError => IntentState::Completed,
+        CallOutcomeKind::InputRequired => IntentState::InputRequired,
+        CallOutcomeKind::Failed => IntentState::Failed,
     };
     intents::resolve(ctx.conn, intent, state, None, Some(detail))?;
     ctx.append(NewEvent {
@@ -105,7 +106,7 @@ pub async fn call(
                 ctx.conn,
                 NewAudit {
                     actor: &actor_name,
-                    action: "call",
+                    action: AuditAction::Call,
                     server: Some(&server_name),
                     task_id: None,
                     input_key: None,
@@ -201,12 +202,12 @@ pub async fn call(
                         &task,
                         Some(&tool),
                         arguments.as_ref(),
-                        "call",
+                        TaskOrigin::Call,
                     )?;
                     intents::resolve(
                         ctx.conn,
                         intent,
-                        "task",
+                        IntentState::Task,
                         Some(record.id),
                         Some(&task.to_json()),
                     )?;
@@ -249,12 +250,13 @@ pub async fn adopt(
     let (server_id, server_name, actor) = (server.id, server.name.clone(), actor.to_owned());
     Ok(ledger
         .write(move |ctx| {
-            let record = tasks::insert(ctx.conn, server_id, &task, None, None, "adopted")?;
+            let record =
+                tasks::insert(ctx.conn, server_id, &task, None, None, TaskOrigin::Adopted)?;
             audit::record(
                 ctx.conn,
                 NewAudit {
                     actor: &actor,
-                    action: "adopt",
+                    action: AuditAction::Adopt,
                     server: Some(&server_name),
                     task_id: Some(&task.task_id),
                     input_key: None,
@@ -326,7 +328,7 @@ pub async fn answer(
                 ctx.conn,
                 NewAudit {
                     actor: &actor,
-                    action: &format!("answer_{action}"),
+                    action: AuditAction::answer(action),
                     server: Some(&record.server),
                     task_id: Some(&record.task_id),
                     input_key: Some(&key),
@@ -376,7 +378,7 @@ pub async fn cancel(ledger: &Ledger, task: i64, actor: &str) -> Result<()> {
                 ctx.conn,
                 NewAudit {
                     actor: &actor,
-                    action: "cancel",
+                    action: AuditAction::Cancel,
                     server: Some(&record.server),
                     task_id: Some(&record.task_id),
                     input_key: None,
@@ -428,7 +430,7 @@ pub async fn add_server(
                 ctx.conn,
                 NewAudit {
                     actor: &actor,
-                    action: "server_add",
+                    action: AuditAction::ServerAdd,
                     server: Some(&name),
                     task_id: None,
                     input_key: None,
@@ -464,7 +466,7 @@ pub async fn update_server(
                 ctx.conn,
                 NewAudit {
                     actor: &actor,
-                    action: "server_update",
+                    action: AuditAction::ServerUpdate,
                     server: Some(&before.name),
                     task_id: None,
                     input_key: None,
@@ -543,7 +545,7 @@ pub async fn remove_server(ledger: &Ledger, id: i64, actor: &str) -> Result<()> 
                 ctx.conn,
                 NewAudit {
                     actor: &actor,
-                    action: "server_remove",
+                    action: AuditAction::ServerRemove,
                     server: Some(&server.name),
                     task_id: None,
                     input_key: None,
@@ -599,7 +601,7 @@ mod tests {
                     &handle("a"),
                     Some("deploy_service"),
                     None,
-                    "call",
+                    TaskOrigin::Call,
                 )?;
                 let b = tasks::insert(
                     ctx.conn,
@@ -607,7 +609,7 @@ mod tests {
                     &handle("b"),
                     Some("deploy_service"),
                     None,
-                    "call",
+                    TaskOrigin::Call,
                 )?;
                 inputs::record(ctx.conn, a.id, "approval", &deploy_question())?;
                 inputs::record(ctx.conn, b.id, "approval", &deploy_question())?;
@@ -646,7 +648,8 @@ mod tests {
             .find(|r| r.task_id.as_deref() == Some("a"))
             .expect("audited");
         assert_eq!(
-            entry.action, "answer_accept",
+            entry.action,
+            AuditAction::AnswerAccept,
             "the elicitation action as sent"
         );
         assert_eq!(entry.detail["response"], sent, "the exact response sent");
