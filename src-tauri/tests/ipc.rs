@@ -3,7 +3,7 @@
 //! server on 127.0.0.1, and the error shape the UI branches on.
 
 use countersign_core::console::gateway::{AgentCall, Gate, PolicyInput};
-use countersign_core::console::view::ServerAddRequest;
+use countersign_core::console::view::{AuditAction, ServerAddRequest};
 use countersign_core::console::{Console, Setup, Start};
 use countersign_core::ledger::gated::{GatedMode, GatedRecord};
 use countersign_core::ledger::servers::ServerRecord;
@@ -733,7 +733,9 @@ fn an_approved_calls_upstream_questions_are_listed_and_answered_from_the_window_
     assert_eq!(listed, json!([]), "nothing asks any more");
     let audit = block_on(console.audit()).expect("audit");
     assert!(
-        audit.iter().any(|a| a.action == "gated_call_answer"),
+        audit
+            .iter()
+            .any(|a| a.action == AuditAction::GatedCallAnswer),
         "the answer is audited: {audit:?}"
     );
 

@@ -83,7 +83,7 @@ async fn settings_survive_a_restart_and_a_refused_value_writes_nothing() {
         .expect("readable");
     let changes: Vec<_> = trail
         .iter()
-        .filter(|a| a.action == "settings_change")
+        .filter(|a| a.action == audit::AuditAction::SettingsChange)
         .collect();
     assert_eq!(changes.len(), 1, "one audit record for one change");
     assert_eq!(changes[0].detail["poll_floor_ms"], json!(1500));
@@ -105,7 +105,7 @@ async fn settings_survive_a_restart_and_a_refused_value_writes_nothing() {
     assert_eq!(
         again
             .iter()
-            .filter(|a| a.action == "settings_change")
+            .filter(|a| a.action == audit::AuditAction::SettingsChange)
             .count(),
         1
     );

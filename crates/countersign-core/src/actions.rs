@@ -4,9 +4,10 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::ledger::audit::{self, NewAudit};
+use crate::ledger::audit::{self, AuditAction, NewAudit};
 use crate::ledger::events::NewEvent;
 use crate::ledger::inputs::{self, InputState};
+use crate::ledger::intents::IntentState;
 use crate::ledger::outbox::{self, Delivery};
 use crate::ledger::servers::{self, ServerRecord};
 use crate::ledger::tasks::{self, TaskRecord};
@@ -69,9 +70,9 @@ fn finish_call(
     detail: &Value,
 ) -> crate::ledger::Result<()> {
     let state = match outcome {
-        CallOutcomeKind::Completed | CallOutcomeKind::ToolError => "completed",
-        CallOutcomeKind::InputRequired => "input_required",
-        CallOutcomeKind::Failed => "failed",
+        CallOutcomeKind::Completed | CallOutcomeKind::ToolError => IntentState::Completed,
+        CallOutcomeKind::InputRequired => IntentState::InputRequired,
+        CallOutcomeKind::Failed => IntentState::Failed,
     };
     intents::resolve(ctx.conn, intent, state, None, Some(detail))?;
     ctx.append(NewEvent {
@@ -107,7 +108,7 @@ pub async fn call(
                 ctx.conn,
                 NewAudit {
                     actor: &actor_name,
-                    action: "call",
+                    action: AuditAction::Call,
                     server: Some(&server_name),
                     task_id: None,
                     input_key: None,
@@ -203,12 +204,12 @@ pub async fn call(
                         &task,
                         Some(&tool),
                         arguments.as_ref(),
-                        "call",
+                        TaskOrigin::Call,
                     )?;
                     intents::resolve(
                         ctx.conn,
                         intent,
-                        "task",
+                        IntentState::Task,
                         Some(record.id),
                         Some(&task.to_json()),
                     )?;
@@ -251,12 +252,13 @@ pub async fn adopt(
     let (server_id, server_name, actor) = (server.id, server.name.clone(), actor.to_owned());
     Ok(ledger
         .write(move |ctx| {
-            let record = tasks::insert(ctx.conn, server_id, &task, None, None, "adopted")?;
+            let record =
+                tasks::insert(ctx.conn, server_id, &task, None, None, TaskOrigin::Adopted)?;
             audit::record(
                 ctx.conn,
                 NewAudit {
                     actor: &actor,
-                    action: "adopt",
+                    action: AuditAction::Adopt,
                     server: Some(&server_name),
                     task_id: Some(&task.task_id),
                     input_key: None,
@@ -328,7 +330,7 @@ pub async fn answer(
                 ctx.conn,
                 NewAudit {
                     actor: &actor,
-                    action: &format!("answer_{action}"),
+                    action: AuditAction::answer(action),
                     server: Some(&record.server),
                     task_id: Some(&record.task_id),
                     input_key: Some(&key),
@@ -378,7 +380,7 @@ pub async fn cancel(ledger: &Ledger, task: i64, actor: &str) -> Result<()> {
                 ctx.conn,
                 NewAudit {
                     actor: &actor,
-                    action: "cancel",
+                    action: AuditAction::Cancel,
                     server: Some(&record.server),
                     task_id: Some(&record.task_id),
                     input_key: None,
@@ -429,7 +431,7 @@ pub async fn add_server(
                 ctx.conn,
                 NewAudit {
                     actor: &actor,
-                    action: "server_add",
+                    action: AuditAction::ServerAdd,
                     server: Some(&name),
                     task_id: None,
                     input_key: None,
@@ -465,7 +467,7 @@ pub async fn update_server(
                 ctx.conn,
                 NewAudit {
                     actor: &actor,
-                    action: "server_update",
+                    action: AuditAction::ServerUpdate,
                     server: Some(&before.name),
                     task_id: None,
                     input_key: None,
@@ -586,7 +588,7 @@ pub async fn remove_server(ledger: &Ledger, id: i64, actor: &str) -> Result<()> 
                 ctx.conn,
                 NewAudit {
                     actor: &actor,
-                    action: "server_remove",
+                    action: AuditAction::ServerRemove,
                     server: Some(&server.name),
                     task_id: None,
                     input_key: None,
@@ -642,7 +644,7 @@ mod tests {
                     &handle("a"),
                     Some("deploy_service"),
                     None,
-                    "call",
+                    TaskOrigin::Call,
                 )?;
                 let b = tasks::insert(
                     ctx.conn,
@@ -650,7 +652,7 @@ mod tests {
                     &handle("b"),
                     Some("deploy_service"),
                     None,
-                    "call",
+                    TaskOrigin::Call,
                 )?;
                 inputs::record(ctx.conn, a.id, "approval", &deploy_question())?;
                 inputs::record(ctx.conn, b.id, "approval", &deploy_question())?;
@@ -689,7 +691,8 @@ mod tests {
             .find(|r| r.task_id.as_deref() == Some("a"))
             .expect("audited");
         assert_eq!(
-            entry.action, "answer_accept",
+            entry.action,
+            AuditAction::AnswerAccept,
             "the elicitation action as sent"
         );
         assert_eq!(entry.detail["response"], sent, "the exact response sent");

@@ -9,47 +9,46 @@
 //!   server's;
 //! - every action (add/update/check/remove a server, call, answer, cancel, adopt), validated here
 //!   and recorded through [`crate::actions`] (intent, audit record, event) before anything is sent;
-//! - the calls waiting for their questions (MRTR) to be answered, bounded in rounds;
+//! - the calls waiting for their questions (MRTR) to be answered, bounded in rounds, in number
+//!   and in age ([`Console::answer_call`]);
 //! - the views every face shows ([`view`], built by [`present`]).
 //!
 //! Press Approve in the app, or run `countersign answer`: both end in [`Console::answer`], which
 //! records the answer (question state, audit, outbox item, `input_answered`) in one synced
 //! transaction and nudges the engine, which delivers it with `tasks/update`.
 
+mod audit;
+mod calls;
 pub mod feed;
 pub mod gateway;
+mod inbox;
 pub mod link;
 pub mod notifications;
 pub mod present;
+mod servers;
 mod settings;
 mod sign_ins;
 mod signing_in;
+mod tasks;
 pub mod view;
 
-use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+pub use calls::CallStep;
+use calls::{PendingCall, PendingCalls};
 
-use serde_json::{Map, Value};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
 use tokio::sync::OnceCell;
 
-use crate::actions::{self, Called};
+use crate::actions;
 use crate::engine::lock::LockError;
 use crate::engine::{self, Engine, EngineConfig};
-use crate::ledger::events;
-use crate::ledger::servers::{self, ServerRecord};
-use crate::ledger::tasks::{self, TaskRecord};
-use crate::ledger::{self, audit, inputs, Ledger};
-use crate::mcp::{self, Client, ErrorClass, InputRequired, TaskState, ToolCall, ToolResult};
+use crate::ledger::{self, Ledger};
+use crate::mcp::{self, ErrorClass};
 use crate::secrets::{self, Secrets, Tokens};
 
-use view::{
-    AuditEntry, AuditExport, AuditFormat, CallAnswer, CallQuestion, CommandError, EngineState,
-    ErrorCode, EventView, InputRequestView, InputResponse, ServerAddRequest, ServerUpdateRequest,
-    ServerView, TaskDetail, TaskView, TokenChange, ToolCallOutcome, ToolView,
-};
+use view::{CommandError, EngineState, ErrorCode};
 
 /// Why a console action failed: one variant per thing a face tells apart.
 #[derive(Debug, thiserror::Error)]
@@ -297,41 +296,6 @@ enum Here {
     Elsewhere { pid: Option<u32> },
 }
 
-/// A call waiting for its questions to be answered (MRTR).
-struct PendingCall {
-    server: ServerRecord,
-    call: ToolCall,
-    question: InputRequired,
-    /// `tools/call` requests sent so far for this call, the first included.
-    rounds: usize,
-}
-
-/// Where a call stands after one round.
-#[derive(Debug)]
-pub enum CallStep {
-    /// The tool ran and returned at once.
-    Complete(ToolResult),
-    /// The server asks first; answer with [`Console::answer_call`] and this id.
-    Questions {
-        /// The pending call's id (this process only).
-        call_id: u64,
-        /// What is asked.
-        question: InputRequired,
-    },
-    /// The server created a task; its handle is committed.
-    Task(TaskRecord),
-}
-
-/// A pending question and whether a desktop notification was already shown for it.
-struct InboxEntry {
-    /// What the inbox shows.
-    pub view: InputRequestView,
-    /// The `inputs` row (for [`Console::mark_notified`]).
-    pub input_id: i64,
-    /// Set once notified (or deliberately not: do-not-disturb, already on screen).
-    pub notified: bool,
-}
-
 /// The ledger, the engine, the tokens and every action, behind every face.
 pub struct Console {
     ledger: Arc<Ledger>,
@@ -342,8 +306,8 @@ pub struct Console {
     data_dir: PathBuf,
     actor: String,
     warn: Option<Warn>,
-    calls: Mutex<HashMap<u64, PendingCall>>,
-    next_call: AtomicU64,
+    /// The calls waiting for their questions to be answered (MRTR), bounded in number and age.
+    calls: Mutex<PendingCalls<PendingCall>>,
     /// One token refresher per signed-in server (a new sign-in replaces it), shared with the
     /// engine's sign-ins (a sign-in in another process starts one here too).
     refreshers: sign_ins::Refreshers,
@@ -383,10 +347,9 @@ impl Console {
             tokens,
             tokens_read: OnceCell::new(),
             data_dir,
-            actor: audit::os_user(),
+            actor: ledger::audit::os_user(),
             warn,
             calls: Mutex::default(),
-            next_call: AtomicU64::new(1),
             refreshers,
             refreshers_resumed: Default::default(),
             flights,
@@ -441,7 +404,7 @@ impl Console {
     /// engine polls with their tokens, so this process keeps them fresh. A token that expired
     /// while nothing ran is refreshed at once.
     async fn resume_refreshers(&self) {
-        let Ok(list) = self.ledger.read_async(servers::list).await else {
+        let Ok(list) = self.ledger.read_async(ledger::servers::list).await else {
             return;
         };
         for server in list.into_iter().filter(|s| s.has_token) {
@@ -519,7 +482,7 @@ impl Console {
     async fn read_tokens(&self) -> Result<()> {
         self.tokens_read
             .get_or_try_init(|| async {
-                let list = self.ledger.read_async(servers::list).await?;
+                let list = self.ledger.read_async(ledger::servers::list).await?;
                 let with_token: Vec<i64> =
                     list.iter().filter(|s| s.has_token).map(|s| s.id).collect();
                 for (id, e) in self.tokens.load(with_token).await {
@@ -549,809 +512,6 @@ impl Console {
         f: impl FnOnce(&rusqlite::Connection) -> ledger::Result<T> + Send + 'static,
     ) -> Result<T> {
         Ok(self.ledger.read_async(f).await?)
-    }
-
-    // ---- questions ------------------------------------------------------------------------
-
-    /// The inbox with notification bookkeeping.
-    async fn inbox_entries(&self) -> Result<Vec<InboxEntry>> {
-        let items = self.read(inputs::inbox).await?;
-        Ok(items
-            .iter()
-            .map(|item| InboxEntry {
-                view: present::inbox_item(item),
-                input_id: item.input.id,
-                notified: item.input.notified_at.is_some(),
-            })
-            .collect())
-    }
-
-    /// How much waits for a person: the inbox's questions and the agents' calls held for a
-    /// decision (the tray's and the window title's count). A list that cannot be read counts as
-    /// empty: the count is a hint, the inbox says the rest.
-    pub async fn waiting_count(&self) -> u32 {
-        let questions = self.inbox().await.map(|l| l.len()).unwrap_or(0);
-        let calls = self
-            .pending_gated_calls()
-            .await
-            .map(|l| l.len())
-            .unwrap_or(0);
-        u32::try_from(questions + calls).unwrap_or(u32::MAX)
-    }
-
-    /// Every pending question, oldest first.
-    pub async fn inbox(&self) -> Result<Vec<InputRequestView>> {
-        Ok(self
-            .inbox_entries()
-            .await?
-            .into_iter()
-            .map(|e| e.view)
-            .collect())
-    }
-
-    /// Records that these questions were notified (or deliberately not), so no restart notifies
-    /// them: one write for the whole batch, however many questions a server sent at once.
-    async fn mark_notified(&self, input_ids: Vec<i64>) -> Result<()> {
-        self.ledger
-            .write(move |ctx| {
-                for id in input_ids {
-                    inputs::mark_notified(ctx.conn, id)?;
-                }
-                Ok(())
-            })
-            .await?;
-        Ok(())
-    }
-
-    /// The questions of a task still waiting for an answer.
-    pub async fn pending_questions(&self, task_row: i64) -> Result<Vec<inputs::InputRecord>> {
-        self.read(move |c| {
-            Ok(inputs::for_task(c, task_row)?
-                .into_iter()
-                .filter(|q| q.state == inputs::InputState::Pending)
-                .collect())
-        })
-        .await
-    }
-
-    /// Answers a question: recorded (question state, audit, outbox, event) in one synced
-    /// transaction, then delivered by the engine.
-    pub async fn answer(&self, task_row: i64, key: &str, response: &InputResponse) -> Result<()> {
-        let k = key.to_owned();
-        let current = self.read(move |c| inputs::get(c, task_row, &k)).await?;
-        match current.state {
-            inputs::InputState::Pending => {}
-            inputs::InputState::Superseded => {
-                return Err(Error::AlreadyAnswered(
-                    "The server withdrew this question.".into(),
-                ))
-            }
-            _ => {
-                return Err(Error::AlreadyAnswered(
-                    "This question was already answered.".into(),
-                ))
-            }
-        }
-        let response = serde_json::to_value(response)
-            .map_err(|e| Error::Invalid(format!("the answer cannot be encoded: {e}")))?;
-        actions::answer(&self.ledger, task_row, key, response, &self.actor)
-            .await
-            .map_err(|e| match e {
-                // Answered or withdrawn between our check and the write, or the task ended.
-                actions::Error::Ledger(ledger::Error::Conflict(why)) => Error::AlreadyAnswered(why),
-                e => e.into(),
-            })?;
-        self.nudge();
-        Ok(())
-    }
-
-    // ---- tasks ----------------------------------------------------------------------------
-
-    /// Task rows, newest first.
-    pub async fn tasks(&self, limit: Option<u32>) -> Result<Vec<TaskView>> {
-        let list = self
-            .read(move |c| {
-                let filter = tasks::Filter {
-                    limit: limit.map(|l| l as usize),
-                    ..tasks::Filter::default()
-                };
-                tasks::summaries(c, &filter)
-            })
-            .await?;
-        Ok(list.iter().map(present::task).collect())
-    }
-
-    /// The tasks matching `filter`, newest first, as lists show them.
-    pub async fn tasks_matching(&self, filter: tasks::Filter) -> Result<Vec<TaskView>> {
-        let list = self.read(move |c| tasks::summaries(c, &filter)).await?;
-        Ok(list.iter().map(present::task).collect())
-    }
-
-    /// One task row.
-    pub async fn task(&self, row: i64) -> Result<TaskView> {
-        Ok(present::task(
-            &self.read(move |c| tasks::summary(c, row)).await?,
-        ))
-    }
-
-    /// A task by row number, task id or unique prefix (what a person types).
-    pub async fn find_task(&self, id: &str) -> Result<TaskRecord> {
-        let id = id.to_owned();
-        self.read(move |c| tasks::find_one(c, &id)).await
-    }
-
-    /// One task with its questions, timeline, arguments and outcome.
-    pub async fn task_detail(&self, row: i64) -> Result<TaskDetail> {
-        let (summary, record, questions, timeline) = self
-            .read(move |c| {
-                Ok((
-                    tasks::summary(c, row)?,
-                    tasks::get(c, row)?,
-                    inputs::for_task(c, row)?,
-                    events::for_task(c, row)?,
-                ))
-            })
-            .await?;
-        let (result, error) = match record.task().map(|t| t.state) {
-            Some(TaskState::Completed { result }) => (Some(Value::Object(result.0)), None),
-            Some(TaskState::Failed { error }) => (None, serde_json::to_value(error).ok()),
-            _ => (None, None),
-        };
-        Ok(TaskDetail {
-            task: present::task(&summary),
-            server_url: record.server_url,
-            arguments: record.arguments,
-            result,
-            error,
-            inputs: questions.iter().map(present::input).collect(),
-            events: timeline
-                .iter()
-                .map(present::event)
-                .collect::<Vec<EventView>>(),
-        })
-    }
-
-    /// Asks the server to cancel a task (recorded first; the engine delivers).
-    pub async fn cancel(&self, row: i64) -> Result<()> {
-        actions::cancel(&self.ledger, row, &self.actor).await?;
-        self.nudge();
-        Ok(())
-    }
-
-    /// The link to a tracked task, `countersign://task/<server URL>/<task id>`: the URL rather
-    /// than our name for the server, so it opens in a teammate's ledger too.
-    pub async fn task_link(&self, row: i64) -> Result<String> {
-        let record = self.read(move |c| tasks::get(c, row)).await?;
-        Ok(link::TaskLink::to_url(&record.server_url, &record.task_id).to_string())
-    }
-
-    /// What opening a `countersign://` link means here: a tracked task to show, a task of a
-    /// registered server to adopt (after the person confirms), or a server to add first. Reads
-    /// only; nothing is adopted or added without the person.
-    pub async fn open_link(&self, text: &str) -> Result<link::LinkTarget> {
-        let parsed = link::TaskLink::parse(text)?;
-        let server = match &parsed.server {
-            link::LinkServer::Name(name) => Some(
-                self.server_named(name)
-                    .await?
-                    .ok_or_else(|| Error::NotFound(format!("server {name:?}")))?,
-            ),
-            link::LinkServer::Url(url) => self
-                .server_records()
-                .await?
-                .into_iter()
-                .find(|s| same_endpoint(&s.url, url)),
-        };
-        let Some(server) = server else {
-            let link::LinkServer::Url(url) = parsed.server else {
-                return Err(Error::Invalid("a link without a server".into()));
-            };
-            return Ok(link::LinkTarget::AddServer {
-                url,
-                task_id: parsed.task_id,
-            });
-        };
-        let (server_id, task_id) = (server.id, parsed.task_id.clone());
-        let row = self
-            .read(move |c| tasks::row_of(c, server_id, &task_id))
-            .await?;
-        Ok(match row {
-            Some(row) => link::LinkTarget::Tracked { row },
-            None => link::LinkTarget::Adopt {
-                server_id,
-                server: server.name,
-                task_id: parsed.task_id,
-            },
-        })
-    }
-
-    /// Starts tracking a task created elsewhere, by its id on a registered server.
-    pub async fn adopt(&self, server_id: i64, task_id: &str) -> Result<TaskRecord> {
-        let task_id = task_id.trim();
-        if task_id.is_empty() {
-            return Err(Error::Invalid("a task id is needed".into()));
-        }
-        let server = self.server(server_id).await?;
-        let client = self.client(&server).await?;
-        let record = actions::adopt(&self.ledger, &client, &server, task_id, &self.actor).await?;
-        self.nudge();
-        Ok(record)
-    }
-
-    // ---- servers --------------------------------------------------------------------------
-
-    /// A registered server.
-    pub async fn server(&self, id: i64) -> Result<ServerRecord> {
-        self.read(move |c| servers::get(c, id)).await
-    }
-
-    /// A registered server by name.
-    pub async fn server_named(&self, name: &str) -> Result<Option<ServerRecord>> {
-        let name = name.to_owned();
-        self.read(move |c| servers::by_name(c, &name)).await
-    }
-
-    /// Registered servers as records.
-    pub async fn server_records(&self) -> Result<Vec<ServerRecord>> {
-        self.read(servers::list).await
-    }
-
-    /// Registered servers with their health.
-    pub async fn servers(&self) -> Result<Vec<ServerView>> {
-        let (list, seen, sign_ins) = self
-            .read(|c| {
-                Ok((
-                    servers::list(c)?,
-                    events::reachability(c)?,
-                    events::sign_in_states(c)?,
-                ))
-            })
-            .await?;
-        Ok(list
-            .iter()
-            .map(|s| {
-                present::server(
-                    s,
-                    seen.iter().find(|r| r.server_id == s.id),
-                    sign_ins.iter().find(|r| r.server_id == s.id),
-                    self.tokens.sign_in_info(s.id),
-                )
-            })
-            .collect())
-    }
-
-    /// One server with its health.
-    pub async fn server_view(&self, id: i64) -> Result<ServerView> {
-        self.servers()
-            .await?
-            .into_iter()
-            .find(|s| s.id == id)
-            .ok_or_else(|| Error::NotFound(format!("server #{id}")))
-    }
-
-    /// A client for `server` carrying that server's own token (if it has one).
-    pub async fn client(&self, server: &ServerRecord) -> Result<Client> {
-        self.read_tokens().await?;
-        Ok(engine::make_client(server, &self.config)?)
-    }
-
-    /// Registers a server: the name and URL are checked, the server asked what it is (with the
-    /// token given, which is this server's), the row recorded, and the token kept in the OS
-    /// keyring only. When the keyring cannot keep it, the server is not added.
-    pub async fn add_server(&self, request: ServerAddRequest) -> Result<ServerRecord> {
-        let name = request.name.trim().to_owned();
-        let url = request.url.trim().to_owned();
-        if name.is_empty() {
-            return Err(Error::Invalid("a server needs a name".into()));
-        }
-        if self.server_named(&name).await?.is_some() {
-            return Err(Error::Invalid(format!(
-                "a server named {name:?} already exists"
-            )));
-        }
-        let token = request
-            .token
-            .map(|t| t.0)
-            .filter(|t| !t.expose().trim().is_empty());
-        // The client validates the URL (http/https, a host, no credentials) before anything is
-        // stored.
-        let probe = Client::with_options(
-            mcp::Endpoint::new(url.clone()).with_token(token.clone()),
-            self.config.client.clone(),
-            None,
-        )?;
-        // Either era: a server of the 2025-11-25 generation is initialized and its session kept.
-        let found = if request.discover {
-            Some(self.unless_cancelled(mcp::era::check(&probe)).await??)
-        } else {
-            None
-        };
-        // Stored without the token flag: the engine builds a server's client when the flag
-        // flips, which happens only once the token is in the keyring and the cache.
-        let mut record = actions::add_server(
-            &self.ledger,
-            &name,
-            &url,
-            false,
-            found.as_ref(),
-            &self.actor,
-        )
-        .await?;
-        if let Some(token) = token {
-            if let Err(e) = self.tokens.store(record.id, token).await {
-                // A server whose token could not be kept would fail every request: undo.
-                if let Err(undo) =
-                    actions::remove_server(&self.ledger, record.id, &self.actor).await
-                {
-                    self.warn(&format!(
-                        "server {name} stays registered without its token: {undo}"
-                    ));
-                }
-                return Err(e.into());
-            }
-            match self.set_token_flag(record.id, true).await {
-                Ok(flagged) => record = flagged,
-                Err(e) => {
-                    // Neither a token nobody knows of nor a server without its token stays.
-                    let _ = self.tokens.delete(record.id).await;
-                    let _ = actions::remove_server(&self.ledger, record.id, &self.actor).await;
-                    return Err(e);
-                }
-            }
-        }
-        self.nudge();
-        Ok(record)
-    }
-
-    /// Flips `has_token` without an audit entry (part of an audited add), with the
-    /// `server_updated` event every window and engine follows.
-    async fn set_token_flag(&self, id: i64, has_token: bool) -> Result<ServerRecord> {
-        Ok(self
-            .ledger
-            .write(move |ctx| {
-                let s = servers::get(ctx.conn, id)?;
-                servers::update(ctx.conn, id, &s.url, has_token, s.poll_floor_ms)?;
-                ctx.append(events::NewEvent {
-                    task: None,
-                    server_id: Some(id),
-                    via: events::Via::User,
-                    kind: events::EventKind::ServerUpdated {
-                        name: s.name.clone(),
-                        url: s.url.clone(),
-                    },
-                })?;
-                servers::get(ctx.conn, id)
-            })
-            .await?)
-    }
-
-    /// Changes a server's URL, poll floor and token.
-    pub async fn update_server(&self, request: ServerUpdateRequest) -> Result<ServerRecord> {
-        let before = self.server(request.id).await?;
-        let url = request.url.trim().to_owned();
-        Client::new(mcp::Endpoint::new(url.clone()))?;
-        let has_token = match request.token {
-            TokenChange::Keep => before.has_token,
-            TokenChange::Set { token } if token.0.expose().trim().is_empty() => before.has_token,
-            TokenChange::Set { token } => {
-                self.tokens.store(before.id, token.0).await?;
-                if let Some(engine) = self.engine() {
-                    // The ledger cannot see a replaced token: have the engine rebuild its clients.
-                    engine.reload_links();
-                }
-                true
-            }
-            TokenChange::Clear => {
-                self.tokens.delete(before.id).await?;
-                false
-            }
-        };
-        actions::update_server(
-            &self.ledger,
-            before.id,
-            &url,
-            has_token,
-            request.poll_floor_ms,
-            &self.actor,
-        )
-        .await?;
-        self.nudge();
-        self.server(before.id).await
-    }
-
-    /// Signs in to the OAuth-protected server `id`: discovery from its `401`, registration, the
-    /// browser step (`open` shows the person the authorization URL; the loopback listener waits
-    /// at most `timeout`), the token request. The sign-in goes to the OS keyring only, and the
-    /// engine sends its access token to this server from then on. A server that does not ask
-    /// for a sign-in is refused ([`Error::Invalid`]).
-    pub async fn sign_in<F, Fut>(&self, id: i64, open: F, timeout: Duration) -> Result<ServerRecord>
-    where
-        F: Fn(String) -> Fut,
-        Fut: std::future::Future<Output = crate::auth::Result<()>>,
-    {
-        self.sign_in_as(id, SignInClient::default(), open, timeout)
-            .await
-    }
-
-    /// [`Console::sign_in`] as a client the person chose: a client they registered with the
-    /// authorization server themselves (its secret goes to the OS keyring with the sign-in and
-    /// nowhere else), and/or our client ID metadata document at their URL.
-    pub async fn sign_in_as<F, Fut>(
-        &self,
-        id: i64,
-        client: SignInClient,
-        open: F,
-        timeout: Duration,
-    ) -> Result<ServerRecord>
-    where
-        F: Fn(String) -> Fut,
-        Fut: std::future::Future<Output = crate::auth::Result<()>>,
-    {
-        let config = client.config()?;
-        let server = self.server(id).await?;
-        let client = Client::with_options(
-            mcp::Endpoint::new(server.url.clone()),
-            self.config.client.clone(),
-            None,
-        )?;
-        // The last sign-in keeps its registration (a new one only for a new authorization
-        // server), also after a sign-out; an unreadable one is simply replaced.
-        let mut credentials = self.tokens.load_credentials(id).await.ok().flatten();
-        let kept = match credentials {
-            Some(_) => None,
-            None => self.tokens.load_registration(id).await.ok().flatten(),
-        };
-        let authorizer = crate::auth::Authorizer::new(&server.url, config)
-            .map_err(crate::auth::SessionError::from)?
-            .remembering(kept);
-        let before = credentials.as_ref().map(|c| c.tokens.access_token.clone());
-        let found = crate::auth::with_sign_in(
-            &client,
-            &authorizer,
-            &mut credentials,
-            || mcp::era::check(&client),
-            open,
-            timeout,
-        )
-        .await?;
-        // Only a 401 leads to a new token (signed in or refreshed): same token, open server.
-        let Some(credentials) =
-            credentials.filter(|c| Some(&c.tokens.access_token) != before.as_ref())
-        else {
-            return Err(Error::Invalid(format!(
-                "{} does not ask for a sign-in",
-                server.name
-            )));
-        };
-        self.tokens.store_credentials(id, &credentials).await?;
-        actions::record_check(&self.ledger, id, &found).await?;
-        let record = self.set_token_flag(id, true).await?;
-        // Every engine (here or in another process) reloads the token and resumes the server's
-        // tasks if they waited for this sign-in.
-        self.record_sign_in(id, events::EventKind::SignedIn).await?;
-        self.nudge();
-        self.keep_fresh(id, authorizer, credentials);
-        Ok(record)
-    }
-
-    /// Registers a server and, when it answers `401` without a token given (it is
-    /// OAuth-protected), signs in to it (see [`Console::sign_in`]). A sign-in that fails leaves
-    /// the server registered, waiting for a sign-in, and returns the sign-in's error.
-    pub async fn add_server_signing_in<F, Fut>(
-        &self,
-        request: ServerAddRequest,
-        client: SignInClient,
-        open: F,
-        timeout: Duration,
-    ) -> Result<ServerRecord>
-    where
-        F: Fn(String) -> Fut,
-        Fut: std::future::Future<Output = crate::auth::Result<()>>,
-    {
-        let static_token = request
-            .token
-            .as_ref()
-            .is_some_and(|t| !t.0.expose().trim().is_empty());
-        let undiscovered = ServerAddRequest {
-            discover: false,
-            token: None,
-            ..request.clone()
-        };
-        match self.add_server(request).await {
-            // Registered undiscovered; the sign-in discovers it with the token.
-            Err(Error::Server(mcp::Error::Unauthorized { status: 401, .. })) if !static_token => {
-                // Checked before anything is registered: a bad client URL adds nothing.
-                client.config()?;
-                let added = self.add_server(undiscovered).await?;
-                self.sign_in_as(added.id, client, open, timeout).await
-            }
-            other => other,
-        }
-    }
-
-    /// Keeps server `id`'s sign-in fresh for as long as this process runs an engine (see
-    /// [`sign_ins::Refreshers`]).
-    fn keep_fresh(
-        &self,
-        id: i64,
-        authorizer: crate::auth::Authorizer,
-        credentials: crate::auth::Credentials,
-    ) {
-        self.refreshers.keep_fresh(
-            id,
-            authorizer.server().to_owned(),
-            credentials,
-            self.tokens.clone(),
-            self.flights.clone(),
-        );
-    }
-
-    /// Appends a server's `signed_in`/`signed_out`, the event engines act on.
-    async fn record_sign_in(&self, id: i64, kind: events::EventKind) -> Result<()> {
-        self.ledger
-            .write(move |ctx| {
-                ctx.append(events::NewEvent {
-                    task: None,
-                    server_id: Some(id),
-                    via: events::Via::User,
-                    kind,
-                })?;
-                Ok(())
-            })
-            .await?;
-        Ok(())
-    }
-
-    fn stop_refreshing(&self, id: i64) {
-        self.refreshers.stop(id);
-    }
-
-    /// Signs out of server `id`: its OAuth tokens leave the keyring (and the engine stops
-    /// sending them); the client registration stays in the keyring, so the next sign-in is the
-    /// same client and the server's tasks for that client resume. The server and its tasks
-    /// stay. [`Console::forget_sign_in`] forgets the registration too.
-    pub async fn sign_out(&self, id: i64) -> Result<ServerRecord> {
-        self.signing_out(id, false).await
-    }
-
-    /// Signs out of server `id` and forgets its client registration: the next sign-in registers
-    /// anew (a new client to the server, which may not know the old client's tasks).
-    pub async fn forget_sign_in(&self, id: i64) -> Result<ServerRecord> {
-        self.signing_out(id, true).await
-    }
-
-    async fn signing_out(&self, id: i64, forget_client: bool) -> Result<ServerRecord> {
-        let server = self.server(id).await?;
-        self.stop_refreshing(id);
-        if forget_client {
-            self.tokens.delete_credentials(id).await?;
-        } else {
-            self.tokens.delete_tokens(id).await?;
-        }
-        let record = if server.has_token && self.tokens.get(id).is_none() {
-            self.set_token_flag(id, false).await?
-        } else {
-            server
-        };
-        self.record_sign_in(id, events::EventKind::SignedOut)
-            .await?;
-        self.nudge();
-        Ok(record)
-    }
-
-    /// Removes a server, everything tracked on it, and its token.
-    pub async fn remove_server(&self, id: i64) -> Result<()> {
-        let server = self.server(id).await?;
-        // The secret first: a server row without its secret is harmless, an orphaned secret is
-        // not. (A server without one needs no keyring at all: the CLI works without one.)
-        if server.has_token {
-            self.tokens.delete(server.id).await?;
-        }
-        self.stop_refreshing(server.id);
-        // An OAuth sign-in has no flag in the ledger; where there is no keyring there is none.
-        match self.tokens.delete_credentials(server.id).await {
-            Ok(()) | Err(secrets::Error::NoKeyring { .. }) => {}
-            Err(e) => return Err(e.into()),
-        }
-        actions::remove_server(&self.ledger, server.id, &self.actor).await?;
-        self.nudge();
-        Ok(())
-    }
-
-    /// Asks the server what it is again (either era) and records what it says.
-    pub async fn check_server(&self, id: i64) -> Result<ServerRecord> {
-        let server = self.server(id).await?;
-        let client = self.client(&server).await?;
-        let found = match self.unless_cancelled(mcp::era::check(&client)).await? {
-            Ok(found) => found,
-            Err(e) => {
-                // A server that cannot be reached shows as unreachable, not "unknown" (a server
-                // added anyway has no tasks, so the engine would never say so).
-                if e.class() == mcp::ErrorClass::Transient {
-                    actions::record_unreachable(&self.ledger, id, e.to_string()).await?;
-                }
-                return Err(e.into());
-            }
-        };
-        actions::record_check(&self.ledger, id, &found).await?;
-        self.server(id).await
-    }
-
-    /// Stops every server check waiting for its server now (adding with discovery, checking):
-    /// each ends with [`Error::Cancelled`] and records nothing. The server may still see the
-    /// request; a check only reads.
-    pub fn cancel_checks(&self) {
-        self.checks
-            .send_modify(|generation| *generation = generation.wrapping_add(1));
-    }
-
-    /// `work`, unless [`Console::cancel_checks`] is called before it ends.
-    async fn unless_cancelled<T>(&self, work: impl std::future::Future<Output = T>) -> Result<T> {
-        let mut cancelled = self.checks.subscribe();
-        tokio::select! {
-            done = work => Ok(done),
-            _ = cancelled.changed() => Err(Error::Cancelled),
-        }
-    }
-
-    /// The tools of a server.
-    pub async fn tools(&self, server_id: i64) -> Result<Vec<ToolView>> {
-        let server = self.server(server_id).await?;
-        let list = self.client(&server).await?.list_tools().await?;
-        Ok(list.tools.iter().map(present::tool).collect())
-    }
-
-    // ---- calls ----------------------------------------------------------------------------
-
-    /// Calls a tool: the intent is recorded before `tools/call` is sent, a task handle is
-    /// committed before this returns.
-    pub async fn call(&self, server_id: i64, call: ToolCall) -> Result<CallStep> {
-        let server = self.server(server_id).await?;
-        self.run_call(server, call, 1).await
-    }
-
-    /// Answers the questions a server asked before running a tool, and sends the call again.
-    pub async fn answer_call(
-        &self,
-        call_id: u64,
-        responses: Map<String, Value>,
-    ) -> Result<CallStep> {
-        let pending = self
-            .calls
-            .lock()
-            .ok()
-            .and_then(|mut calls| calls.remove(&call_id))
-            .ok_or_else(|| Error::NotFound(format!("call {call_id} (already answered or sent)")))?;
-        if pending.rounds >= mcp::MAX_MRTR_ROUNDS {
-            // A server that answers every round of answers with new questions must not keep a
-            // call (and its intents) going for ever: at most this many `tools/call`s, as in the
-            // CLI's direct mode.
-            return Err(Error::TooManyRounds {
-                tool: pending.call.name.clone(),
-                rounds: pending.rounds,
-            });
-        }
-        let retry = pending.call.retry_with(&pending.question, responses);
-        self.run_call(pending.server, retry, pending.rounds + 1)
-            .await
-    }
-
-    async fn run_call(
-        &self,
-        server: ServerRecord,
-        call: ToolCall,
-        rounds: usize,
-    ) -> Result<CallStep> {
-        let client = self.client(&server).await?;
-        // tools/list first: the client learns which arguments it mirrors into headers.
-        client.list_tools().await?;
-        Ok(
-            match actions::call(&self.ledger, &client, &server, &call, &self.actor).await? {
-                Called::Complete(result) => CallStep::Complete(result),
-                Called::InputRequired(question) => {
-                    let call_id = self.next_call.fetch_add(1, Ordering::Relaxed);
-                    if let Ok(mut calls) = self.calls.lock() {
-                        calls.insert(
-                            call_id,
-                            PendingCall {
-                                server,
-                                call,
-                                question: question.clone(),
-                                rounds,
-                            },
-                        );
-                    }
-                    CallStep::Questions { call_id, question }
-                }
-                Called::Task(record) => {
-                    self.nudge();
-                    CallStep::Task(record)
-                }
-            },
-        )
-    }
-
-    /// A call's step as a window shows it.
-    pub async fn call_view(&self, step: CallStep) -> Result<ToolCallOutcome> {
-        Ok(match step {
-            CallStep::Complete(result) => ToolCallOutcome::Complete {
-                result: Value::Object(result.0),
-            },
-            CallStep::Questions { call_id, question } => ToolCallOutcome::InputRequired {
-                call_id,
-                questions: question
-                    .input_requests
-                    .iter()
-                    .map(|(key, request)| CallQuestion {
-                        key: key.clone(),
-                        request: present::input_kind(
-                            &serde_json::to_value(request).unwrap_or(Value::Null),
-                        ),
-                    })
-                    .collect(),
-            },
-            CallStep::Task(record) => ToolCallOutcome::Task {
-                task: self.task(record.id).await?,
-            },
-        })
-    }
-
-    /// The answers of a window's MRTR form as the call's `inputResponses`.
-    pub fn call_responses(answers: Vec<CallAnswer>) -> Result<Map<String, Value>> {
-        answers
-            .into_iter()
-            .map(|a| {
-                serde_json::to_value(&a.response)
-                    .map(|v| (a.key, v))
-                    .map_err(|e| Error::Invalid(format!("the answer cannot be encoded: {e}")))
-            })
-            .collect()
-    }
-
-    // ---- audit ----------------------------------------------------------------------------
-
-    /// The audit log, oldest first.
-    pub async fn audit(&self) -> Result<Vec<AuditEntry>> {
-        Ok(self
-            .read(audit::list)
-            .await?
-            .iter()
-            .map(present::audit)
-            .collect())
-    }
-
-    /// Writes the audit log to a file in `dir` (`exports/` in the data directory when `None`).
-    pub async fn audit_export(
-        &self,
-        format: AuditFormat,
-        dir: Option<PathBuf>,
-    ) -> Result<AuditExport> {
-        let records = self.read(audit::list).await?;
-        let dir = dir.unwrap_or_else(|| self.data_dir.join("exports"));
-        let stamp = time::OffsetDateTime::now_utc()
-            .format(time::macros::format_description!(
-                "[year][month][day]-[hour][minute][second]"
-            ))
-            .unwrap_or_else(|_| "now".into());
-        let (ext, text) = match format {
-            AuditFormat::Csv => ("csv", audit::to_csv(&records)),
-            AuditFormat::Json => (
-                "json",
-                serde_json::to_string_pretty(&records)
-                    .map_err(|e| Error::Invalid(format!("the audit log cannot be encoded: {e}")))?,
-            ),
-        };
-        let path = dir.join(format!("countersign-audit-{stamp}.{ext}"));
-        std::fs::create_dir_all(&dir)
-            .and_then(|()| std::fs::write(&path, text))
-            .map_err(|source| Error::Write {
-                path: path.clone(),
-                source,
-            })?;
-        Ok(AuditExport {
-            path: path.display().to_string(),
-            records: records.len().min(u32::MAX as usize) as u32,
-        })
     }
 }
 

@@ -4,7 +4,61 @@ use rusqlite::{params, Connection, Row};
 use serde::Serialize;
 use serde_json::Value;
 
+use super::events::{stored_words, AnswerAction};
 use super::{now_ms, Result};
+
+stored_words! {
+    /// What a person did, as the audit log records it.
+    AuditAction {
+        /// Called a tool.
+        Call => "call",
+        /// Added a task by id.
+        Adopt => "adopt",
+        /// Answered a question: the form sent.
+        AnswerAccept => "answer_accept",
+        /// Answered a question: said no.
+        AnswerDecline => "answer_decline",
+        /// Answered a question: dismissed it.
+        AnswerCancel => "answer_cancel",
+        /// Cancelled a task.
+        Cancel => "cancel",
+        /// Registered a server.
+        ServerAdd => "server_add",
+        /// Changed a server (name, URL, token).
+        ServerUpdate => "server_update",
+        /// Removed a server.
+        ServerRemove => "server_remove",
+        /// Added a gateway agent.
+        AgentAdd => "agent_add",
+        /// Revoked a gateway agent.
+        AgentRemove => "agent_remove",
+        /// Set a gateway rule.
+        RuleSet => "rule_set",
+        /// Removed a gateway rule.
+        RuleRemove => "rule_remove",
+        /// Switched the gateway's read-only mode.
+        GatewayReadOnly => "gateway_read_only",
+        /// Approved an agent's held call.
+        GatedCallApprove => "gated_call_approve",
+        /// Declined an agent's held call.
+        GatedCallDecline => "gated_call_decline",
+        /// Answered the questions an upstream asked about an agent's call.
+        GatedCallAnswer => "gated_call_answer",
+        /// Changed a setting.
+        SettingsChange => "settings_change",
+    }
+}
+
+impl AuditAction {
+    /// The action of answering a question with `action`.
+    pub fn answer(action: AnswerAction) -> Self {
+        match action {
+            AnswerAction::Accept => Self::AnswerAccept,
+            AnswerAction::Decline => Self::AnswerDecline,
+            AnswerAction::Cancel => Self::AnswerCancel,
+        }
+    }
+}
 
 /// One decision.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -15,8 +69,8 @@ pub struct AuditRecord {
     pub at: i64,
     /// The OS user.
     pub actor: String,
-    /// answer, cancel, adopt, call, server_add, server_remove, ...
-    pub action: String,
+    /// What they did.
+    pub action: AuditAction,
     /// The server name.
     pub server: Option<String>,
     /// The server's task id.
@@ -33,7 +87,7 @@ pub struct NewAudit<'a> {
     /// The OS user.
     pub actor: &'a str,
     /// What they did.
-    pub action: &'a str,
+    pub action: AuditAction,
     /// On which server.
     pub server: Option<&'a str>,
     /// On which task.
@@ -48,18 +102,28 @@ pub struct NewAudit<'a> {
 pub fn record(conn: &Connection, entry: NewAudit<'_>) -> Result<i64> {
     conn.execute(
         "INSERT INTO audit (at, actor, action, server, task_id, input_key, detail) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-        params![now_ms(), entry.actor, entry.action, entry.server, entry.task_id, entry.input_key, entry.detail.to_string()],
+        params![now_ms(), entry.actor, entry.action.as_str(), entry.server, entry.task_id, entry.input_key, entry.detail.to_string()],
     )?;
     Ok(conn.last_insert_rowid())
 }
 
 fn from_row(row: &Row<'_>) -> rusqlite::Result<AuditRecord> {
     let detail: String = row.get(7)?;
+    let action: String = row.get(3)?;
+    // Every row is written from an `AuditAction`: another word was written by a newer
+    // Countersign, and is refused rather than shown as something it is not.
+    let action = AuditAction::parse(&action).ok_or_else(|| {
+        rusqlite::Error::FromSqlConversionFailure(
+            3,
+            rusqlite::types::Type::Text,
+            format!("unknown audit action {action:?}").into(),
+        )
+    })?;
     Ok(AuditRecord {
         id: row.get(0)?,
         at: row.get(1)?,
         actor: row.get(2)?,
-        action: row.get(3)?,
+        action,
         server: row.get(4)?,
         task_id: row.get(5)?,
         input_key: row.get(6)?,
@@ -86,7 +150,7 @@ pub fn to_csv(records: &[AuditRecord]) -> String {
             r.id.to_string(),
             r.at.to_string(),
             r.actor.clone(),
-            r.action.clone(),
+            r.action.as_str().to_owned(),
             r.server.clone().unwrap_or_default(),
             r.task_id.clone().unwrap_or_default(),
             r.input_key.clone().unwrap_or_default(),
@@ -158,6 +222,45 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn audit_actions_are_stored_and_sent_by_their_snake_case_name() {
+        for (action, word) in [
+            (AuditAction::Call, "call"),
+            (AuditAction::AnswerDecline, "answer_decline"),
+            (AuditAction::GatewayReadOnly, "gateway_read_only"),
+            (AuditAction::GatedCallApprove, "gated_call_approve"),
+            (AuditAction::SettingsChange, "settings_change"),
+        ] {
+            assert_eq!(action.as_str(), word, "the stored spelling of {action:?}");
+            assert_eq!(AuditAction::parse(word), Some(action), "{word} reads back");
+            assert_eq!(json!(action), json!(word), "the UI gets the same word");
+        }
+        assert_eq!(
+            AuditAction::answer(AnswerAction::Cancel),
+            AuditAction::AnswerCancel
+        );
+        assert_eq!(AuditAction::parse("answer"), None, "no such action");
+    }
+
+    #[test]
+    fn a_row_with_an_action_this_version_does_not_know_is_refused_not_mislabelled() {
+        let conn = Connection::open_in_memory().expect("sqlite");
+        conn.execute_batch(
+            "CREATE TABLE audit (id INTEGER PRIMARY KEY, at INTEGER, actor TEXT, action TEXT,
+                 server TEXT, task_id TEXT, input_key TEXT, detail TEXT);
+             INSERT INTO audit (at, actor, action, detail) VALUES (1, 'ada', 'server_add', '{}');",
+        )
+        .expect("schema");
+        let listed = list(&conn).expect("a known action reads");
+        assert_eq!(listed[0].action, AuditAction::ServerAdd);
+        conn.execute(
+            "INSERT INTO audit (at, actor, action, detail) VALUES (2, 'ada', 'teleport', '{}')",
+            [],
+        )
+        .expect("insert");
+        assert!(list(&conn).is_err(), "an unknown action is an error");
+    }
+
+    #[test]
     fn csv_cells_that_a_spreadsheet_would_run_as_formulas_start_with_a_quote() {
         for (cell, expected) in [
             (
@@ -193,7 +296,7 @@ mod tests {
             id: 1,
             at: 1_700_000_000_000,
             actor: "alice".into(),
-            action: "answer".into(),
+            action: AuditAction::AnswerAccept,
             server: Some("demo".into()),
             task_id: Some("-t1".into()),
             input_key: Some("=1+2".into()),
@@ -202,7 +305,7 @@ mod tests {
         let csv = to_csv(&[record]);
         let row = csv.lines().nth(1).unwrap_or_default();
         assert_eq!(
-            row, "1,1700000000000,alice,answer,demo,'-t1,'=1+2,\"{\"\"action\"\":\"\"accept\"\"}\"",
+            row, "1,1700000000000,alice,answer_accept,demo,'-t1,'=1+2,\"{\"\"action\"\":\"\"accept\"\"}\"",
             "task id and key must not start a formula: {csv}"
         );
     }

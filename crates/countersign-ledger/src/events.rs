@@ -46,13 +46,13 @@ impl Via {
     }
 }
 
-/// Declares a closed set of words stored in events: an enum that (de)serialises as its
-/// snake_case spelling (so stored JSON reads the same as before the enums), with `as_str` and
-/// `Display` for text output.
+/// Declares a closed set of stored words (in events, or in a column by name): an enum that
+/// (de)serialises as its snake_case spelling (so stored JSON reads the same as before the
+/// enums), with `as_str` and `parse` for the stored spelling and `Display` for text output.
 macro_rules! stored_words {
     ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident => $text:literal),+ $(,)? }) => {
         $(#[$meta])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
         #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
         #[serde(rename_all = "snake_case")]
         pub enum $name {
@@ -66,6 +66,14 @@ macro_rules! stored_words {
                     $(Self::$variant => $text),+
                 }
             }
+
+            /// Parses the stored spelling.
+            pub fn parse(s: &str) -> Option<Self> {
+                match s {
+                    $($text => Some(Self::$variant),)+
+                    _ => None,
+                }
+            }
         }
 
         impl std::fmt::Display for $name {
@@ -75,6 +83,7 @@ macro_rules! stored_words {
         }
     };
 }
+pub(crate) use stored_words;
 
 stored_words! {
     /// How a task joined the ledger.
@@ -109,18 +118,6 @@ stored_words! {
         Decline => "decline",
         /// The person dismissed the question.
         Cancel => "cancel",
-    }
-}
-
-impl AnswerAction {
-    /// Parses the wire spelling.
-    pub fn parse(s: &str) -> Option<Self> {
-        Some(match s {
-            "accept" => Self::Accept,
-            "decline" => Self::Decline,
-            "cancel" => Self::Cancel,
-            _ => return None,
-        })
     }
 }
 

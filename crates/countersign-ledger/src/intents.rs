@@ -4,7 +4,26 @@ use rusqlite::{params, Connection, Row};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+use super::events::stored_words;
 use super::{now_ms, Result};
+
+stored_words! {
+    /// Where a call intent stands, stored by name in `call_intents.state`.
+    IntentState {
+        /// Recorded; `tools/call` is being sent.
+        Sending => "sending",
+        /// The server asked questions first (MRTR).
+        InputRequired => "input_required",
+        /// The server created a task (the intent's `task`).
+        Task => "task",
+        /// The tool ran and returned a result.
+        Completed => "completed",
+        /// The call failed.
+        Failed => "failed",
+        /// Its process died while sending: the tool may have run.
+        Unknown => "unknown",
+    }
+}
 
 /// One call.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -17,8 +36,8 @@ pub struct IntentRecord {
     pub tool: String,
     /// The arguments.
     pub arguments: Option<Value>,
-    /// sending, input_required, task, completed, failed or unknown.
-    pub state: String,
+    /// Where it stands.
+    pub state: IntentState,
     /// The task row, once a handle arrived.
     pub task: Option<i64>,
     /// The result, questions or error.
@@ -35,12 +54,14 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<IntentRecord> {
             .get::<_, Option<String>>(i)?
             .and_then(|s| serde_json::from_str(&s).ok()))
     };
+    let state: String = row.get(4)?;
     Ok(IntentRecord {
         id: row.get(0)?,
         server_id: row.get(1)?,
         tool: row.get(2)?,
         arguments: json(3)?,
-        state: row.get(4)?,
+        // A word this version does not know reads as the most careful state.
+        state: IntentState::parse(&state).unwrap_or(IntentState::Unknown),
         task: row.get(5)?,
         outcome: json(6)?,
         owner_pid: row
@@ -58,8 +79,8 @@ pub fn create(
     arguments: Option<&Map<String, Value>>,
 ) -> Result<i64> {
     let now = now_ms();
-    conn.prepare_cached("INSERT INTO call_intents (server_id, tool, arguments, state, owner_pid, created_at, updated_at) VALUES (?1, ?2, ?3, 'sending', ?4, ?5, ?5)")?
-        .execute(params![server_id, tool, arguments.map(|a| Value::Object(a.clone()).to_string()), std::process::id(), now])?;
+    conn.prepare_cached("INSERT INTO call_intents (server_id, tool, arguments, state, owner_pid, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)")?
+        .execute(params![server_id, tool, arguments.map(|a| Value::Object(a.clone()).to_string()), IntentState::Sending.as_str(), std::process::id(), now])?;
     Ok(conn.last_insert_rowid())
 }
 
@@ -67,19 +88,27 @@ pub fn create(
 pub fn resolve(
     conn: &Connection,
     id: i64,
-    state: &str,
+    state: IntentState,
     task: Option<i64>,
     outcome: Option<&Value>,
 ) -> Result<()> {
     conn.prepare_cached("UPDATE call_intents SET state = ?2, task = ?3, outcome = ?4, updated_at = ?5 WHERE id = ?1")?
-        .execute(params![id, state, task, outcome.map(Value::to_string), now_ms()])?;
+        .execute(params![id, state.as_str(), task, outcome.map(Value::to_string), now_ms()])?;
     Ok(())
 }
 
 /// Marks a still-`sending` intent as `unknown`; false if it was resolved meanwhile.
 pub fn conclude_unknown(conn: &Connection, id: i64) -> Result<bool> {
-    let n = conn.prepare_cached("UPDATE call_intents SET state = 'unknown', updated_at = ?2 WHERE id = ?1 AND state = 'sending'")?
-        .execute(params![id, now_ms()])?;
+    let n = conn
+        .prepare_cached(
+            "UPDATE call_intents SET state = ?3, updated_at = ?2 WHERE id = ?1 AND state = ?4",
+        )?
+        .execute(params![
+            id,
+            now_ms(),
+            IntentState::Unknown.as_str(),
+            IntentState::Sending.as_str()
+        ])?;
     Ok(n == 1)
 }
 
@@ -104,9 +133,9 @@ pub fn owner_alive(intent: &IntentRecord) -> bool {
 /// Intents still `sending`: those whose owner is gone are calls whose outcome was lost in a crash.
 pub fn in_flight(conn: &Connection) -> Result<Vec<IntentRecord>> {
     let mut stmt = conn.prepare_cached(
-        "SELECT id, server_id, tool, arguments, state, task, outcome, created_at, owner_pid FROM call_intents WHERE state = 'sending' ORDER BY id",
+        "SELECT id, server_id, tool, arguments, state, task, outcome, created_at, owner_pid FROM call_intents WHERE state = ?1 ORDER BY id",
     )?;
-    let rows = stmt.query_map([], from_row)?;
+    let rows = stmt.query_map([IntentState::Sending.as_str()], from_row)?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 

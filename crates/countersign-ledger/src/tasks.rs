@@ -5,6 +5,7 @@ use rusqlite::{params, Connection, OptionalExtension as _, Row};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::events::TaskOrigin;
 use super::{now_ms, Error, Result};
 use crate::decision::Decision;
 use countersign_mcp::{self as mcp, TaskStatus};
@@ -99,8 +100,8 @@ pub struct TaskRecord {
     pub tool: Option<String>,
     /// The arguments, when we made the call.
     pub arguments: Option<Value>,
-    /// `call` or `adopted`.
-    pub origin: String,
+    /// How it joined the ledger.
+    pub origin: TaskOrigin,
     /// Current status.
     pub status: LedgerStatus,
     /// Last status message.
@@ -151,7 +152,8 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<TaskRecord> {
         arguments: row
             .get::<_, Option<String>>(6)?
             .and_then(|s| serde_json::from_str(&s).ok()),
-        origin: row.get(7)?,
+        // A word this version does not know: not a call this ledger knows it made.
+        origin: TaskOrigin::parse(&row.get::<_, String>(7)?).unwrap_or(TaskOrigin::Adopted),
         status: LedgerStatus::parse(&status).unwrap_or(LedgerStatus::Working),
         status_message: row.get(9)?,
         state: serde_json::from_str(&state).unwrap_or(Value::Null),
@@ -187,7 +189,7 @@ pub fn insert(
     task: &mcp::Task,
     tool: Option<&str>,
     arguments: Option<&Map<String, Value>>,
-    origin: &str,
+    origin: TaskOrigin,
 ) -> Result<TaskRecord> {
     let exists: Option<i64> = conn
         .prepare_cached("SELECT id FROM tasks WHERE server_id = ?1 AND task_id = ?2")?
@@ -211,7 +213,7 @@ pub fn insert(
             task.task_id,
             tool,
             arguments.map(|a| Value::Object(a.clone()).to_string()),
-            origin,
+            origin.as_str(),
             status.as_str(),
             task.status_message,
             task.to_json().to_string(),
@@ -389,8 +391,8 @@ pub struct TaskSummary {
     pub task_id: String,
     /// The tool, when we made the call.
     pub tool: Option<String>,
-    /// `call` or `adopted`.
-    pub origin: String,
+    /// How it joined the ledger.
+    pub origin: TaskOrigin,
     /// Current status.
     pub status: LedgerStatus,
     /// Last status message.
@@ -435,7 +437,7 @@ fn summary_from_row(row: &Row<'_>) -> rusqlite::Result<TaskSummary> {
         server: row.get(2)?,
         task_id: row.get(3)?,
         tool: row.get(4)?,
-        origin: row.get(5)?,
+        origin: TaskOrigin::parse(&row.get::<_, String>(5)?).unwrap_or(TaskOrigin::Adopted),
         status: LedgerStatus::parse(&status).unwrap_or(LedgerStatus::Working),
         status_message: row.get(7)?,
         ttl_ms: row.get::<_, Option<i64>>(8)?.map(|v| v.max(0) as u64),
@@ -493,8 +495,15 @@ mod tests {
                     mcp::Task::parse_handle(&json!({"taskId": id, "status": "working"}))
                         .expect("handle")
                 };
-                let a = insert(ctx.conn, s.id, &task("a"), Some("deploy"), None, "call")?;
-                let b = insert(ctx.conn, s.id, &task("b"), None, None, "adopted")?;
+                let a = insert(
+                    ctx.conn,
+                    s.id,
+                    &task("a"),
+                    Some("deploy"),
+                    None,
+                    TaskOrigin::Call,
+                )?;
+                let b = insert(ctx.conn, s.id, &task("b"), None, None, TaskOrigin::Adopted)?;
                 let ask = json!({"method": "elicitation/create", "params": {"message": "Go?"}});
                 inputs::record(ctx.conn, a.id, "k1", &ask)?;
                 inputs::record(ctx.conn, a.id, "k2", &ask)?;

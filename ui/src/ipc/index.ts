@@ -20,29 +20,31 @@ export function inTauri(): boolean {
   return typeof window !== "undefined" && "__TAURI_INTERNALS__" in window;
 }
 
-const ERROR_CODES: readonly ErrorCode[] = [
-  "not_found",
-  "already_answered",
-  "invalid_input",
-  "unavailable",
-  "server",
-  "keyring",
-  "sign_in",
-  "cancelled",
-  "internal",
-];
+/** Every code, once: a code added on the Rust side fails the type check until it is listed. */
+const ERROR_CODES = {
+  not_found: true,
+  already_answered: true,
+  invalid_input: true,
+  unavailable: true,
+  server: true,
+  keyring: true,
+  sign_in: true,
+  cancelled: true,
+  internal: true,
+} as const satisfies Record<ErrorCode, true>;
 
-const SETTING_KEYS: readonly SettingKey[] = [
-  "dnd.enabled",
-  "dnd.from",
-  "dnd.to",
-  "dnd.days",
-  "sound",
-  "start_at_login",
-  "poll_floor_ms",
-  "gateway.enabled",
-  "gateway.port",
-];
+/** Every setting key, once, checked the same way. */
+const SETTING_KEYS = {
+  "dnd.enabled": true,
+  "dnd.from": true,
+  "dnd.to": true,
+  "dnd.days": true,
+  sound: true,
+  start_at_login: true,
+  poll_floor_ms: true,
+  "gateway.enabled": true,
+  "gateway.port": true,
+} as const satisfies Record<SettingKey, true>;
 
 /** Normalises whatever a rejected invoke carries into `{ code, message }`. */
 function isDiagnosis(d: unknown): d is Diagnosis {
@@ -54,10 +56,10 @@ function isDiagnosis(d: unknown): d is Diagnosis {
 export function toCommandError(e: unknown): CommandError {
   if (typeof e === "object" && e !== null && "code" in e && "message" in e) {
     const { code, message, diagnosis, field } = e as { code: unknown; message: unknown; diagnosis?: unknown; field?: unknown };
-    if (typeof code === "string" && (ERROR_CODES as readonly string[]).includes(code)) {
+    if (typeof code === "string" && Object.hasOwn(ERROR_CODES, code)) {
       const out: CommandError = { code: code as ErrorCode, message: String(message) };
       if (isDiagnosis(diagnosis)) out.diagnosis = diagnosis;
-      if (typeof field === "string" && (SETTING_KEYS as readonly string[]).includes(field)) out.field = field as SettingKey;
+      if (typeof field === "string" && Object.hasOwn(SETTING_KEYS, field)) out.field = field as SettingKey;
       return out;
     }
   }

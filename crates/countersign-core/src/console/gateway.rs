@@ -14,7 +14,7 @@ use super::{present, Console, Error, Result};
 use crate::actions::{self, Called};
 use crate::gateway::{self, outcome, policy};
 use crate::ledger::agents::{self, AgentRecord};
-use crate::ledger::audit::{self, NewAudit};
+use crate::ledger::audit::{self, AuditAction, NewAudit};
 use crate::ledger::events::NewEvent;
 use crate::ledger::gated::{
     self, GatedMode, GatedQuestions, GatedRecord, GatedState, NewGated, ToolInfo,
@@ -205,7 +205,7 @@ impl Console {
                     ctx.conn,
                     NewAudit {
                         actor: &actor,
-                        action: "agent_add",
+                        action: AuditAction::AgentAdd,
                         server: None,
                         task_id: None,
                         input_key: None,
@@ -235,7 +235,7 @@ impl Console {
                     ctx.conn,
                     NewAudit {
                         actor: &actor,
-                        action: "agent_remove",
+                        action: AuditAction::AgentRemove,
                         server: None,
                         task_id: None,
                         input_key: None,
@@ -340,7 +340,7 @@ impl Console {
                     ctx.conn,
                     NewAudit {
                         actor: &actor,
-                        action: "rule_set",
+                        action: AuditAction::RuleSet,
                         server: Some(&server.name),
                         task_id: None,
                         input_key: None,
@@ -366,7 +366,7 @@ impl Console {
                     ctx.conn,
                     NewAudit {
                         actor: &actor,
-                        action: "rule_remove",
+                        action: AuditAction::RuleRemove,
                         server: Some(&rule.server),
                         task_id: None,
                         input_key: None,
@@ -394,7 +394,7 @@ impl Console {
                     ctx.conn,
                     NewAudit {
                         actor: &actor,
-                        action: "gateway_read_only",
+                        action: AuditAction::GatewayReadOnly,
                         server: Some(&server.name),
                         task_id: None,
                         input_key: None,
@@ -509,9 +509,9 @@ impl Console {
                     NewAudit {
                         actor: &actor,
                         action: if decision.approve {
-                            "gated_call_approve"
+                            AuditAction::GatedCallApprove
                         } else {
-                            "gated_call_decline"
+                            AuditAction::GatedCallDecline
                         },
                         server: Some(&decided.server),
                         task_id: Some(&decided.task_id),
@@ -539,7 +539,7 @@ impl Console {
                         ctx.conn,
                         NewAudit {
                             actor: &actor,
-                            action: "rule_set",
+                            action: AuditAction::RuleSet,
                             server: Some(&decided.server),
                             task_id: Some(&decided.task_id),
                             input_key: None,
@@ -866,7 +866,7 @@ impl Console {
                     ctx.conn,
                     NewAudit {
                         actor: &actor,
-                        action: "gated_call_answer",
+                        action: AuditAction::GatedCallAnswer,
                         server: Some(&answered.server),
                         task_id: Some(&answered.task_id),
                         input_key: None,

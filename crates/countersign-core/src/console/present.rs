@@ -23,7 +23,7 @@ pub fn task(t: &TaskSummary) -> TaskView {
         task_id: t.task_id.clone(),
         server_name: t.server.clone(),
         tool_name: t.tool.clone(),
-        origin: t.origin.clone(),
+        origin: t.origin,
         status: t.status,
         status_message: t.status_message.clone(),
         created_at_ms: t.created_at,
@@ -276,7 +276,7 @@ pub fn audit(r: &AuditRecord) -> AuditEntry {
         id: r.id,
         at_ms: r.at,
         actor: r.actor.clone(),
-        action: r.action.clone(),
+        action: r.action,
         server: r.server.clone(),
         task_id: r.task_id.clone(),
         input_key: r.input_key.clone(),
@@ -297,6 +297,8 @@ pub fn audit(r: &AuditRecord) -> AuditEntry {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ledger::audit::AuditAction;
+    use crate::ledger::events::TaskOrigin;
     use serde_json::json;
 
     #[test]
@@ -334,7 +336,7 @@ mod tests {
             server: "s".into(),
             task_id: "t".into(),
             tool: None,
-            origin: "call".into(),
+            origin: TaskOrigin::Call,
             status,
             status_message: None,
             ttl_ms: None,
@@ -383,7 +385,7 @@ mod tests {
             id: 1,
             at: 10,
             actor: "ada".into(),
-            action: "answer_accept".into(),
+            action: AuditAction::AnswerAccept,
             server: Some("demo".into()),
             task_id: Some("t1".into()),
             input_key: Some("approval".into()),

@@ -51,7 +51,7 @@ impl Console {
                     ctx.conn,
                     NewAudit {
                         actor: &actor,
-                        action: "settings_change",
+                        action: crate::ledger::audit::AuditAction::SettingsChange,
                         server: None,
                         task_id: None,
                         input_key: None,

@@ -7,7 +7,9 @@
 
 pub use crate::decision::Decision;
 pub use crate::diagnosis::Diagnosis;
+pub use crate::ledger::audit::AuditAction;
 use crate::ledger::events::EventKind;
+pub use crate::ledger::events::TaskOrigin;
 use crate::ledger::tasks::LedgerStatus;
 pub use crate::secrets::SignInInfo;
 use crate::sensitive::Sensitive;
@@ -201,8 +203,8 @@ pub struct TaskView {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "ts", ts(optional))]
     pub tool_name: Option<String>,
-    /// `call` or `adopted`.
-    pub origin: String,
+    /// How it joined the ledger: a call made here, or adopted by id.
+    pub origin: TaskOrigin,
     /// Current status: the Tasks extension's five, and two only the client concludes.
     pub status: LedgerStatus,
     /// Latest status message (server-provided: text only).
@@ -584,8 +586,8 @@ pub struct AuditEntry {
     pub at_ms: i64,
     /// The OS user.
     pub actor: String,
-    /// `answer_accept`, `answer_decline`, `cancel`, `call`, `adopt`, `server_add`, …
-    pub action: String,
+    /// What the person did.
+    pub action: AuditAction,
     /// Server name.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "ts", ts(optional))]
