@@ -3,12 +3,15 @@
 //! (a session per command, SEP-1686 Tasks, questions as `elicitation/create` on `tasks/result`).
 //! Same commands, output and exit codes as against a modern server.
 //!
-//! Each test starts its own server. Without Node or the package the tests fail, naming
+//! Each test starts its own server; a few use a scripted legacy server (the hostile server)
+//! for what server-everything never does: a sampling request, a failed task, a server that
+//! never answers `initialize` or answers with a version we do not speak. Without Node or the package the tests fail, naming
 //! `bash .ci/setup-tools.sh`; they never skip. stdin is never a terminal here, so a question
 //! without `--accept`/`--decline` is "input needed" (exit 4).
 
 use countersign_tests::cli::{run, Run};
 use countersign_tests::everything::Everything;
+use countersign_tests::hostile::{Builder, Hostile, Reply, Request, SseEnd};
 use serde_json::{json, Value};
 
 const RESEARCH: &str = "simulate-research-query";
@@ -311,6 +314,157 @@ async fn no_follow_prints_the_handle_and_other_sessions_cannot_see_the_task() {
         error["message"]
             .as_str()
             .is_some_and(|m| m.contains("cannot be answered outside that session")),
+        "{got}"
+    );
+}
+
+// ------------------------------------- a scripted legacy server: what server-everything never does
+
+/// Whether a request is a modern one (its version is 2026-07-28), which a legacy server
+/// refuses as sent outside a session.
+fn modern(request: &Request) -> bool {
+    request.header("mcp-protocol-version") == Some("2026-07-28")
+}
+
+fn not_initialized() -> Reply {
+    Reply::error(-32000, "Bad Request: Server not initialized")
+}
+
+/// A 2025-11-25 server scripted with the hostile server: it refuses modern requests as an
+/// uninitialized legacy server does and answers `initialize` with `initialize`.
+fn legacy(initialize: impl Fn(&Request) -> Reply + Send + Sync + 'static) -> Builder {
+    Hostile::builder()
+        .on("server/discover", |_| not_initialized())
+        .on("initialize", initialize)
+        .on("tools/list", |request| {
+            if modern(request) {
+                return not_initialized();
+            }
+            Reply::Result(json!({"tools": [
+                {"name": "research", "inputSchema": {"type": "object"},
+                 "execution": {"taskSupport": "required"}},
+                {"name": "broken", "inputSchema": {"type": "object"},
+                 "execution": {"taskSupport": "optional"}},
+            ]}))
+        })
+}
+
+fn initialized(_: &Request) -> Reply {
+    Reply::Result(json!({
+        "protocolVersion": "2025-11-25",
+        "capabilities": {"tasks": {"requests": {"tools": {"call": {}}}}},
+        "serverInfo": {"name": "scripted-legacy", "version": "1"},
+    }))
+}
+
+/// A legacy task object.
+fn legacy_task(id: &str, status: &str) -> Value {
+    json!({"taskId": id, "status": status, "ttl": 60000, "pollInterval": 100,
+           "createdAt": "2026-12-07T00:00:00Z", "lastUpdatedAt": "2026-12-07T00:00:01Z"})
+}
+
+/// The tool's handler: a task that is done at once, whose `tasks/result` is `events` (each
+/// given the request's id where it is `null`).
+fn task_then(
+    result: impl Fn(&Request) -> Vec<Value> + Send + Sync + 'static,
+    status: &'static str,
+) -> impl Fn(&Request) -> Reply + Send + Sync + 'static {
+    move |request| match request.method.as_str() {
+        _ if modern(request) => not_initialized(),
+        "tools/call" => {
+            assert!(
+                request.params.get("task").is_some(),
+                "a task tool is called with params.task: {request:?}"
+            );
+            Reply::Result(json!({"task": legacy_task(&request.new_task_id(), "working")}))
+        }
+        "tasks/get" => Reply::Result(legacy_task(request.task_id().unwrap_or_default(), status)),
+        "tasks/result" => Reply::Sse {
+            events: result(request).iter().map(Value::to_string).collect(),
+            then: SseEnd::Close,
+        },
+        _ => Reply::error(-32601, "method not found"),
+    }
+}
+
+#[tokio::test]
+async fn a_sampling_request_on_tasks_result_is_refused_and_noted() {
+    let server = legacy(initialized)
+        .tool(
+            "research",
+            task_then(
+                |request| {
+                    vec![
+                        json!({"jsonrpc": "2.0", "id": 900, "method": "sampling/createMessage",
+                               "params": {"messages": [], "maxTokens": 10}}),
+                        json!({"jsonrpc": "2.0", "id": request.id, "result":
+                               {"content": [{"type": "text", "text": "done anyway"}]}}),
+                    ]
+                },
+                "completed",
+            ),
+        )
+        .start()
+        .await;
+    let got = run(&["call", &server.url(), "research", "{}"]).await;
+    got.assert_code(0);
+    assert!(got.stdout.contains("done anyway"), "{got}");
+    assert!(
+        got.stderr.contains("sampling/createMessage")
+            && got.stderr.contains("Countersign does not support it"),
+        "the refusal is noted: {got}"
+    );
+}
+
+#[tokio::test]
+async fn a_failed_task_exits_2_with_its_error() {
+    let server = legacy(initialized)
+        .tool(
+            "broken",
+            task_then(
+                |request| {
+                    vec![json!({"jsonrpc": "2.0", "id": request.id,
+                                "error": {"code": -32603, "message": "the disk is full"}})]
+                },
+                "failed",
+            ),
+        )
+        .start()
+        .await;
+    let got = run(&["call", &server.url(), "broken", "{}", "--json"]).await;
+    got.assert_code(2);
+    let output = got.json();
+    assert_eq!(output["outcome"], "failed", "{got}");
+    assert_eq!(output["taskId"], "broken.0", "{got}");
+    assert!(
+        output["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("the disk is full")),
+        "{got}"
+    );
+}
+
+#[tokio::test]
+async fn a_server_that_never_answers_initialize_exits_69_timeout() {
+    let server = legacy(|_| Reply::Hang).start().await;
+    let got = run(&["discover", &server.url(), "--timeout", "2", "--json"]).await;
+    got.assert_code(69);
+    assert_eq!(got.json()["error"]["reason"], "timeout", "{got}");
+}
+
+#[tokio::test]
+async fn a_version_we_do_not_speak_exits_69_unsupported_version() {
+    let server = legacy(|_| {
+        Reply::Result(json!({"protocolVersion": "2024-11-05", "capabilities": {},
+                             "serverInfo": {"name": "old", "version": "0"}}))
+    })
+    .start()
+    .await;
+    let got = run(&["tools", &server.url(), "--json"]).await;
+    got.assert_code(69);
+    assert_eq!(
+        got.json()["error"]["reason"],
+        "unsupported_version",
         "{got}"
     );
 }
