@@ -475,9 +475,15 @@ async fn demo_server_prints_its_url_and_answers_discover_and_tools() {
         Some(&json!("countersign-demo")),
         "{got}"
     );
+    assert_eq!(got.json()["era"], "modern", "the era is added: {got}");
+    assert_eq!(got.json()["protocolVersion"], "2026-07-28", "{got}");
     let got = run(&["discover", &demo.url]).await;
     got.assert_code(0);
     assert!(got.stdout.contains("tasks:      yes"), "{got}");
+    assert!(
+        got.stdout.contains("era:        modern (2026-07-28)"),
+        "{got}"
+    );
 
     let got = run(&["tools", &demo.url, "--json"]).await;
     got.assert_code(0);

@@ -9,6 +9,7 @@
 
 mod cli_direct;
 mod cli_faces;
+mod cli_legacy;
 mod crash;
 mod demo_server;
 mod engine_paused;

@@ -1,9 +1,10 @@
 //! Shared test support: starting the independent fastmcp peer, our demo server, a hostile
-//! server, and the CLI.
+//! server, the reference server-everything (the 2025-11-25 era), and the CLI.
 
 pub mod cli;
 pub mod demo;
 pub mod drive;
+pub mod everything;
 pub mod gateway;
 pub mod hostile;
 pub mod ledger_view;

@@ -3,14 +3,22 @@
 //!
 //! MRTR questions are answered by re-sending the call; a task is polled no faster than its
 //! `pollIntervalMs`, each status change printed as it is seen, each new question answered once.
+//!
+//! Each command's first request is a modern one; when its answer says the server is of the
+//! 2025-11-25 generation ([`era::means_legacy`]), the command initializes a session and goes on
+//! in `direct/legacy.rs`, with the same output, answers and exit codes.
+
+mod legacy;
 
 use std::collections::HashSet;
+use std::future::Future;
 use std::io::IsTerminal as _;
 use std::time::Duration;
 
+use countersign_core::mcp::era::{self, Connection};
 use countersign_core::mcp::{
-    self, CallOutcome, Client, Elicitation, ErrorClass, InputRequest, InputRequests, Task,
-    TaskState, ToolCall,
+    self, CallOutcome, Client, Elicitation, ErrorClass, InputRequest, InputRequests, LegacyClient,
+    Task, TaskState, ToolCall,
 };
 use countersign_core::scheduler;
 use serde_json::{json, Map, Value};
@@ -25,6 +33,57 @@ use crate::{
 
 /// Consecutive transient poll failures tolerated before giving up.
 const MAX_POLL_FAILURES: u32 = 8;
+
+/// What a command's first request found: the modern answer, or a server of the legacy era with
+/// a session now open for the rest of the command.
+enum Reached<T> {
+    Modern(T),
+    Legacy(LegacyClient),
+}
+
+/// Sends the command's first (modern) request; when the answer could mean a server of the
+/// legacy era, asks `server/discover`, the request whose answer tells the era, and initializes
+/// a session if that says legacy. Otherwise the first answer stands: a modern server's refusal
+/// of one request (a tool's or task's error) is the command's error, and so is an answer that
+/// says nothing about the era (authorization, 5xx, the network). When the server refuses
+/// `initialize` too, that refusal is the error (a timeout, a version we do not speak).
+async fn first_request<T>(
+    client: &Client,
+    global: &Global,
+    request: impl Future<Output = mcp::Result<T>>,
+) -> Result<Reached<T>, CliError> {
+    match request.await {
+        Ok(answer) => Ok(Reached::Modern(answer)),
+        Err(first) if era::means_legacy(&first) => match client.discover().await {
+            Err(probe) if era::means_legacy(&probe) => {
+                let (endpoint, options) = crate::endpoint(client.url(), global);
+                Ok(Reached::Legacy(
+                    LegacyClient::connect(endpoint, options).await?,
+                ))
+            }
+            _ => Err(first.into()),
+        },
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The wait before retrying a poll that failed with `e` (the `failures`-th in a row, counted
+/// here), or `None` when it is not worth retrying.
+fn poll_retry(e: &mcp::Error, interval: Duration, failures: &mut u32) -> Option<Duration> {
+    if e.class() != ErrorClass::Transient || *failures >= MAX_POLL_FAILURES {
+        return None;
+    }
+    *failures += 1;
+    let backoff = e
+        .retry_after()
+        .unwrap_or_else(|| interval.saturating_mul(1 << (*failures).min(5)))
+        .min(Duration::from_secs(60));
+    tell!(
+        "poll failed ({e}); retrying in {:.1}s",
+        backoff.as_secs_f64()
+    );
+    Some(backoff)
+}
 
 /// Asks one question on the terminal and returns the exact response to send.
 pub(crate) fn ask_one(server: &str, request: &InputRequest) -> Result<Value, CliError> {
@@ -116,16 +175,23 @@ fn answer_all(
     Ok(Some(responses))
 }
 
+/// `call URL TOOL …`: calls the tool and follows it to its end (a server of either era).
 pub(crate) async fn call(
-    client: &Client,
+    url: &str,
+    global: &Global,
     tool: &str,
     arguments: Option<Map<String, Value>>,
     policy: AnswerPolicy,
     no_follow: bool,
-    json_out: bool,
 ) -> Result<u8, CliError> {
-    // Learn x-mcp-header annotations (and refuse excluded tools) before calling.
-    let _ = client.list_tools().await?;
+    let json_out = global.json;
+    let client = &client(url, global)?;
+    // Learn x-mcp-header annotations (and refuse excluded tools) before calling; the answer
+    // also tells the era.
+    if let Reached::Legacy(session) = first_request(client, global, client.list_tools()).await? {
+        let outcome = legacy::call(&session, tool, arguments, &policy, no_follow, json_out).await;
+        return legacy::close(&session, outcome).await;
+    }
     let mut call = ToolCall::new(tool, arguments);
     for _ in 0..countersign_core::mcp::MAX_MRTR_ROUNDS {
         match client.call_tool(&call).await? {
@@ -192,20 +258,13 @@ async fn follow_task(
                 failures = 0;
                 task
             }
-            Err(e) if e.class() == ErrorClass::Transient && failures < MAX_POLL_FAILURES => {
-                failures += 1;
-                let backoff = e
-                    .retry_after()
-                    .unwrap_or_else(|| interval.saturating_mul(1 << failures.min(5)))
-                    .min(Duration::from_secs(60));
-                tell!(
-                    "poll failed ({e}); retrying in {:.1}s",
-                    backoff.as_secs_f64()
-                );
-                tokio::time::sleep(backoff).await;
-                continue;
-            }
-            Err(e) => return Err(e.into()),
+            Err(e) => match poll_retry(&e, interval, &mut failures) {
+                Some(backoff) => {
+                    tokio::time::sleep(backoff).await;
+                    continue;
+                }
+                None => return Err(e.into()),
+            },
         };
         interval = scheduler::interval(task.poll_interval_ms, Duration::ZERO);
         let now = (task.status(), task.status_message.clone());
@@ -361,10 +420,23 @@ fn print_result(result: &countersign_core::mcp::ToolResult) {
 
 /// `discover URL`: what the server is and what it supports.
 pub(crate) async fn discover(url: &str, global: &Global) -> Result<u8, CliError> {
-    let discovery = client(url, global)?.discover().await?;
+    let (endpoint, options) = crate::endpoint(url, global);
+    let connection = era::connect(endpoint, options).await?;
+    let profile = connection.profile();
+    let discovery = match connection {
+        Connection::Modern { discovery, .. } => discovery,
+        Connection::Legacy(session) => {
+            legacy::discover(&session, &profile, global.json);
+            return legacy::close(&session, Ok(EXIT_COMPLETED)).await;
+        }
+    };
     if global.json {
-        terminal::json(&Value::Object(discovery.raw.clone()));
+        let mut object = discovery.raw.clone();
+        object.insert("era".into(), json!(profile.era));
+        object.insert("protocolVersion".into(), json!(profile.protocol_version));
+        terminal::json(&Value::Object(object));
     } else {
+        say!("era:        modern ({})", profile.protocol_version);
         say!(
             "server:     {}",
             discovery
@@ -398,7 +470,14 @@ pub(crate) async fn discover(url: &str, global: &Global) -> Result<u8, CliError>
 
 /// `tools URL`: the server's tools, with their task support.
 pub(crate) async fn tools(url: &str, global: &Global) -> Result<u8, CliError> {
-    let list = client(url, global)?.list_tools().await?;
+    let client = client(url, global)?;
+    let list = match first_request(&client, global, client.list_tools()).await? {
+        Reached::Modern(list) => list,
+        Reached::Legacy(session) => {
+            let outcome = legacy::tools(&session, global.json).await;
+            return legacy::close(&session, outcome).await;
+        }
+    };
     for excluded in &list.excluded {
         tell!(
             "warning: tool {:?} excluded: {}",
@@ -433,7 +512,14 @@ pub(crate) async fn tools(url: &str, global: &Global) -> Result<u8, CliError> {
 
 /// `task get URL ID`: the task's state now; exits by it.
 pub(crate) async fn task_get(url: &str, task_id: &str, global: &Global) -> Result<u8, CliError> {
-    let task = client(url, global)?.get_task(task_id).await?;
+    let client = client(url, global)?;
+    let task = match first_request(&client, global, client.get_task(task_id)).await? {
+        Reached::Modern(task) => task,
+        Reached::Legacy(session) => {
+            let outcome = legacy::task_get(&session, task_id, global.json).await;
+            return legacy::close(&session, outcome).await;
+        }
+    };
     if global.json {
         terminal::json(&task.to_json());
     } else {
@@ -445,7 +531,13 @@ pub(crate) async fn task_get(url: &str, task_id: &str, global: &Global) -> Resul
 
 /// `task cancel URL ID`.
 pub(crate) async fn task_cancel(url: &str, task_id: &str, global: &Global) -> Result<u8, CliError> {
-    client(url, global)?.cancel_task(task_id).await?;
+    let client = client(url, global)?;
+    if let Reached::Legacy(session) =
+        first_request(&client, global, client.cancel_task(task_id)).await?
+    {
+        let outcome = legacy::task_cancel(&session, task_id, global.json).await;
+        return legacy::close(&session, outcome).await;
+    }
     if global.json {
         terminal::json(&json!({"taskId": task_id, "cancelRequested": true}));
     } else {
@@ -466,7 +558,12 @@ pub(crate) async fn task_answer(
         decline: answer.decline,
     })?;
     let client = client(url, global)?;
-    let task = client.get_task(task_id).await?;
+    let task = match first_request(&client, global, client.get_task(task_id)).await? {
+        Reached::Modern(task) => task,
+        Reached::Legacy(session) => {
+            return legacy::close(&session, Err(legacy::answer_elsewhere(task_id))).await;
+        }
+    };
     let mcp::TaskState::InputRequired { input_requests } = &task.state else {
         return Err(CliError::Usage(format!(
             "task {task_id} is {}, not waiting for input",

@@ -6,7 +6,8 @@
 //!
 //! - [`args`]: the command line as clap reads it;
 //! - [`error`]: [`CliError`], the exit codes and the `--json` error's code;
-//! - `direct`: commands on a server given by URL, no ledger;
+//! - `direct`: commands on a server given by URL, no ledger, on servers of either era
+//!   (`direct/legacy.rs`: the 2025-11-25 generation, its session and its Tasks);
 //! - `ledger_mode`: commands on the ledger ([`ledger_mode::Desk`]: the console, an engine here or
 //!   elsewhere);
 //! - `gateway_mode`: the gateway, agents, policy, the stdio relay;
@@ -87,6 +88,13 @@ fn main() -> ExitCode {
 }
 
 pub(crate) fn client(url: &str, global: &Global) -> Result<Client, CliError> {
+    let (endpoint, options) = endpoint(url, global);
+    Ok(Client::with_options(endpoint, options, None)?)
+}
+
+/// The server at `url` as the command line names it (`--token`, `--timeout`), for a client of
+/// either era.
+pub(crate) fn endpoint(url: &str, global: &Global) -> (Endpoint, ClientOptions) {
     let endpoint = Endpoint::new(url).with_token(
         global
             .token
@@ -98,7 +106,7 @@ pub(crate) fn client(url: &str, global: &Global) -> Result<Client, CliError> {
         request_timeout: std::time::Duration::from_secs(global.timeout.max(1)),
         ..ClientOptions::default()
     };
-    Ok(Client::with_options(endpoint, options, None)?)
+    (endpoint, options)
 }
 
 pub(crate) fn parse_object(what: &str, text: &str) -> Result<Map<String, Value>, CliError> {
@@ -119,14 +127,13 @@ async fn run(cli: Cli) -> Result<u8, CliError> {
         Command::Call(args) if args.url.contains("://") => {
             let arguments = args.arguments()?;
             let policy = direct::AnswerPolicy::from_args(&args.answer)?;
-            let client = client(&args.url, &global)?;
             direct::call(
-                &client,
+                &args.url,
+                &global,
                 &args.tool,
                 arguments,
                 policy,
                 args.no_follow,
-                global.json,
             )
             .await
         }
