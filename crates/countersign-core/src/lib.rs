@@ -49,4 +49,4 @@ pub mod secrets;
 pub use countersign_mcp::sensitive;
 pub mod settings;
 pub mod status;
-pub mod tracking;
+pub(crate) mod tracking;
