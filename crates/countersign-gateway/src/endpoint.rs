@@ -482,8 +482,6 @@ fn task_acknowledged(request: &Request, found: Result<Option<()>, console::Error
     }
 }
 
-// ---- subscriptions/listen -----------------------------------------------------------------
-
 fn unknown_task(request: &Request) -> Response {
     json_reply(
         StatusCode::OK,

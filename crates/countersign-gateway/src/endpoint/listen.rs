@@ -54,7 +54,7 @@ pub(super) async fn listen(shared: &Shared, link: &Link, request: &Request) -> R
             ),
         },
         Ok(RelayedListen::Stream { id, body }) => {
-            let relay = ListenStream {
+            let listen = ListenStream {
                 body,
                 decoder: SseDecoder::new(),
                 upstream_id: id,
@@ -62,9 +62,9 @@ pub(super) async fn listen(shared: &Shared, link: &Link, request: &Request) -> R
                 queue: std::collections::VecDeque::new(),
                 ended: false,
             };
-            let stream = futures_util::stream::unfold(relay, |mut relay| async move {
-                let event = relay.next().await?;
-                Some((Ok::<_, Infallible>(event), relay))
+            let stream = futures_util::stream::unfold(listen, |mut listen| async move {
+                let event = listen.next().await?;
+                Some((Ok::<_, Infallible>(event), listen))
             });
             Sse::new(stream)
                 .keep_alive(
@@ -77,8 +77,8 @@ pub(super) async fn listen(shared: &Shared, link: &Link, request: &Request) -> R
     }
 }
 
-/// One relayed listen stream.
-pub(super) struct ListenStream {
+/// One upstream listen stream, forwarded to the agent.
+struct ListenStream {
     body: futures_util::stream::BoxStream<'static, mcp::Result<Bytes>>,
     decoder: SseDecoder,
     upstream_id: u64,
@@ -89,8 +89,8 @@ pub(super) struct ListenStream {
 }
 
 impl ListenStream {
-    /// The next message for the agent; `None` when the relay is over.
-    pub(super) async fn next(&mut self) -> Option<Event> {
+    /// The next message for the agent; `None` when the stream is over.
+    async fn next(&mut self) -> Option<Event> {
         use futures_util::StreamExt as _;
         loop {
             if let Some(event) = self.queue.pop_front() {
