@@ -109,6 +109,8 @@ pub enum Reply {
     },
     /// These bytes as the whole response; then the connection is closed.
     Raw(Vec<u8>),
+    /// No answer at all; the connection stays open until the client gives up.
+    Hang,
 }
 
 impl Reply {
@@ -528,6 +530,10 @@ async fn write_reply(stream: &mut TcpStream, id: &Value, reply: Reply) -> bool {
         Reply::Raw(bytes) => {
             let _ = stream.write_all(&bytes).await;
             let _ = stream.shutdown().await;
+            false
+        }
+        Reply::Hang => {
+            hang(stream).await;
             false
         }
     }
