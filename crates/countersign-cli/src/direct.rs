@@ -67,22 +67,67 @@ async fn first_request<T>(
     }
 }
 
-/// The wait before retrying a poll that failed with `e` (the `failures`-th in a row, counted
-/// here), or `None` when it is not worth retrying.
-fn poll_retry(e: &mcp::Error, interval: Duration, failures: &mut u32) -> Option<Duration> {
-    if e.class() != ErrorClass::Transient || *failures >= MAX_POLL_FAILURES {
-        return None;
+/// Polls a followed task of either era at the engine's interval rule (built-in floor, one-hour
+/// ceiling: a server's interval of 0 must not turn direct mode into a busy loop), backing off
+/// on transient failures.
+pub(crate) struct Poller {
+    interval: Duration,
+    failures: u32,
+}
+
+impl Poller {
+    /// Paced by the server's first interval (ms), if it gave one.
+    pub(crate) fn new(server_ms: Option<u64>) -> Self {
+        Self {
+            interval: scheduler::interval(server_ms, Duration::ZERO),
+            failures: 0,
+        }
     }
-    *failures += 1;
-    let backoff = e
-        .retry_after()
-        .unwrap_or_else(|| interval.saturating_mul(1 << (*failures).min(5)))
-        .min(Duration::from_secs(60));
-    tell!(
-        "poll failed ({e}); retrying in {:.1}s",
-        backoff.as_secs_f64()
-    );
-    Some(backoff)
+
+    /// Follows the server's latest interval.
+    pub(crate) fn pace(&mut self, server_ms: Option<u64>) {
+        self.interval = scheduler::interval(server_ms, Duration::ZERO);
+    }
+
+    /// Waits one interval, then asks with `get`; a transient failure is retried after a
+    /// backoff ([`MAX_POLL_FAILURES`] in a row at most), any other ends the follow.
+    pub(crate) async fn next<T, F, Fut>(&mut self, mut get: F) -> Result<T, CliError>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = mcp::Result<T>>,
+    {
+        loop {
+            tokio::time::sleep(self.interval).await;
+            match get().await {
+                Ok(answer) => {
+                    self.failures = 0;
+                    return Ok(answer);
+                }
+                Err(e) => match self.retry(&e) {
+                    Some(backoff) => tokio::time::sleep(backoff).await,
+                    None => return Err(e.into()),
+                },
+            }
+        }
+    }
+
+    /// The wait before retrying a poll that failed with `e`, or `None` when it is not worth
+    /// retrying.
+    fn retry(&mut self, e: &mcp::Error) -> Option<Duration> {
+        if e.class() != ErrorClass::Transient || self.failures >= MAX_POLL_FAILURES {
+            return None;
+        }
+        self.failures += 1;
+        let backoff = e
+            .retry_after()
+            .unwrap_or_else(|| self.interval.saturating_mul(1 << self.failures.min(5)))
+            .min(Duration::from_secs(60));
+        tell!(
+            "poll failed ({e}); retrying in {:.1}s",
+            backoff.as_secs_f64()
+        );
+        Some(backoff)
+    }
 }
 
 /// Asks one question on the terminal and returns the exact response to send.
@@ -246,27 +291,11 @@ async fn follow_task(
 ) -> Result<u8, CliError> {
     let task_id = first.task_id.clone();
     let mut last_seen = (first.status(), first.status_message.clone());
-    // The engine's interval rule (built-in floor, one-hour ceiling): a server's
-    // `pollIntervalMs: 0` must not turn direct mode into a busy loop either.
-    let mut interval = scheduler::interval(first.poll_interval_ms, Duration::ZERO);
+    let mut poller = Poller::new(first.poll_interval_ms);
     let mut answered: HashSet<String> = HashSet::new();
-    let mut failures = 0u32;
     loop {
-        tokio::time::sleep(interval).await;
-        let task = match client.get_task(&task_id).await {
-            Ok(task) => {
-                failures = 0;
-                task
-            }
-            Err(e) => match poll_retry(&e, interval, &mut failures) {
-                Some(backoff) => {
-                    tokio::time::sleep(backoff).await;
-                    continue;
-                }
-                None => return Err(e.into()),
-            },
-        };
-        interval = scheduler::interval(task.poll_interval_ms, Duration::ZERO);
+        let task = poller.next(|| client.get_task(&task_id)).await?;
+        poller.pace(task.poll_interval_ms);
         let now = (task.status(), task.status_message.clone());
         if now != last_seen && !json_out {
             print_task_line(&task);

@@ -13,7 +13,6 @@
 //! elsewhere can only say that the server does not show it, and `task answer` cannot work.
 
 use std::io::IsTerminal as _;
-use std::time::Duration;
 
 use countersign_core::mcp::legacy::{
     CancelOutcome, ElicitAction, LegacyClient, ServerRequest, Task, TaskMetadata, TaskResultEvent,
@@ -23,7 +22,7 @@ use countersign_core::mcp::{self, InputRequest, InputRequests, ServerProfile, To
 use countersign_core::scheduler;
 use serde_json::{json, Map, Value};
 
-use super::{ask_one, input_needed, poll_retry, print_result, report_complete, AnswerPolicy};
+use super::{ask_one, input_needed, print_result, report_complete, AnswerPolicy, Poller};
 use crate::terminal::{self, say, tell};
 use crate::{
     CliError, EXIT_CANCELLED, EXIT_COMPLETED, EXIT_FAILED, EXIT_INPUT_NEEDED, EXIT_TOOL_ERROR,
@@ -170,26 +169,10 @@ async fn follow(
 ) -> Result<u8, CliError> {
     let task_id = first.task_id.clone();
     let mut seen = Seen::new(&first, json_out);
-    // The engine's interval rule, as for a modern task: a server's `pollInterval: 0` must not
-    // turn this into a busy loop.
-    let mut interval = scheduler::interval(first.poll_interval, Duration::ZERO);
-    let mut failures = 0u32;
+    let mut poller = Poller::new(first.poll_interval);
     loop {
-        tokio::time::sleep(interval).await;
-        let task = match session.get_task(&task_id).await {
-            Ok(task) => {
-                failures = 0;
-                task
-            }
-            Err(e) => match poll_retry(&e, interval, &mut failures) {
-                Some(backoff) => {
-                    tokio::time::sleep(backoff).await;
-                    continue;
-                }
-                None => return Err(e.into()),
-            },
-        };
-        interval = scheduler::interval(task.poll_interval, Duration::ZERO);
+        let task = poller.next(|| session.get_task(&task_id)).await?;
+        poller.pace(task.poll_interval);
         seen.show(&task);
         match task.status {
             TaskStatus::Working => {}
