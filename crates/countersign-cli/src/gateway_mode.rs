@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use countersign_core::console::view::{GatedCallView, GatedDecision, RuleAction, RuleSetRequest};
 use countersign_core::console::Console;
-use countersign_core::ledger::{self, inputs};
+use countersign_core::ledger;
 use countersign_gateway::endpoint::{self, Gateway, GatewayConfig};
 use countersign_gateway::relay;
 use serde::Serialize;
@@ -321,7 +321,7 @@ pub(crate) async fn answer(
 pub(crate) async fn inbox(desk: &Desk, json_out: bool) -> Result<u8, CliError> {
     let calls = pending(desk).await?;
     let asking = desk.console().gated_questions().await?;
-    let questions = desk.ledger().read(inputs::inbox)?;
+    let questions = desk.console().inbox_records()?;
     if json_out {
         let mut items = match serde_json::to_value(&questions) {
             Ok(Value::Array(items)) => items,

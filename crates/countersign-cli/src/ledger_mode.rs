@@ -13,12 +13,11 @@ use countersign_core::console::view::{EngineState, InputResponse, SecretText, Se
 use countersign_core::console::{CallStep, Console, Setup};
 use countersign_core::engine::lock::LockError;
 use countersign_core::engine::{self, Engine};
+use countersign_core::ledger;
 use countersign_core::ledger::audit;
-use countersign_core::ledger::events::{self, EventKind, StoredEvent, TaskOrigin};
-use countersign_core::ledger::inputs;
+use countersign_core::ledger::events::{EventKind, StoredEvent, TaskOrigin};
 use countersign_core::ledger::servers::ServerRecord;
-use countersign_core::ledger::tasks::{self, Filter, LedgerStatus, TaskRecord};
-use countersign_core::ledger::{self, Ledger};
+use countersign_core::ledger::tasks::{Filter, LedgerStatus, TaskRecord};
 use countersign_core::mcp::{self, ToolCall};
 use countersign_core::sensitive::Sensitive;
 use serde_json::{json, Map, Value};
@@ -52,10 +51,6 @@ impl Desk {
         setup.warn = Some(Arc::new(|message: &str| tell!("warning: {message}")));
         let console = Console::open(setup).await?;
         Ok(Self { console })
-    }
-
-    pub(crate) fn ledger(&self) -> &Arc<Ledger> {
-        self.console.ledger()
     }
 
     /// The core console (the gateway's commands call it directly).
@@ -94,7 +89,7 @@ impl Desk {
     }
 
     fn last_event(&self) -> Result<i64, CliError> {
-        Ok(self.ledger().read(events::last_id)?)
+        Ok(self.console.last_event_id()?)
     }
 
     /// Records an answer given as the elicitation response JSON (`{"action": …}`).
@@ -116,7 +111,7 @@ impl Desk {
         let mut cursor = cursor;
         while tokio::time::Instant::now() < deadline {
             let batch = self
-                .ledger()
+                .console
                 .events_after(
                     cursor,
                     256,
@@ -340,7 +335,7 @@ pub(crate) async fn watch(desk: &Desk, json_out: bool) -> Result<u8, CliError> {
                     tell!("engine: the ledger is writable again; pending changes are recorded")
                 }
             },
-            batch = desk.ledger().events_after(cursor, 512, Duration::from_millis(100), Duration::from_millis(500)) => {
+            batch = desk.console.events_after(cursor, 512, Duration::from_millis(100), Duration::from_millis(500)) => {
                 for event in batch? {
                     cursor = event.id;
                     print_event(&event, json_out);
@@ -486,7 +481,7 @@ pub(crate) async fn tasks_list(
     };
     if json_out {
         // The records as they are stored (state, arguments, result): what scripts read.
-        let list = desk.ledger().read(|c| tasks::list(c, &filter))?;
+        let list = desk.console.task_records(&filter)?;
         terminal::json(&serde_json::to_value(&list).unwrap_or(Value::Null));
         return Ok(EXIT_COMPLETED);
     }
@@ -516,8 +511,7 @@ pub(crate) async fn tasks_list(
 pub(crate) async fn task_show(desk: &Desk, id: &str, json_out: bool) -> Result<u8, CliError> {
     let task = desk.task(id).await?;
     let row = task.id;
-    let timeline = desk.ledger().read(|c| events::for_task(c, row))?;
-    let questions = desk.ledger().read(|c| inputs::for_task(c, row))?;
+    let (timeline, questions) = desk.console.task_history(row)?;
     // The link the app's "Copy link" gives: it opens this task in the app (a teammate's too).
     let link = TaskLink::to_url(&task.server_url, &task.task_id).to_string();
     if json_out {
@@ -560,7 +554,7 @@ pub(crate) async fn task_show(desk: &Desk, id: &str, json_out: bool) -> Result<u
 }
 
 pub(crate) fn inbox(desk: &Desk, json_out: bool) -> Result<u8, CliError> {
-    let items = desk.ledger().read(inputs::inbox)?;
+    let items = desk.console.inbox_records()?;
     if json_out {
         terminal::json(&serde_json::to_value(&items).unwrap_or(Value::Null));
         return Ok(EXIT_COMPLETED);
@@ -587,7 +581,7 @@ pub(crate) fn inbox(desk: &Desk, json_out: bool) -> Result<u8, CliError> {
 }
 
 pub(crate) fn audit_log(desk: &Desk, csv: bool, json_out: bool) -> Result<u8, CliError> {
-    let records = desk.ledger().read(audit::list)?;
+    let records = desk.console.audit_records()?;
     if csv {
         terminal::exact(&audit::to_csv(&records));
     } else if json_out {
@@ -809,14 +803,15 @@ async fn follow(
         say!("task {} {}", record.task_id, record.status);
     }
     let mut cursor = desk
-        .ledger()
-        .read(|c| events::for_task(c, record.id))?
+        .console
+        .task_history(record.id)?
+        .0
         .last()
         .map(|e| e.id - 1)
         .unwrap_or(0);
     loop {
         let batch = desk
-            .ledger()
+            .console
             .events_after(
                 cursor,
                 512,

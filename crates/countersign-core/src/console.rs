@@ -25,6 +25,7 @@ mod inbox;
 pub mod link;
 pub mod notifications;
 pub mod present;
+mod records;
 mod servers;
 mod settings;
 mod sign_ins;
