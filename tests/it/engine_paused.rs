@@ -198,7 +198,7 @@ fn poll_source(url: &str, floor: Duration) -> (PollSource, mpsc::UnboundedReceiv
     links.set(
         1,
         ServerLink {
-            client,
+            peer: countersign_core::mcp::Peer::Modern(client),
             floor,
             permits: Arc::new(Semaphore::new(8)),
         },

@@ -131,6 +131,7 @@ pub async fn create(
     budget: Duration,
     mut progress: impl FnMut(usize),
 ) -> Result<Vec<Job>> {
+    let peer = &countersign_core::mcp::Peer::Modern(client.clone());
     let calls = futures_util::stream::iter(plans.iter().copied())
         .map(|plan| async move {
             let call = match peer_steps {
@@ -141,7 +142,7 @@ pub async fn create(
                 }
                 None => ToolCall::new(TOOL, Some(plan.arguments())),
             };
-            match actions::call(ledger, client, server, &call, "countersign-bench").await? {
+            match actions::call(ledger, peer, server, &call, "countersign-bench").await? {
                 Called::Task(record) => {
                     let created_us = record
                         .created_text

@@ -15,7 +15,7 @@ use crate::ledger::{
     intents, now_ms, AnswerAction, CallOutcomeKind, EventKind, Ledger, TaskOrigin, Via, WriteCtx,
 };
 use crate::mcp::{
-    self, CallOutcome, Client, Connection, Era, InputRequired, LegacySession, ToolCall, ToolResult,
+    self, CallOutcome, Connection, Era, InputRequired, LegacySession, Peer, ToolCall, ToolResult,
 };
 use crate::tracking;
 
@@ -91,7 +91,7 @@ fn finish_call(
 /// Calls a tool with the call intent on disk first and the task handle on disk before return.
 pub async fn call(
     ledger: &Ledger,
-    client: &Client,
+    peer: &Peer,
     server: &ServerRecord,
     call: &ToolCall,
     actor: &str,
@@ -131,7 +131,7 @@ pub async fn call(
         })
         .await?;
     let tool = call.name.clone();
-    let outcome = match client.call_tool(call).await {
+    let outcome = match peer.call_tool(call).await {
         Ok(outcome) => outcome,
         Err(error) => {
             let detail = json!({"code": error.code(), "message": error.to_string()});
@@ -243,12 +243,12 @@ pub async fn call(
 /// Starts tracking a task created elsewhere (another client, a teammate, a link).
 pub async fn adopt(
     ledger: &Ledger,
-    client: &Client,
+    peer: &Peer,
     server: &ServerRecord,
     task_id: &str,
     actor: &str,
 ) -> Result<TaskRecord> {
-    let task = client.get_task(task_id).await?;
+    let task = peer.get_task(task_id).await?;
     let (server_id, server_name, actor) = (server.id, server.name.clone(), actor.to_owned());
     Ok(ledger
         .write(move |ctx| {
@@ -546,13 +546,17 @@ impl Profile {
 
     fn record(&self, conn: &rusqlite::Connection, id: i64) -> crate::ledger::Result<()> {
         servers::set_discovery(conn, id, &self.capabilities, self.server_info.as_ref())?;
-        servers::set_profile(
-            conn,
-            id,
-            self.era,
-            &self.protocol_version,
-            self.session.as_ref(),
-        )
+        // A legacy server's tasks belong to the session already stored: a check keeps it (the
+        // engine renews it when the server ends it), and its own session goes unused.
+        let stored = match self.era {
+            Era::Legacy => servers::get(conn, id)?.legacy_session,
+            Era::Modern => None,
+        };
+        let (version, session) = match &stored {
+            Some(kept) => (&kept.protocol_version, Some(kept)),
+            None => (&self.protocol_version, self.session.as_ref()),
+        };
+        servers::set_profile(conn, id, self.era, version, session)
     }
 }
 

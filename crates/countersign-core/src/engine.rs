@@ -12,6 +12,7 @@
 pub mod lock;
 mod observe;
 mod outbox;
+mod peers;
 mod sign_in;
 mod write;
 
@@ -27,7 +28,7 @@ use crate::ledger::events::NewEvent;
 use crate::ledger::servers::{self, ServerRecord};
 use crate::ledger::tasks::{self, TaskRecord};
 use crate::ledger::{intents, EventKind, Ledger, StoredEvent, Via};
-use crate::mcp::{self, Client, ClientOptions, Endpoint};
+use crate::mcp::{self, Client, ClientOptions, Endpoint, Era, Peer, PeerSignal};
 use crate::sensitive::Sensitive;
 use crate::status::poll::{PollSource, PollStats};
 use crate::status::push::{PushConfig, PushSource, PushStats};
@@ -35,6 +36,7 @@ use crate::status::{FirstCheck, Links, Observation, ServerLink, StatusSource, Wa
 use crate::tracking::Known;
 use lock::{EngineLock, LockError};
 use outbox::Delivered;
+pub use peers::make_peer;
 use write::{spawn_until_committed, Written};
 
 /// How often the engine looks for calls whose sending process died.
@@ -175,7 +177,7 @@ impl LinkReloader {
     /// revoke the old access token the moment it issues the new one).
     pub fn set_token(&self, server_id: i64, token: Sensitive<String>) {
         if let Some(link) = self.links.get(server_id) {
-            link.client.set_bearer_token(Some(token));
+            link.peer.set_bearer_token(Some(token));
         }
     }
 
@@ -237,7 +239,10 @@ impl Engine {
         let (health_tx, health) = watch::channel(LedgerHealth::Writable);
         let (written_tx, written_rx) = mpsc::unbounded_channel();
         let (reauth_tx, reauth_rx) = mpsc::unbounded_channel();
+        let (signal_tx, signal_rx) = mpsc::unbounded_channel();
         let mut state = State {
+            poll: poll.clone(),
+            signals: signal_tx,
             ledger: ledger.clone(),
             links: links.clone(),
             config: config.clone(),
@@ -260,8 +265,14 @@ impl Engine {
             signed_in_cursor: 0,
         };
         let resumed = state.resume().await?;
-        let loop_handle =
-            tokio::spawn(state.run(obs_rx, written_rx, reauth_rx, nudge.clone(), stop.clone()));
+        let loop_handle = tokio::spawn(state.run(
+            obs_rx,
+            written_rx,
+            reauth_rx,
+            signal_rx,
+            nudge.clone(),
+            stop.clone(),
+        ));
         Ok(Self {
             ledger,
             nudge,
@@ -332,11 +343,29 @@ impl Engine {
         self.push.as_ref().map(|p| p.stats()).unwrap_or_default()
     }
 
-    /// A client for a registered server (with its token), sharing the engine's connection pool.
+    /// A modern client for a registered server (with its token), sharing the engine's
+    /// connection pool.
     pub fn client_for(&self, server: &ServerRecord) -> Result<Client, mcp::Error> {
         match self.links.get(server.id) {
-            Some(link) if link.client.url() == server.url => Ok(link.client),
+            Some(link) if link.peer.url() == server.url => match link.peer.modern() {
+                Some(client) => Ok(client.clone()),
+                None => make_client(server, &self.config),
+            },
             _ => make_client(server, &self.config),
+        }
+    }
+
+    /// The server's peer as the engine uses it (for a legacy server: the engine's session and
+    /// the questions it holds).
+    pub fn peer_for(&self, server: &ServerRecord) -> Result<Peer, mcp::Error> {
+        match self.links.get(server.id) {
+            Some(link)
+                if link.peer.url() == server.url
+                    && Some(link.peer.era()) == server.era.or(Some(Era::Modern)) =>
+            {
+                Ok(link.peer)
+            }
+            _ => make_peer(server, &self.config, &self.ledger, None),
         }
     }
 
@@ -439,6 +468,10 @@ enum ServerChange {
 
 struct State {
     ledger: Arc<Ledger>,
+    /// The polling source (also among `sources`), for a poll a legacy peer's signal asks for.
+    poll: Arc<PollSource>,
+    /// Where legacy peers signal changes between polls, by server.
+    signals: mpsc::UnboundedSender<(i64, PeerSignal)>,
     links: Links,
     config: EngineConfig,
     sources: Vec<Arc<dyn StatusSource>>,
@@ -447,7 +480,7 @@ struct State {
     outbox_cursor: i64,
     delivering: HashSet<i64>,
     unreachable: HashSet<i64>,
-    servers_seen: Vec<(i64, String, u64, bool)>,
+    servers_seen: Vec<(i64, String, u64, bool, Option<Era>)>,
     /// Set by [`Engine::reload_links`]: rebuild every client on the next scan.
     reload_links: Arc<std::sync::atomic::AtomicBool>,
     /// Where observation writes report their outcome.
@@ -623,11 +656,11 @@ impl State {
         let global = crate::settings::Settings::from_rows(&stored).0.poll_floor();
         let base = self.config.poll_floor.max(global);
         let floor = move |server_ms: u64| base.max(Duration::from_millis(server_ms));
-        let seen: Vec<(i64, String, u64, bool)> = servers
+        let seen: Vec<(i64, String, u64, bool, Option<Era>)> = servers
             .iter()
             .map(|s| {
                 let ms = floor(s.poll_floor_ms).as_millis() as u64;
-                (s.id, s.url.clone(), ms, s.has_token)
+                (s.id, s.url.clone(), ms, s.has_token, s.era)
             })
             .collect();
         let forced = self
@@ -651,11 +684,34 @@ impl State {
             }
         }
         for server in servers {
-            match make_client(&server, &self.config) {
-                Ok(client) => self.links.set(
+            // A legacy peer holds its session's open questions: kept across a refresh (a new
+            // token is handed to it), rebuilt only when the server's URL or era changed.
+            if let Some(link) = self.links.get(server.id) {
+                if let Peer::Legacy(peer) = &link.peer {
+                    if server.era == Some(Era::Legacy) && peer.url() == server.url {
+                        let token = self.config.tokens.as_ref().and_then(|t| t(&server));
+                        peer.set_bearer_token(token);
+                        self.links.set(
+                            server.id,
+                            ServerLink {
+                                floor: floor(server.poll_floor_ms),
+                                ..link
+                            },
+                        );
+                        continue;
+                    }
+                }
+            }
+            match make_peer(
+                &server,
+                &self.config,
+                &self.ledger,
+                Some(self.signals.clone()),
+            ) {
+                Ok(peer) => self.links.set(
                     server.id,
                     ServerLink {
-                        client,
+                        peer,
                         floor: floor(server.poll_floor_ms),
                         permits: Arc::new(Semaphore::new(
                             self.config.per_server_concurrency.max(1),
@@ -709,6 +765,7 @@ impl State {
         mut observations: mpsc::UnboundedReceiver<Observation>,
         mut written: mpsc::UnboundedReceiver<Written>,
         mut reauthed: mpsc::UnboundedReceiver<(i64, Reauth)>,
+        mut signals: mpsc::UnboundedReceiver<(i64, PeerSignal)>,
         nudge: Arc<Notify>,
         stop: Arc<Notify>,
     ) {
@@ -730,6 +787,7 @@ impl State {
                 Some(observation) = observations.recv() => self.observe(observation),
                 Some(delivered) = delivered_rx.recv() => self.delivered(delivered),
                 Some((server_id, outcome)) = reauthed.recv() => self.reauthed(server_id, outcome),
+                Some((server_id, signal)) = signals.recv() => self.peer_signal(server_id, signal),
                 _ = nudge.notified() => self.scan(&delivered_tx).await,
                 _ = orphan_check.tick() => {
                     if let Err(e) = self.conclude_orphaned_calls().await {

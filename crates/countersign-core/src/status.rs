@@ -28,7 +28,7 @@ use rustc_hash::FxHashMap;
 use tokio::sync::Semaphore;
 
 use crate::ledger::Via;
-use crate::mcp::{self, Client, ErrorClass};
+use crate::mcp::{self, ErrorClass};
 
 /// A task a source should watch.
 #[derive(Debug, Clone)]
@@ -93,8 +93,8 @@ pub trait StatusSource: Send + Sync {
 /// A server as the sources reach it.
 #[derive(Debug, Clone)]
 pub struct ServerLink {
-    /// The client.
-    pub client: Client,
+    /// The server, of either era.
+    pub peer: mcp::Peer,
     /// The user's minimum interval for this server.
     pub floor: Duration,
     /// Bounds concurrent requests to this server.

@@ -184,6 +184,21 @@ pub enum Error {
         /// The start of the server's answer.
         message: String,
     },
+    /// A legacy server's task that belonged to a session the server has ended: the new session
+    /// cannot see it, so it can no longer be followed.
+    #[error("the server ended the session")]
+    SessionEnded {
+        /// The task asked about.
+        task_id: String,
+    },
+    /// An answer to a legacy server's question that the server no longer waits for: the
+    /// question came on a stream that closed (with an earlier engine), and an answer sent now
+    /// would go nowhere.
+    #[error("question withdrawn by the server: it no longer waits for an answer to {key}")]
+    NotWaiting {
+        /// The question's key.
+        key: String,
+    },
     /// The caller asked for something this client refuses to send.
     #[error("{0}")]
     InvalidRequest(String),
@@ -233,7 +248,9 @@ impl Error {
             // -32603 (internal error, e.g. under a 5xx) says nothing about the request itself.
             Self::Rpc { error, .. } if error.code == -32603 => ErrorClass::Transient,
             // The session's tasks went with it: for a task, the same as a forgotten handle.
-            Self::UnknownTask { .. } | Self::SessionExpired { .. } => ErrorClass::Lost,
+            Self::UnknownTask { .. } | Self::SessionExpired { .. } | Self::SessionEnded { .. } => {
+                ErrorClass::Lost
+            }
             _ => ErrorClass::Permanent,
         }
     }
@@ -269,6 +286,8 @@ impl Error {
             Self::InvalidResponse { .. } => "invalid_response",
             Self::ResponseTooLarge { .. } => "response_too_large",
             Self::SessionExpired { .. } => "session_expired",
+            Self::SessionEnded { .. } => "session_ended",
+            Self::NotWaiting { .. } => "not_waiting",
             Self::InvalidRequest(_) => "invalid_request",
         }
     }

@@ -7,6 +7,8 @@
 //!   modern era, 2026-07-28);
 //! - [`legacy`]: [`LegacyClient`], the 2025-11-25 era over Streamable HTTP: sessions, SSE
 //!   replies and the GET stream, and that era's Tasks (SEP-1686);
+//! - [`peer`]: [`Peer`], a server of either era as the engine follows its tasks (a legacy
+//!   task shown as a modern one);
 //! - [`era`]: which era a server speaks ([`era::connect`], [`Era`]);
 //! - [`response`]: reading JSON or SSE bodies into the answer to our request id;
 //! - [`sse`]: the incremental event-stream decoder;
@@ -26,6 +28,7 @@ pub mod error;
 pub mod headers;
 mod http1;
 pub mod legacy;
+pub mod peer;
 pub mod response;
 pub mod sensitive;
 pub mod sse;
@@ -50,6 +53,7 @@ pub use client::{
 pub use era::{Connection, Era, ServerProfile};
 pub use error::{Error, ErrorClass, Result};
 pub use legacy::{LegacyClient, LegacySession};
+pub use peer::{LegacyPeer, Peer, PeerSignal, SessionStore, SignalSink};
 pub use subscription::{ListenEvent, ListenRequest};
 pub use wire::{
     CallOutcome, Discovery, Elicitation, ElicitationResponse, ExcludedTool, InputRequest,

@@ -143,11 +143,13 @@ impl Console {
         call: ToolCall,
         rounds: usize,
     ) -> Result<CallStep> {
-        let client = self.client(&server).await?;
-        // tools/list first: the client learns which arguments it mirrors into headers.
-        client.list_tools().await?;
+        let peer = self.peer(&server).await?;
+        if let Some(client) = peer.modern() {
+            // tools/list first: the client learns which arguments it mirrors into headers.
+            client.list_tools().await?;
+        }
         Ok(
-            match actions::call(&self.ledger, &client, &server, &call, &self.actor).await? {
+            match actions::call(&self.ledger, &peer, &server, &call, &self.actor).await? {
                 Called::Complete(result) => CallStep::Complete(result),
                 Called::InputRequired(question) => {
                     let pending = PendingCall {

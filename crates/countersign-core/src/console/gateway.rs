@@ -751,7 +751,8 @@ impl Console {
             call.decided_by.as_deref().unwrap_or(&self.actor),
             call.agent
         );
-        let outcome = actions::call(&self.ledger, client, &server, &tool_call, &actor).await;
+        let peer = mcp::Peer::Modern(client.clone());
+        let outcome = actions::call(&self.ledger, &peer, &server, &tool_call, &actor).await;
         enum Recorded {
             Finished(Option<Value>, Option<i64>),
             Asked(GatedQuestions),

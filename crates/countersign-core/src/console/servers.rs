@@ -69,6 +69,17 @@ impl Console {
         Ok(engine::make_client(server, &self.config)?)
     }
 
+    /// The server's peer, of its era: the running engine's when it runs here (a legacy server's
+    /// session and open questions are the engine's), else one for this action, whose legacy
+    /// session is the one stored in the ledger.
+    pub async fn peer(&self, server: &ServerRecord) -> Result<mcp::Peer> {
+        self.read_tokens().await?;
+        if let Some(engine) = self.engine() {
+            return Ok(engine.peer_for(server)?);
+        }
+        Ok(engine::make_peer(server, &self.config, &self.ledger, None)?)
+    }
+
     /// Registers a server: the name and URL are checked, the server asked what it is (with the
     /// token given, which is this server's), the row recorded, and the token kept in the OS
     /// keyring only. When the keyring cannot keep it, the server is not added.
@@ -407,7 +418,14 @@ impl Console {
                 return Err(e.into());
             }
         };
-        actions::record_check(&self.ledger, id, &found).await?;
+        let record = actions::record_check(&self.ledger, id, &found).await?;
+        if let mcp::Connection::Legacy(probe) = &found {
+            let kept = record.legacy_session.as_ref().map(|s| &s.session_id);
+            if kept != Some(&probe.session().session_id) {
+                // The stored session was kept for its tasks: this one is not needed.
+                let _ = probe.close().await;
+            }
+        }
         self.server(id).await
     }
 

@@ -138,8 +138,8 @@ impl Console {
             return Err(Error::Invalid("a task id is needed".into()));
         }
         let server = self.server(server_id).await?;
-        let client = self.client(&server).await?;
-        let record = actions::adopt(&self.ledger, &client, &server, task_id, &self.actor).await?;
+        let peer = self.peer(&server).await?;
+        let record = actions::adopt(&self.ledger, &peer, &server, task_id, &self.actor).await?;
         self.nudge();
         Ok(record)
     }

@@ -84,11 +84,11 @@ impl State {
                 };
                 let result = match &item.delivery {
                     Delivery::Update { responses } => {
-                        link.client
+                        link.peer
                             .update_task(&record.task_id, responses.clone())
                             .await
                     }
-                    Delivery::Cancel => link.client.cancel_task(&record.task_id).await,
+                    Delivery::Cancel => link.peer.cancel_task(&record.task_id).await,
                 };
                 match result {
                     Ok(()) => {

@@ -22,7 +22,7 @@ impl State {
                 // On the live client at once (its clones in flight share it); clients built
                 // later read it from the provider, which the refresh updated.
                 if let Some(link) = self.links.get(server_id) {
-                    link.client.set_bearer_token(Some(token));
+                    link.peer.set_bearer_token(Some(token));
                 }
             }
             Reauth::Later(why) => {
@@ -123,7 +123,7 @@ impl State {
             let url = self
                 .links
                 .get(server)
-                .map(|link| link.client.url().to_owned())
+                .map(|link| link.peer.url().to_owned())
                 .unwrap_or_default();
             sign_ins.reload(server, url).await;
         }
@@ -181,8 +181,8 @@ pub(super) fn spawn_reauth(
         let _ = done.send((server_id, Reauth::Later("the server has no client".into())));
         return;
     };
-    let refused = link.client.bearer_token();
-    let url = link.client.url().to_owned();
+    let refused = link.peer.bearer_token();
+    let url = link.peer.url().to_owned();
     let done = done.clone();
     tokio::spawn(async move {
         let outcome = sign_ins.refresh(server_id, url, refused).await;

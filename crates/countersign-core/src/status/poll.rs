@@ -29,7 +29,13 @@ enum Command {
     Unwatch(i64),
     /// Another source does (true) or no longer does (false) deliver this task's changes.
     Cover(i64, bool),
+    /// The server signalled a change between polls: poll again soon.
+    Soon(i64),
 }
+
+/// The soonest a signalled poll follows the task's last answer: a server that signals without
+/// end costs at most this rate per task.
+const SOON_MIN: Duration = Duration::from_millis(100);
 
 /// How much slower a covered task is polled than its interval.
 pub const SAFETY_NET_FACTOR: u32 = 10;
@@ -157,6 +163,12 @@ impl PollSource {
     pub fn cover(&self, task: i64, covered: bool) {
         let _ = self.commands.send(Command::Cover(task, covered));
     }
+
+    /// Polls `task` soon (no sooner than its floor after its last answer): the server signalled
+    /// a change the next poll would show (a legacy task's question or result arrived).
+    pub fn poll_soon(&self, task: i64) {
+        let _ = self.commands.send(Command::Soon(task));
+    }
 }
 
 impl StatusSource for PollSource {
@@ -255,6 +267,14 @@ async fn run(
                             .max(scheduler::after(entry.last_answer, entry.interval))
                     };
                     queue.schedule(task, due);
+                }
+                Some(Command::Soon(task)) => {
+                    let Some(entry) = entries.get_mut(&task) else { continue };
+                    if entry.in_flight || entry.failures > 0 {
+                        continue;
+                    }
+                    let floor = links.get(entry.server_id).map(|l| l.floor).unwrap_or_default();
+                    queue.schedule(task, scheduler::after(entry.last_answer, floor.max(SOON_MIN)));
                 }
             },
             Some(done) = in_flight.next(), if !in_flight.is_empty() => {
@@ -358,7 +378,7 @@ async fn run(
                     let last = entry.digest.filter(|(_, e)| *e == epoch).map(|(d, _)| d);
                     in_flight.push(Box::pin(async move {
                         let _permit = link.permits.acquire_owned().await.ok()?;
-                        let result = link.client.poll_task(&task_id, last).await;
+                        let result = link.peer.poll_task(&task_id, last).await;
                         Some(Done { task, generation, epoch, result })
                     }));
                 }

@@ -549,6 +549,11 @@ impl Hub {
         let Some(link) = self.links.get(feed.server_id) else {
             return; // the server was removed: the engine unwatches its tasks
         };
+        // `subscriptions/listen` is the modern era's; a legacy server's changes come from its
+        // polls and question streams.
+        let Some(client) = link.peer.modern().cloned() else {
+            return;
+        };
         let replaces = feed.streams.len() >= max_streams;
         let mut ids: Vec<String> = if replaces {
             feed.tasks
@@ -567,7 +572,7 @@ impl Hub {
             idle_timeout: self.config.idle_timeout,
         };
         let task = tokio::spawn(follow(
-            link.client,
+            client,
             request,
             feed_id,
             generation,

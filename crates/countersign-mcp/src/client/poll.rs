@@ -7,7 +7,7 @@ use super::*;
 pub struct Digest(u64);
 
 impl Digest {
-    fn of(text: &str) -> Self {
+    pub(crate) fn of(text: &str) -> Self {
         use std::hash::BuildHasher as _;
         // SipHash with keys drawn once per process: what a server sends cannot be chosen to
         // collide with its previous answer.
