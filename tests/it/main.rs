@@ -12,6 +12,7 @@ mod cli_faces;
 mod cli_legacy;
 mod crash;
 mod demo_server;
+mod engine_legacy;
 mod engine_paused;
 mod faults;
 mod feed;

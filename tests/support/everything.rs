@@ -27,6 +27,18 @@ impl Everything {
             .and_then(|l| l.local_addr())
             .expect("a free loopback port")
             .port();
+        Self::start_on(port)
+    }
+
+    /// Stops it and starts a new process on the same port: every session and task is gone.
+    pub fn restart(mut self) -> Self {
+        let port = self.port;
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        Self::start_on(port)
+    }
+
+    fn start_on(port: u16) -> Self {
         let tools = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.ci/tools/node_modules");
         let script = tools.join("@modelcontextprotocol/server-everything/dist/index.js");
         assert!(

@@ -1,0 +1,284 @@
+//! The engine following 2025-11-25 tasks on the real reference server
+//! `@modelcontextprotocol/server-everything` 2026.8.31: the CLI in ledger mode calls the tool
+//! (its task handle committed before the call returns), `countersign watch` runs the engine, and
+//! the ledger must show what it shows for a modern server: the question in the inbox once, the
+//! answer recorded, delivered once as the JSON-RPC response, the result stored; across kill -9
+//! and a server restart, every task ends with its reason.
+//!
+//! Without Node or the package the tests fail, naming `bash .ci/setup-tools.sh`; never a skip.
+
+use std::time::Duration;
+
+use countersign_tests::everything::Everything;
+use countersign_tests::ledger_view::{assert_sound_timeline, wait_for, LedgerView, TaskRow};
+use countersign_tests::procs::DataDir;
+use serde_json::json;
+
+const RESEARCH: &str = "simulate-research-query";
+const AMBIGUOUS: &str = r#"{"topic":"python","ambiguous":true}"#;
+const PLAIN: &str = r#"{"topic":"rust"}"#;
+
+/// How long a task may take to reach a state (server-everything's steps are 1 s each).
+const SETTLE: Duration = Duration::from_secs(30);
+
+async fn rig(label: &str) -> (Everything, DataDir) {
+    let server = Everything::start();
+    let dir = DataDir::new(label);
+    dir.add_server("everything", &server.url()).await;
+    (server, dir)
+}
+
+/// `countersign call everything TOOL ARGS --no-follow`: the task id (its handle is on disk).
+async fn call_no_follow(dir: &DataDir, args: &str) -> String {
+    let out = dir
+        .run_json(&["call", "everything", RESEARCH, args, "--no-follow"])
+        .await;
+    out["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("call --no-follow prints the task id: {out}"))
+        .to_owned()
+}
+
+async fn pending_question(view: &LedgerView, task_id: &str) -> String {
+    wait_for(
+        &format!("a pending question on task {task_id}"),
+        SETTLE,
+        || {
+            let task = view.task(task_id)?;
+            view.inputs(task.id)
+                .into_iter()
+                .find(|q| q.state == "pending")
+                .map(|q| q.key)
+        },
+    )
+    .await
+}
+
+async fn finished(view: &LedgerView, task_id: &str) -> TaskRow {
+    wait_for(
+        &format!("task {task_id} to finish in the ledger"),
+        SETTLE,
+        || view.task(task_id).filter(|t| t.finished_at.is_some()),
+    )
+    .await
+}
+
+fn count_kind(view: &LedgerView, task: i64, kind: &str) -> usize {
+    view.events_for(task)
+        .iter()
+        .filter(|e| e.kind == kind)
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_research_query_is_followed_to_its_report() {
+    let (_server, dir) = rig("legacy-plain").await;
+    let _watch = dir.watch().await;
+    let id = call_no_follow(&dir, PLAIN).await;
+    let view = dir.ledger();
+    let task = finished(&view, &id).await;
+    assert_eq!(task.status, "completed", "{}", view.describe(task.id));
+    assert!(
+        task.result_text().contains("# Research Report: rust"),
+        "the result is tasks/result's CallToolResult: {}",
+        task.result_text()
+    );
+    let timeline = assert_sound_timeline(&view, &task);
+    assert!(
+        timeline.of("task_updated").len() >= 2,
+        "the status messages were followed: {}",
+        view.describe(task.id)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_clarification_is_asked_once_answered_and_applied() {
+    let (_server, dir) = rig("legacy-answer").await;
+    let _watch = dir.watch().await;
+    let id = call_no_follow(&dir, AMBIGUOUS).await;
+    let view = dir.ledger();
+    let key = pending_question(&view, &id).await;
+    let inbox = dir.run_json(&["inbox"]).await;
+    assert!(
+        inbox.to_string().contains("multiple interpretations"),
+        "the server's question is in the inbox: {inbox}"
+    );
+    let answer = dir
+        .run_json(&[
+            "answer",
+            &id,
+            "--accept",
+            &json!({"interpretation": "programming"}).to_string(),
+        ])
+        .await;
+    assert_eq!(
+        answer["delivery"], "delivered",
+        "the running engine delivers the answer: {answer}"
+    );
+    let task = finished(&view, &id).await;
+    assert_eq!(task.status, "completed", "{}", view.describe(task.id));
+    assert!(
+        task.result_text().contains("python (programming)"),
+        "the server applied our answer: {}",
+        task.result_text()
+    );
+    let timeline = assert_sound_timeline(&view, &task);
+    assert_eq!(timeline.asked.len(), 1, "{}", view.describe(task.id));
+    assert_eq!(timeline.answered.len(), 1);
+    assert_eq!(timeline.of("update_acknowledged").len(), 1);
+    let inputs = view.inputs(task.id);
+    assert_eq!(
+        (
+            inputs.len(),
+            inputs[0].key.as_str(),
+            inputs[0].state.as_str()
+        ),
+        (1, key.as_str(), "delivered"),
+        "{inputs:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_declined_clarification_lets_the_task_go_on_without_it() {
+    let (_server, dir) = rig("legacy-decline").await;
+    let _watch = dir.watch().await;
+    let id = call_no_follow(&dir, AMBIGUOUS).await;
+    let view = dir.ledger();
+    pending_question(&view, &id).await;
+    let answer = dir.run_json(&["answer", &id, "--decline"]).await;
+    assert_eq!(answer["delivery"], "delivered", "{answer}");
+    let task = finished(&view, &id).await;
+    assert_eq!(task.status, "completed", "{}", view.describe(task.id));
+    assert!(
+        !task.result_text().contains("python (programming)"),
+        "no interpretation was chosen: {}",
+        task.result_text()
+    );
+    assert_eq!(view.inputs(task.id)[0].state, "delivered");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_ends_a_waiting_task_cancelled() {
+    let (_server, dir) = rig("legacy-cancel").await;
+    let _watch = dir.watch().await;
+    let id = call_no_follow(&dir, AMBIGUOUS).await;
+    let view = dir.ledger();
+    pending_question(&view, &id).await;
+    let cancelled = dir.run_json(&["cancel", &id]).await;
+    assert_eq!(cancelled["delivery"], "delivered", "{cancelled}");
+    let task = finished(&view, &id).await;
+    assert_eq!(task.status, "cancelled", "{}", view.describe(task.id));
+    assert_eq!(
+        view.inputs(task.id)[0].state,
+        "superseded",
+        "the unanswered question is withdrawn with the task"
+    );
+}
+
+/// kill -9 while the question waits: the question's stream died with the engine, so the server
+/// no longer waits on it; the restarted engine shows the question withdrawn (asked once, never
+/// twice) and sends no answer into the void.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_kill_9_a_waiting_question_is_withdrawn_not_asked_again() {
+    let (_server, dir) = rig("legacy-kill-waiting").await;
+    let mut watch = dir.watch().await;
+    let id = call_no_follow(&dir, AMBIGUOUS).await;
+    let view = dir.ledger();
+    let key = pending_question(&view, &id).await;
+    watch.kill9().await;
+    let _watch = dir.watch().await;
+    let task = view.task_expect(&id);
+    wait_for("the question to be withdrawn", SETTLE, || {
+        view.inputs(task.id)
+            .iter()
+            .any(|q| q.key == key && q.state == "superseded")
+            .then_some(())
+    })
+    .await;
+    assert_eq!(count_kind(&view, task.id, "input_requested"), 1);
+    let inputs = view.inputs(task.id);
+    assert_eq!(inputs.len(), 1, "{inputs:?}");
+    let cancelled = dir.run_json(&["cancel", &id]).await;
+    assert_eq!(cancelled["delivery"], "delivered", "{cancelled}");
+    let task = finished(&view, &id).await;
+    assert_eq!(task.status, "cancelled", "{}", view.describe(task.id));
+    assert_sound_timeline(&view, &task);
+}
+
+/// kill -9, then the answer recorded while no engine runs: the CLI delivers it itself, but no
+/// process holds the server's question any more (its stream died with the engine), so nothing is
+/// sent into the void and the person is told why; the restarted engine does not send it either.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_recorded_after_the_engine_died_is_not_sent_into_the_void() {
+    let (_server, dir) = rig("legacy-kill-answered").await;
+    let mut watch = dir.watch().await;
+    let id = call_no_follow(&dir, AMBIGUOUS).await;
+    let view = dir.ledger();
+    pending_question(&view, &id).await;
+    watch.kill9().await;
+    let answer = dir
+        .run(&[
+            "--json",
+            "answer",
+            &id,
+            "--accept",
+            &json!({"interpretation": "snake"}).to_string(),
+        ])
+        .await;
+    answer.expect_code(69);
+    let outcome = answer.json();
+    assert_eq!(outcome["delivery"], "refused", "{answer}");
+    assert!(
+        outcome["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("question withdrawn by the server")),
+        "the person is told why: {answer}"
+    );
+    let task = view.task_expect(&id);
+    assert_eq!(
+        count_kind(&view, task.id, "input_answered"),
+        1,
+        "the answer is recorded (and audited) before anything is tried: {}",
+        view.describe(task.id)
+    );
+    let _watch = dir.watch().await;
+    let cancelled = dir.run_json(&["cancel", &id]).await;
+    assert_eq!(cancelled["delivery"], "delivered", "{cancelled}");
+    let task = finished(&view, &id).await;
+    assert_eq!(task.status, "cancelled", "{}", view.describe(task.id));
+    assert!(
+        !task.result_text().contains("snake"),
+        "the answer was never applied: {}",
+        task.result_text()
+    );
+    assert_eq!(count_kind(&view, task.id, "update_acknowledged"), 0);
+}
+
+/// The server restarted mid-task: its sessions and tasks are gone. The engine opens a new
+/// session and the task ends `lost`, saying why; the new session is in the ledger.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_server_loses_the_old_sessions_tasks_with_their_reason() {
+    let (server, dir) = rig("legacy-server-restart").await;
+    let _watch = dir.watch().await;
+    let id = call_no_follow(&dir, AMBIGUOUS).await;
+    let view = dir.ledger();
+    pending_question(&view, &id).await;
+    let _server = server.restart();
+    let task = finished(&view, &id).await;
+    assert_eq!(task.status, "lost", "{}", view.describe(task.id));
+    let lost = view
+        .events_for(task.id)
+        .into_iter()
+        .find(|e| e.kind == "task_lost")
+        .expect("a task_lost event");
+    assert!(
+        lost.data
+            .to_string()
+            .contains("the server ended the session"),
+        "{lost:?}"
+    );
+    assert_eq!(view.inputs(task.id)[0].state, "superseded");
+    // A new call works in the new session.
+    let again = call_no_follow(&dir, PLAIN).await;
+    assert_eq!(finished(&view, &again).await.status, "completed");
+}
