@@ -282,3 +282,37 @@ async fn a_restarted_server_loses_the_old_sessions_tasks_with_their_reason() {
     let again = call_no_follow(&dir, PLAIN).await;
     assert_eq!(finished(&view, &again).await.status, "completed");
 }
+
+/// `adopt NAME --list` shows the session's tasks (tracked ones marked) and says that a session
+/// sees only its own; adopting an id the session cannot see is a clear error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn adopt_list_shows_the_sessions_tasks_and_says_whose_they_are() {
+    let (_server, dir) = rig("legacy-adopt-list").await;
+    let id = call_no_follow(&dir, PLAIN).await;
+    let row = dir.ledger().task_expect(&id).id;
+    let listed = dir.run_json(&["adopt", "everything", "--list"]).await;
+    let tasks = listed["tasks"].as_array().expect("a tasks array");
+    let ours = tasks
+        .iter()
+        .find(|t| t["taskId"] == id.as_str())
+        .unwrap_or_else(|| panic!("the session's task is listed: {listed}"));
+    assert_eq!(ours["tracked"], row, "{listed}");
+    assert!(
+        listed["note"]
+            .as_str()
+            .is_some_and(|n| n.contains("a session sees only its own tasks")),
+        "{listed}"
+    );
+    let text = dir.run(&["adopt", "everything", "--list"]).await;
+    text.expect_code(0);
+    assert!(text.stdout.contains(&id) && text.stdout.contains(&format!("tracked as #{row}")));
+
+    let unknown = dir
+        .run(&["adopt", "everything", "not-a-task-of-this-session"])
+        .await;
+    assert_ne!(unknown.code, Some(0), "{unknown}");
+    assert!(
+        unknown.stderr.contains("not-a-task-of-this-session"),
+        "the error names the task: {unknown}"
+    );
+}

@@ -108,13 +108,17 @@ pub(crate) enum Command {
         #[arg(allow_hyphen_values = true)]
         task_id: String,
     },
-    /// Track a task created elsewhere, by its id.
+    /// Track a task created elsewhere, by its id; `--list` shows the tasks a 2025-11-25 server
+    /// lists (those of Countersign's own session).
     Adopt {
         /// The server name.
         server: String,
         /// The server's task id.
-        #[arg(allow_hyphen_values = true)]
-        task_id: String,
+        #[arg(allow_hyphen_values = true, required_unless_present = "list")]
+        task_id: Option<String>,
+        /// List the server's tasks (`tasks/list`) instead of adopting one.
+        #[arg(long, conflicts_with = "task_id")]
+        list: bool,
     },
     /// Pending questions across all servers and agent tool calls waiting for approval, oldest
     /// first.

@@ -727,6 +727,35 @@ pub(crate) async fn adopt(
     Ok(EXIT_COMPLETED)
 }
 
+/// `countersign adopt NAME --list`: the tasks the server lists, and which are tracked.
+pub(crate) async fn adoptable(desk: &Desk, server: &str, json_out: bool) -> Result<u8, CliError> {
+    let server = desk.server(server).await?;
+    let list = desk.console.adoptable(server.id).await?;
+    if json_out {
+        terminal::json(&serde_json::to_value(&list).unwrap_or(Value::Null));
+        return Ok(EXIT_COMPLETED);
+    }
+    say!("{}", list.note);
+    if list.tasks.is_empty() {
+        say!("no tasks listed");
+    }
+    for task in &list.tasks {
+        let tracked = task
+            .tracked
+            .map(|row| format!("tracked as #{row}"))
+            .unwrap_or_else(|| "not tracked".into());
+        say!(
+            "{}  {}  {}  {}  {}",
+            task.task_id,
+            task.status,
+            task.created_at,
+            tracked,
+            task.status_message.as_deref().unwrap_or("")
+        );
+    }
+    Ok(EXIT_COMPLETED)
+}
+
 /// `countersign call NAME TOOL …`: recorded before it is sent; `--no-follow` returns once the
 /// handle is on disk, otherwise follows the task through the ledger to its end.
 pub(crate) async fn call(

@@ -261,7 +261,16 @@ async fn on_ledger(
             ledger::answer(desk, &task_id, key.as_deref(), &policy, json).await
         }
         Command::Cancel { task_id } => ledger::cancel(desk, &task_id, json).await,
-        Command::Adopt { server, task_id } => ledger::adopt(desk, &server, &task_id, json).await,
+        Command::Adopt {
+            server,
+            task_id: None,
+            ..
+        } => ledger::adoptable(desk, &server, json).await,
+        Command::Adopt {
+            server,
+            task_id: Some(task_id),
+            ..
+        } => ledger::adopt(desk, &server, &task_id, json).await,
         Command::Inbox => gateway::inbox(desk, json).await,
         Command::Agents(AgentsCommand::Add { name }) => {
             gateway::agents_add(desk, &name, json).await

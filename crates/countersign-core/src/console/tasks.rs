@@ -7,9 +7,12 @@ use crate::actions;
 use crate::ledger::events;
 use crate::ledger::inputs;
 use crate::ledger::tasks::{self, TaskRecord};
-use crate::mcp::TaskState;
+use crate::mcp::{self, TaskState};
 
-use super::view::{EventView, TaskDetail, TaskView};
+/// The most tasks [`Console::adoptable`] lists.
+pub const MAX_ADOPTABLE: usize = 1000;
+
+use super::view::{AdoptableTask, AdoptableTasks, EventView, TaskDetail, TaskView};
 use super::{link, present, same_endpoint, Console, Error, Result};
 
 impl Console {
@@ -128,6 +131,62 @@ impl Console {
                 server: server.name,
                 task_id: parsed.task_id,
             },
+        })
+    }
+
+    /// The tasks a 2025-11-25 server lists (`tasks/list`, every page up to
+    /// [`MAX_ADOPTABLE`]), each marked when it is tracked already. A session sees only its own
+    /// tasks, and the note says so; a modern server offers no list (adopt by id).
+    pub async fn adoptable(&self, server_id: i64) -> Result<AdoptableTasks> {
+        let server = self.server(server_id).await?;
+        let peer = self.peer(&server).await?;
+        let mcp::Peer::Legacy(legacy) = &peer else {
+            return Err(Error::Invalid(format!(
+                "{} speaks MCP 2026-07-28, whose Tasks have no list: adopt a task by its id",
+                server.name
+            )));
+        };
+        let client = legacy.client().await?;
+        let mut listed = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let page = client.list_tasks(cursor.as_deref()).await?;
+            listed.extend(page.tasks);
+            cursor = page.next_cursor;
+            if cursor.is_none() || listed.len() >= MAX_ADOPTABLE {
+                break;
+            }
+        }
+        listed.truncate(MAX_ADOPTABLE);
+        let ids: Vec<String> = listed.iter().map(|t| t.task_id.clone()).collect();
+        let tracked = self
+            .read(move |c| {
+                ids.iter()
+                    .map(|id| tasks::row_of(c, server_id, id))
+                    .collect::<crate::ledger::Result<Vec<_>>>()
+            })
+            .await?;
+        Ok(AdoptableTasks {
+            tasks: listed
+                .into_iter()
+                .zip(tracked)
+                .map(|(task, tracked)| AdoptableTask {
+                    status: serde_json::to_value(task.status)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_owned))
+                        .unwrap_or_default(),
+                    task_id: task.task_id,
+                    status_message: task.status_message,
+                    created_at: task.created_at,
+                    tracked,
+                })
+                .collect(),
+            note: format!(
+                "{} speaks MCP {}: a session sees only its own tasks, so this lists the tasks \
+                 Countersign started in its session, not those of other clients",
+                server.name,
+                server.protocol_version.as_deref().unwrap_or("2025-11-25")
+            ),
         })
     }
 

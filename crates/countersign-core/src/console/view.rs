@@ -399,6 +399,34 @@ pub struct ServerHealth {
     pub message: Option<String>,
 }
 
+/// The tasks a server lists for adoption (`tasks/list`, 2025-11-25 servers).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct AdoptableTasks {
+    /// The tasks, as the server listed them.
+    pub tasks: Vec<AdoptableTask>,
+    /// What the list can and cannot show, for the person reading it.
+    pub note: String,
+}
+
+/// One task a server listed.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct AdoptableTask {
+    /// The server's task id.
+    pub task_id: String,
+    /// Its status as listed.
+    pub status: String,
+    /// Its status message (untrusted text).
+    pub status_message: Option<String>,
+    /// When the server created it.
+    pub created_at: String,
+    /// The ledger row when it is tracked already.
+    pub tracked: Option<i64>,
+}
+
 /// One registered server.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]

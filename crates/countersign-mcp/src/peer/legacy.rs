@@ -24,8 +24,9 @@ use crate::client::ToolCall;
 use crate::client::{ClientOptions, Digest, Endpoint, Polled};
 use crate::error::{Error, ErrorClass, Result};
 use crate::legacy::{
-    CancelOutcome, LegacyClient, LegacySession, ServerRequest, Task as LegacyTask, TaskMetadata,
-    TaskResultEvent, TaskStatus as LegacyStatus, TaskSupport, ToolOutcome, META_RELATED_TASK,
+    CancelOutcome, LegacyClient, LegacySession, ServerRequest, SessionEvent, Task as LegacyTask,
+    TaskMetadata, TaskResultEvent, TaskStatus as LegacyStatus, TaskSupport, ToolOutcome,
+    META_RELATED_TASK,
 };
 use crate::sensitive::Sensitive;
 use crate::wire::{
@@ -104,10 +105,26 @@ struct Inner {
     /// The session in use; a renewal holds the lock, so only one happens at a time.
     current: tokio::sync::Mutex<Option<Current>>,
     tasks: Mutex<HashMap<String, Side>>,
+    /// The session's GET stream: `notifications/tasks/status` there asks for a poll at once.
+    stream: Mutex<Stream>,
+}
+
+/// The GET stream's state.
+#[derive(Default)]
+struct Stream {
+    task: Option<JoinHandle<()>>,
+    /// The server offers none (405): not asked again.
+    unavailable: bool,
+    /// The newest `lastUpdatedAt` heard per task: a repeated notification asks for nothing.
+    stamps: HashMap<String, String>,
 }
 
 impl Drop for Inner {
     fn drop(&mut self) {
+        let stream = self.stream.get_mut().unwrap_or_else(|e| e.into_inner());
+        if let Some(task) = &stream.task {
+            task.abort();
+        }
         let tasks = self.tasks.get_mut().unwrap_or_else(|e| e.into_inner());
         for side in tasks.values() {
             if let Some(watcher) = &side.watcher {
@@ -161,6 +178,7 @@ impl LegacyPeer {
                 signals,
                 current: tokio::sync::Mutex::new(None),
                 tasks: Mutex::new(HashMap::new()),
+                stream: Mutex::new(Stream::default()),
             }),
         }
     }
@@ -239,6 +257,9 @@ impl LegacyPeer {
         let generation = answered.current.generation;
         let client = answered.current.client;
         self.with_side(task_id, |side| side.generation = Some(generation));
+        if !task.status.is_terminal() {
+            self.listen(&client);
+        }
         let mut map = modern_fields(&task);
         match task.status {
             LegacyStatus::Working | LegacyStatus::Cancelled => {}
@@ -332,6 +353,12 @@ impl LegacyPeer {
         if let Some(watcher) = side.and_then(|s| s.watcher) {
             watcher.abort();
         }
+        self.inner
+            .stream
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .stamps
+            .remove(task_id);
     }
 
     async fn current(&self) -> Result<Current> {
@@ -483,6 +510,23 @@ impl LegacyPeer {
         })
     }
 
+    /// Keeps the session's GET stream open while tasks are followed (for a peer whose owner
+    /// hears signals): a status notification there asks for that task's poll at once, and the
+    /// polls stay the safety net.
+    fn listen(&self, client: &LegacyClient) {
+        if self.inner.signals.is_none() {
+            return;
+        }
+        let mut stream = self.inner.stream.lock().unwrap_or_else(|e| e.into_inner());
+        if stream.unavailable || stream.task.as_ref().is_some_and(|t| !t.is_finished()) {
+            return;
+        }
+        stream.task = Some(tokio::spawn(follow_stream(
+            Arc::downgrade(&self.inner),
+            client.clone(),
+        )));
+    }
+
     /// Keeps a `tasks/result` stream open for the task's questions, unless one already is.
     fn watch_questions(&self, task_id: &str, client: &LegacyClient) {
         let weak = Arc::downgrade(&self.inner);
@@ -576,6 +620,72 @@ impl Inner {
                 self.signal(PeerSignal::Ignored { task_id, message });
             }
             None => self.signal(PeerSignal::Changed { task_id }),
+        }
+    }
+}
+
+/// Reads the session's GET stream until it ends (the next poll opens it again).
+async fn follow_stream(inner: Weak<Inner>, client: LegacyClient) {
+    let mut stream = match client.open_stream(QUESTION_WAIT).await {
+        Ok(Some(stream)) => stream,
+        Ok(None) => {
+            if let Some(inner) = inner.upgrade() {
+                inner
+                    .stream
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .unavailable = true;
+            }
+            return;
+        }
+        Err(_) => return,
+    };
+    while let Some(Ok(event)) = stream.next().await {
+        let Some(inner) = inner.upgrade() else { return };
+        match event {
+            SessionEvent::TaskStatus(task) => {
+                let followed = inner
+                    .tasks
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .contains_key(&task.task_id);
+                let new = {
+                    let mut state = inner.stream.lock().unwrap_or_else(|e| e.into_inner());
+                    let stamps = &mut state.stamps;
+                    let known = stamps.get(&task.task_id) == Some(&task.last_updated_at);
+                    if !known && followed {
+                        stamps.insert(task.task_id.clone(), task.last_updated_at.clone());
+                    }
+                    !known
+                };
+                if followed && new {
+                    if task.status.is_terminal() {
+                        inner
+                            .stream
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .stamps
+                            .remove(&task.task_id);
+                    }
+                    inner.signal(PeerSignal::Changed {
+                        task_id: task.task_id,
+                    });
+                }
+            }
+            // A question on the GET stream for a task we follow is that task's question.
+            SessionEvent::Request(request) => match request.related_task().map(str::to_owned) {
+                Some(task_id)
+                    if inner
+                        .tasks
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .contains_key(&task_id) =>
+                {
+                    inner.ask(&task_id, &client, request).await;
+                }
+                _ => client.refuse(&request).await,
+            },
+            SessionEvent::Refused(_) | SessionEvent::Notification { .. } => {}
         }
     }
 }
