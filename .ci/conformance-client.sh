@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the official MCP conformance suite (@modelcontextprotocol/conformance, installed under
-# .ci/tools by another script) against our client adapter, at spec version 2026-07-28.
+# .ci/tools by another script) against our client adapter, at both spec versions the client
+# speaks: 2026-07-28 (the stateless client) and 2025-11-25 (the legacy client and its session).
 #
 #   CONFORMANCE_CLIENT_CMD   adapter command (default: target/debug/conformance-client). The suite
 #                            runs it through /bin/sh with the mock server URL appended as the last
@@ -8,18 +9,19 @@
 #                            MCP_CONFORMANCE_PROTOCOL_VERSION (and MCP_CONFORMANCE_CONTEXT when the
 #                            scenario has data for the client).
 #   CONFORMANCE_TIMEOUT_MS   per-scenario client timeout (default: 30000, the suite's default).
-#   [scenario ...]           optional subset of the scenarios below.
+#   CONFORMANCE_SPEC_VERSIONS  the versions to run (default: "2026-07-28 2025-11-25").
+#   [scenario ...]           optional subset of the scenarios below; each runs at every selected
+#                            version that lists it.
 #
-# Results: .ci/artifacts/conformance/client/<scenario>/<scenario>-<timestamp>/{checks.json,
-# stdout.txt,stderr.txt} plus .ci/artifacts/conformance/client/<scenario>/runner.log.
+# Results: .ci/artifacts/conformance/client/<version>/<scenario>/<scenario>-<timestamp>/
+# {checks.json,stdout.txt,stderr.txt} plus .../<version>/<scenario>/runner.log.
 #
-# Prints one line per scenario and exits non-zero if any scenario has a FAILURE or WARNING check,
-# produced no checks (no checks.json, or nothing but SKIPPED/INFO entries), or the runner itself
-# failed (client crash or timeout).
+# Prints one line per scenario and version and exits non-zero if any scenario has a FAILURE or
+# WARNING check, produced no checks (no checks.json, or nothing but SKIPPED/INFO entries), or the
+# runner itself failed (client crash or timeout).
 set -euo pipefail
 
-SPEC_VERSION="2026-07-28"
-SCENARIOS=(
+SCENARIOS_2026_07_28=(
   tools_call
   request-metadata
   sep-2322-client-request-state
@@ -56,6 +58,32 @@ SCENARIOS=(
   auth/metadata-issuer-mismatch
 )
 
+# `conformance list --client --spec-version 2025-11-25`: every client scenario of that version
+# (the 18 `--requirements 2025-11-25` scores, and json-schema-2020-12-preservation, added after
+# the release). The suite's auth extensions (client credentials, enterprise-managed, DPoP, WIF)
+# are on no spec timeline and never scored; Countersign does not implement them.
+SCENARIOS_2025_11_25=(
+  initialize
+  tools_call
+  elicitation-sep1034-client-defaults
+  sse-retry
+  json-schema-2020-12-preservation
+  auth/metadata-default
+  auth/metadata-var1
+  auth/metadata-var2
+  auth/metadata-var3
+  auth/basic-cimd
+  auth/scope-from-www-authenticate
+  auth/scope-from-scopes-supported
+  auth/scope-omitted-when-undefined
+  auth/scope-step-up
+  auth/scope-retry-limit
+  auth/token-endpoint-auth-basic
+  auth/token-endpoint-auth-post
+  auth/token-endpoint-auth-none
+  auth/pre-registration
+)
+
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
@@ -69,17 +97,31 @@ export PATH="$bin_dir:$PATH"
 cmd="${CONFORMANCE_CLIENT_CMD:-target/debug/conformance-client}"
 timeout_ms="${CONFORMANCE_TIMEOUT_MS:-30000}"
 
-if (($# > 0)); then
-  for s in "$@"; do
-    known=0
-    for k in "${SCENARIOS[@]}"; do [[ "$s" == "$k" ]] && known=1; done
-    if ((known == 0)); then
-      echo "conformance-client: unknown scenario '$s' (known: ${SCENARIOS[*]})" >&2
+read -r -a versions <<<"${CONFORMANCE_SPEC_VERSIONS:-2026-07-28 2025-11-25}"
+
+# The scenarios of one version (by name, into the array `listed`).
+scenarios_of() {
+  case "$1" in
+    2026-07-28) listed=("${SCENARIOS_2026_07_28[@]}") ;;
+    2025-11-25) listed=("${SCENARIOS_2025_11_25[@]}") ;;
+    *)
+      echo "conformance-client: unknown spec version '$1' (known: 2026-07-28 2025-11-25)" >&2
       exit 2
-    fi
+      ;;
+  esac
+}
+
+for s in "$@"; do
+  known=0
+  for v in "${versions[@]}"; do
+    scenarios_of "$v"
+    for k in "${listed[@]}"; do [[ "$s" == "$k" ]] && known=1; done
   done
-  SCENARIOS=("$@")
-fi
+  if ((known == 0)); then
+    echo "conformance-client: unknown scenario '$s' at ${versions[*]}" >&2
+    exit 2
+  fi
+done
 
 # Catch the common mistake (adapter not built) before eight identical failures.
 first_word="${cmd%% *}"
@@ -117,56 +159,64 @@ summarize() {
 }
 
 bad=0
-for scenario in "${SCENARIOS[@]}"; do
-  out="$artifacts/$scenario"
-  rm -rf "$out"
-  mkdir -p "$out"
-
-  rc=0
-  conformance client \
-    --command "$cmd" \
-    --scenario "$scenario" \
-    --spec-version "$SPEC_VERSION" \
-    --timeout "$timeout_ms" \
-    -o "$out" >"$out/runner.log" 2>&1 || rc=$?
-
-  shopt -s nullglob
-  files=("$out"/"$scenario"-*/checks.json)
-  shopt -u nullglob
-
-  passed=0 failures=0 warnings=0 entries=0
-  notes=()
-  if ((${#files[@]} == 0)); then
-    notes+=("no checks.json (scenario skipped or runner error; see $out/runner.log)")
-  else
-    summary="$(summarize "${files[0]}" 2>"$out/problems.txt")" || summary="0 0 0 0"
-    read -r passed failures warnings entries <<<"$summary"
-  fi
-
-  echo "client $scenario: $passed checks passed, $failures failures, $warnings warnings"
-
-  if ((${#files[@]} > 0 && passed + failures + warnings == 0)); then
-    notes+=("no scored checks ($entries entries, all SKIPPED/INFO)")
-  fi
-  if ((rc != 0)); then
-    if grep -q "CLIENT TIMED OUT" "$out/runner.log"; then
-      notes+=("runner exit $rc: client timed out after ${timeout_ms} ms")
-    elif grep -q "CLIENT EXITED WITH ERROR" "$out/runner.log"; then
-      notes+=("runner exit $rc: client exited with an error")
-    elif ((failures + warnings == 0)); then
-      notes+=("runner exit $rc (see $out/runner.log)")
+for version in "${versions[@]}"; do
+  scenarios_of "$version"
+  for scenario in "${listed[@]}"; do
+    if (($# > 0)); then
+      wanted=0
+      for s in "$@"; do [[ "$s" == "$scenario" ]] && wanted=1; done
+      ((wanted == 1)) || continue
     fi
-  fi
-  if [[ -s "$out/problems.txt" ]]; then
-    cat "$out/problems.txt" >&2
-  fi
-  for n in "${notes[@]+"${notes[@]}"}"; do
-    echo "    $n" >&2
-  done
+    out="$artifacts/$version/$scenario"
+    rm -rf "$out"
+    mkdir -p "$out"
 
-  if ((failures > 0 || warnings > 0 || ${#notes[@]} > 0)); then
-    bad=1
-  fi
+    rc=0
+    conformance client \
+      --command "$cmd" \
+      --scenario "$scenario" \
+      --spec-version "$version" \
+      --timeout "$timeout_ms" \
+      -o "$out" >"$out/runner.log" 2>&1 || rc=$?
+
+    shopt -s nullglob
+    files=("$out"/"$scenario"-*/checks.json)
+    shopt -u nullglob
+
+    passed=0 failures=0 warnings=0 entries=0
+    notes=()
+    if ((${#files[@]} == 0)); then
+      notes+=("no checks.json (scenario skipped or runner error; see $out/runner.log)")
+    else
+      summary="$(summarize "${files[0]}" 2>"$out/problems.txt")" || summary="0 0 0 0"
+      read -r passed failures warnings entries <<<"$summary"
+    fi
+
+    echo "client $version $scenario: $passed checks passed, $failures failures, $warnings warnings"
+
+    if ((${#files[@]} > 0 && passed + failures + warnings == 0)); then
+      notes+=("no scored checks ($entries entries, all SKIPPED/INFO)")
+    fi
+    if ((rc != 0)); then
+      if grep -q "CLIENT TIMED OUT" "$out/runner.log"; then
+        notes+=("runner exit $rc: client timed out after ${timeout_ms} ms")
+      elif grep -q "CLIENT EXITED WITH ERROR" "$out/runner.log"; then
+        notes+=("runner exit $rc: client exited with an error")
+      elif ((failures + warnings == 0)); then
+        notes+=("runner exit $rc (see $out/runner.log)")
+      fi
+    fi
+    if [[ -s "$out/problems.txt" ]]; then
+      cat "$out/problems.txt" >&2
+    fi
+    for n in "${notes[@]+"${notes[@]}"}"; do
+      echo "    $n" >&2
+    done
+
+    if ((failures > 0 || warnings > 0 || ${#notes[@]} > 0)); then
+      bad=1
+    fi
+  done
 done
 
 exit "$bad"

@@ -7,7 +7,8 @@
 //!   document → dynamic registration), the authorization request (PKCE S256, `resource`,
 //!   `state`), the callback check (RFC 9207 `iss`), token and refresh requests;
 //! - [`loopback`]: the browser step, a one-shot listener on `127.0.0.1:0` (RFC 8252);
-//! - [`session`]: one operation with sign-in on `401` and bounded step-up on `403`;
+//! - [`session`]: one operation with sign-in on `401` and bounded step-up on `403`, for a
+//!   client of either era ([`BearerClient`]);
 //! - [`store`]: a server's sign-in as one keyring blob (tokens, registration, expiry).
 //!
 //! The protocol pieces OAuth already has a crate for (PKCE, the authorization URL, token and
@@ -29,7 +30,7 @@ pub use flow::{
     RegistrationKind, RegistrationPlan, TokenAuth, TokenSet, MAX_STEP_UP_ATTEMPTS,
 };
 pub use loopback::{follow_without_browser, Callback, Loopback};
-pub use session::{with_refresh, with_sign_in, SessionError};
+pub use session::{with_refresh, with_sign_in, BearerClient, SessionError};
 pub use store::SignedOut;
 
 /// Why signing in (or refreshing) failed. Messages are plain sentences for a person; none

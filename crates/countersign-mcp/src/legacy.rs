@@ -116,7 +116,16 @@ impl LegacyClient {
     /// Opens a session: `initialize` with the newest version both sides speak, then
     /// `notifications/initialized`.
     pub async fn connect(endpoint: Endpoint, options: ClientOptions) -> Result<Self> {
-        let client = Self::build(
+        let client = Self::unconnected(endpoint, options)?;
+        client.initialize().await?;
+        Ok(client)
+    }
+
+    /// A client with no session yet, for a caller that has to be able to repeat the handshake
+    /// with the same client (a sign-in on `401` hands it the token, then
+    /// [`LegacyClient::initialize`] runs again). Sends nothing.
+    pub fn unconnected(endpoint: Endpoint, options: ClientOptions) -> Result<Self> {
+        Self::build(
             endpoint,
             options,
             LegacySession {
@@ -125,9 +134,7 @@ impl LegacyClient {
                 server_capabilities: Value::Null,
                 server_info: Value::Null,
             },
-        )?;
-        client.initialize().await?;
-        Ok(client)
+        )
     }
 
     /// Takes up a stored session without sending anything. If the server no longer knows it,

@@ -7,6 +7,26 @@ use std::time::Duration;
 use super::challenge::Challenge;
 use super::flow::{Authorizer, Credentials, MAX_STEP_UP_ATTEMPTS};
 use crate::mcp;
+use crate::sensitive::Sensitive;
+
+/// What sends the bearer token a sign-in obtains: the client of either era. The retry of an
+/// operation only needs to hand it the new token; the operation itself is the caller's.
+pub trait BearerClient {
+    /// Replaces the bearer token sent from now on.
+    fn set_bearer_token(&self, token: Option<Sensitive<String>>);
+}
+
+impl BearerClient for mcp::Client {
+    fn set_bearer_token(&self, token: Option<Sensitive<String>>) {
+        mcp::Client::set_bearer_token(self, token);
+    }
+}
+
+impl BearerClient for mcp::LegacyClient {
+    fn set_bearer_token(&self, token: Option<Sensitive<String>>) {
+        mcp::LegacyClient::set_bearer_token(self, token);
+    }
+}
 
 /// How an operation with sign-in failed.
 #[derive(Debug, thiserror::Error)]
@@ -34,8 +54,8 @@ pub enum SessionError {
 /// again for the old and the challenged scopes, and retries. After
 /// [`MAX_STEP_UP_ATTEMPTS`] scope refusals (or as many `401`s right after signing in) the
 /// operation fails. `credentials` holds the server's sign-in between operations.
-pub async fn with_sign_in<T, Op, OpFut, Open, OpenFut>(
-    client: &mcp::Client,
+pub async fn with_sign_in<C, T, Op, OpFut, Open, OpenFut>(
+    client: &C,
     authorizer: &Authorizer,
     credentials: &mut Option<Credentials>,
     mut op: Op,
@@ -43,6 +63,7 @@ pub async fn with_sign_in<T, Op, OpFut, Open, OpenFut>(
     timeout: Duration,
 ) -> Result<T, SessionError>
 where
+    C: BearerClient + ?Sized,
     Op: FnMut() -> OpFut,
     OpFut: Future<Output = mcp::Result<T>>,
     Open: Fn(String) -> OpenFut,
@@ -93,14 +114,15 @@ where
 /// `margin` (before the request) and once on a `401`; when that cannot help, fails with
 /// [`SessionError::SignInNeeded`]. For background work (the engine's polling), where a browser
 /// must not open by itself.
-pub async fn with_refresh<T, Op, OpFut>(
-    client: &mcp::Client,
+pub async fn with_refresh<C, T, Op, OpFut>(
+    client: &C,
     authorizer: &Authorizer,
     credentials: &mut Credentials,
     margin: Duration,
     mut op: Op,
 ) -> Result<T, SessionError>
 where
+    C: BearerClient + ?Sized,
     Op: FnMut() -> OpFut,
     OpFut: Future<Output = mcp::Result<T>>,
 {
@@ -135,8 +157,8 @@ where
     }
 }
 
-async fn refresh_into(
-    client: &mcp::Client,
+async fn refresh_into<C: BearerClient + ?Sized>(
+    client: &C,
     authorizer: &Authorizer,
     credentials: &mut Credentials,
     challenge: Challenge,

@@ -111,8 +111,9 @@ impl LegacyClient {
     }
 
     /// `initialize` and `notifications/initialized`; records the session. An answer with a
-    /// version we do not speak ends the session and is [`Error::UnsupportedVersion`].
-    pub(crate) async fn initialize(&self) -> Result<()> {
+    /// version we do not speak ends the session and is [`Error::UnsupportedVersion`]. Called by
+    /// [`LegacyClient::connect`]; on its own for a client made [`LegacyClient::unconnected`].
+    pub async fn initialize(&self) -> Result<()> {
         let mut version = LEGACY_VERSIONS[0].to_owned();
         let mut retried = false;
         let (result, session_id) = loop {

@@ -508,3 +508,60 @@ async fn a_server_that_changes_the_session_id_is_refused() {
         "ours is kept"
     );
 }
+
+#[tokio::test]
+async fn an_unconnected_client_repeats_the_handshake_with_the_token_a_sign_in_gave_it() {
+    let script: Script = Arc::new(|request, _| {
+        if request.headers.get("authorization").map(String::as_str) != Some("Bearer t-1") {
+            let mut refused = Answer::status(401, json!({"error": "invalid_token"}));
+            refused.headers.push((
+                "www-authenticate",
+                r#"Bearer resource_metadata="http://127.0.0.1/prm""#.into(),
+            ));
+            return refused;
+        }
+        handshake(request, "2025-11-25")
+            .unwrap_or_else(|| Answer::status(500, json!({"unexpected": rpc_method(request)})))
+    });
+    let (url, log) = serve(script).await;
+    let client =
+        LegacyClient::unconnected(Endpoint::new(&url), ClientOptions::default()).expect("client");
+    assert!(log.lock().expect("log").is_empty(), "made without sending");
+
+    let refused = client.initialize().await.expect_err("401 without a token");
+    let Error::Unauthorized {
+        status: 401,
+        www_authenticate: Some(challenge),
+        ..
+    } = refused
+    else {
+        panic!("expected a typed 401 with its challenge, got {refused:?}");
+    };
+    assert!(challenge.contains("resource_metadata"));
+    assert_eq!(
+        client.session().session_id,
+        None,
+        "no session from a refusal"
+    );
+
+    client.set_bearer_token(Some(countersign_mcp::sensitive::Sensitive::new(
+        "t-1".to_owned(),
+    )));
+    client
+        .initialize()
+        .await
+        .expect("initialize with the token");
+    let session = client.session();
+    assert_eq!(session.session_id.as_deref(), Some("s-1"));
+    assert_eq!(session.protocol_version, "2025-11-25");
+    let methods: Vec<String> = log
+        .lock()
+        .expect("log")
+        .iter()
+        .map(|r| rpc_method(r).to_owned())
+        .collect();
+    assert_eq!(
+        methods,
+        ["initialize", "initialize", "notifications/initialized"]
+    );
+}
