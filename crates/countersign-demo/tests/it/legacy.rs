@@ -536,3 +536,68 @@ mod http {
         assert_eq!(response.status().as_u16(), 405);
     }
 }
+
+/// The official TypeScript SDK 1.32.2 client (`ts_sdk_client.mjs`), which the era imitates the
+/// server side of. Needs Node and `bash .ci/setup-tools.sh` (or `COUNTERSIGN_CI_TOOLS` naming an
+/// installed `.ci/tools`); without them the test fails, never skips.
+#[tokio::test]
+async fn the_typescript_sdk_client_initializes_calls_and_follows_tasks() {
+    let server = start(legacy(ResponseMode::Sse)).await;
+    let here = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let tools = std::env::var_os("COUNTERSIGN_CI_TOOLS")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| here.join("../../.ci/tools"));
+    assert!(
+        tools
+            .join("node_modules/@modelcontextprotocol/sdk/package.json")
+            .is_file(),
+        "the TypeScript SDK is not installed in {}: run `bash .ci/setup-tools.sh`",
+        tools.display()
+    );
+    let pinned = tools.join("node_modules/.bin/node");
+    let node = if pinned.exists() {
+        pinned
+    } else {
+        "node".into()
+    };
+    let output = tokio::time::timeout(
+        Duration::from_secs(60),
+        tokio::process::Command::new(&node)
+            .arg(here.join("tests/it/ts_sdk_client.mjs"))
+            .arg(server.url())
+            .env("COUNTERSIGN_CI_TOOLS", &tools)
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("the SDK client finishes")
+    .unwrap_or_else(|e| panic!("cannot run {}: {e}", node.display()));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let seen: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|_| {
+        panic!(
+            "not one JSON line: {stdout}\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+    });
+    assert!(output.status.success(), "{seen}");
+    assert_eq!(seen["protocolVersion"], "2025-11-25", "{seen}");
+    assert_eq!(seen["sessionId"], true);
+    assert_eq!(seen["serverName"], "countersign-demo");
+    assert_eq!(
+        seen["tasksCapability"]["requests"]["tools"]["call"],
+        json!({})
+    );
+    assert_eq!(seen["benchSupport"], "required");
+    assert_eq!(seen["greeting"], "Hello, SDK!");
+    assert_eq!(
+        seen["bench"]["text"], "bench_job finished after 20 ms",
+        "{seen}"
+    );
+    assert_eq!(seen["bench"]["statuses"][0], "working");
+    assert_eq!(seen["confirm"]["text"], "Deleted a.txt.", "{seen}");
+    assert_eq!(
+        seen["questions"],
+        json!(["Delete a.txt? This cannot be undone."])
+    );
+    assert_eq!(server.sessions(), 0, "the client ended its session");
+}
