@@ -180,7 +180,7 @@ impl DemoServer {
         self.app.store.changes(task_id)
     }
 
-    /// Open `subscriptions/listen` streams.
+    /// Open push streams: `subscriptions/listen`, or in the legacy era the sessions' GET streams.
     pub fn subscriptions(&self) -> usize {
         self.app.hub.len()
     }

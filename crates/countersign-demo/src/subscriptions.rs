@@ -556,6 +556,35 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_session_stream_gets_status_notifications_past_its_seeds_only() {
+        let hub = Arc::new(Hub::default());
+        let mut sub = hub.subscribe_session(vec![("t".into(), 2)]);
+        let view = json!({"taskId": "t", "status": "working"});
+        assert_eq!(hub.publish("t", 2, &view), 0, "what it had at opening");
+        assert_eq!(hub.publish("t", 3, &view), 1);
+        match sub.frames.try_recv() {
+            Ok(Frame::Message(m)) => assert_eq!(
+                m,
+                json!({"jsonrpc": "2.0", "method": "notifications/tasks/status",
+                       "params": {"taskId": "t", "status": "working"}})
+            ),
+            other => panic!("a notification expected, got {other:?}"),
+        }
+        hub.add_task(sub.key(), "u", 1);
+        assert_eq!(
+            hub.publish("u", 1, &view),
+            0,
+            "a new task's first state is its handle"
+        );
+        assert_eq!(hub.publish("u", 2, &view), 1);
+        assert!(hub.is_open(sub.key()));
+        hub.close(sub.key());
+        assert!(!hub.is_open(sub.key()));
+        assert!(matches!(sub.frames.try_recv(), Ok(Frame::Message(_))));
+        assert!(matches!(sub.frames.try_recv(), Ok(Frame::Close)));
+    }
+
+    #[tokio::test]
     async fn closing_sends_the_close_frame_and_dropping_breaks_the_stream() {
         let hub = Arc::new(Hub::default());
         let mut graceful = hub.subscribe(json!(1), vec![], json!({}));
