@@ -439,4 +439,8 @@ pub(crate) struct DemoServerArgs {
     /// Require this bearer token (prefer COUNTERSIGN_DEMO_TOKEN: arguments are visible to other users).
     #[arg(long, env = "COUNTERSIGN_DEMO_TOKEN", hide_env_values = true)]
     pub(crate) require_token: Option<String>,
+    /// Protocol generation: 2026-07-28 (stateless, the Tasks extension) or 2025-11-25 (sessions
+    /// and SEP-1686 Tasks, as a server on the TypeScript SDK 1.x serves them; same tools).
+    #[arg(long, default_value = "2026-07-28", value_parser = ["2026-07-28", "2025-11-25"])]
+    pub(crate) era: String,
 }

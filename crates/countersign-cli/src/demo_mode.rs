@@ -14,7 +14,11 @@ pub(crate) async fn serve(args: DemoServerArgs) -> Result<u8, CliError> {
         mode,
         no_push,
         require_token,
+        era,
     } = args;
+    let era = era
+        .parse::<countersign_demo::Era>()
+        .map_err(CliError::Usage)?;
     if !(speed.is_finite() && speed > 0.0) {
         return Err(CliError::Usage("--speed must be a positive number".into()));
     }
@@ -35,6 +39,7 @@ pub(crate) async fn serve(args: DemoServerArgs) -> Result<u8, CliError> {
         response_mode,
         required_token: require_token.filter(|t| !t.is_empty()),
         push: !no_push,
+        era,
         ..countersign_demo::DemoConfig::default()
     };
     let server = countersign_demo::DemoServer::start(

@@ -3,8 +3,11 @@
 //! ```text
 //! cargo run -p countersign-demo --example serve -- [PORT] [--time-scale F] [--mode json|sse|mixed]
 //!     [--crlf] [--poll-interval-ms N] [--ttl-ms N|none] [--token TOKEN] [--no-push]
-//!     [--keepalive-ms N]
+//!     [--keepalive-ms N] [--era 2026-07-28|2025-11-25]
 //! ```
+//!
+//! `--era 2025-11-25` serves the same tools and tasks as a 2025-11-25 server on the TypeScript
+//! SDK does (sessions, SEP-1686 Tasks); the default is 2026-07-28.
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
@@ -36,6 +39,7 @@ fn parse(args: &[String]) -> Result<(u16, DemoConfig), String> {
                 }
             }
             "--crlf" => config.sse_crlf = true,
+            "--era" => config.era = value(arg)?.parse()?,
             "--poll-interval-ms" => {
                 config.poll_interval_ms = value(arg)?
                     .parse()

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use crate::clock::Clock;
 use crate::config::DemoConfig;
 use crate::fault::FaultQueue;
+use crate::legacy::Legacy;
 use crate::pollgaps::PollGaps;
 use crate::request_state::StateSealer;
 use crate::stats::StatsRecorder;
@@ -25,4 +26,6 @@ pub(crate) struct App {
     pub(crate) faults: FaultQueue,
     pub(crate) hub: Arc<Hub>,
     pub(crate) poll_gaps: PollGaps,
+    /// Sessions and the tool list of the 2025-11-25 era (empty in the modern era).
+    pub(crate) legacy: Legacy,
 }

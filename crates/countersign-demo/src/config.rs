@@ -20,6 +20,46 @@ pub enum ResponseMode {
     Mixed,
 }
 
+/// Which generation of MCP the server speaks. The tools and what their tasks do are the same in
+/// both; the era decides the wire shape and whether there is a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Era {
+    /// MCP `2026-07-28`: stateless, the Tasks extension (`tasks/get` with the task's payload,
+    /// `tasks/update`, `subscriptions/listen`).
+    #[default]
+    Modern,
+    /// MCP `2025-11-25` as the TypeScript SDK 1.x serves it: `initialize` and an
+    /// `Mcp-Session-Id`, SEP-1686 Tasks (`params.task`, `tasks/get`, `tasks/list`,
+    /// `tasks/cancel`, a blocking `tasks/result` carrying the server's questions), the GET
+    /// stream with `notifications/tasks/status`. Also answers `2025-06-18` and `2025-03-26`.
+    Legacy,
+}
+
+impl Era {
+    /// The protocol version that names the era on the command line (`--era`).
+    pub fn version(self) -> &'static str {
+        match self {
+            Self::Modern => "2026-07-28",
+            Self::Legacy => "2025-11-25",
+        }
+    }
+}
+
+impl std::str::FromStr for Era {
+    type Err = String;
+
+    /// `2026-07-28` (or `modern`) and `2025-11-25` (or `legacy`), the values of `--era`.
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "2026-07-28" | "modern" => Ok(Self::Modern),
+            "2025-11-25" | "legacy" => Ok(Self::Legacy),
+            other => Err(format!(
+                "unknown era {other:?}: 2026-07-28 (modern) or 2025-11-25 (legacy)"
+            )),
+        }
+    }
+}
+
 /// Configuration of the demo server. Every field has a sensible [`Default`].
 #[derive(Clone)]
 pub struct DemoConfig {
@@ -43,7 +83,11 @@ pub struct DemoConfig {
     /// as it is on both real peers today, so tests can compare push with polling alone.
     pub push: bool,
     /// How often an idle listen stream carries a `: ping` comment (real time, not scaled).
+    /// Also the keep-alive of the legacy era's GET and `tasks/result` streams.
     pub listen_keepalive: Duration,
+    /// The protocol generation served. [`Era::Legacy`] ignores `push` (its push is the
+    /// session's GET stream) and frames SSE as the TypeScript SDK does, whatever `sse_crlf`.
+    pub era: Era,
 }
 
 impl Default for DemoConfig {
@@ -57,6 +101,7 @@ impl Default for DemoConfig {
             required_token: None,
             push: true,
             listen_keepalive: Duration::from_secs(15),
+            era: Era::Modern,
         }
     }
 }
@@ -75,6 +120,7 @@ impl fmt::Debug for DemoConfig {
             )
             .field("push", &self.push)
             .field("listen_keepalive", &self.listen_keepalive)
+            .field("era", &self.era)
             .finish()
     }
 }
@@ -142,5 +188,19 @@ mod tests {
             assert!(bad.validate().is_err(), "{bad:?} should be rejected");
         }
         assert!(DemoConfig::default().validate().is_ok());
+    }
+
+    #[test]
+    fn eras_are_named_by_version_or_word() {
+        for (text, era) in [
+            ("2025-11-25", Era::Legacy),
+            ("legacy", Era::Legacy),
+            ("2026-07-28", Era::Modern),
+            ("modern", Era::Modern),
+        ] {
+            assert_eq!(text.parse::<Era>(), Ok(era));
+        }
+        assert!("2025-06-18".parse::<Era>().is_err());
+        assert_eq!(Era::Legacy.version(), "2025-11-25");
     }
 }

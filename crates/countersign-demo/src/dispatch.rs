@@ -26,7 +26,7 @@ const METHODS: [&str; 6] = [
     "tasks/cancel",
 ];
 
-const INSTRUCTIONS: &str = "Countersign demo server. Long-running tools (run_ci_pipeline, deploy_service, \
+pub(crate) const INSTRUCTIONS: &str = "Countersign demo server. Long-running tools (run_ci_pipeline, deploy_service, \
 batch_export, flaky_migration, lint_repository, provision_account, bench_job) run as tasks when the request \
 declares the io.modelcontextprotocol/tasks extension: poll tasks/get, answer inputRequests with tasks/update, \
 stop with tasks/cancel. deploy_service and provision_account ask questions mid-flight; connect_github asks the \
@@ -289,7 +289,7 @@ fn resume(
     }))
 }
 
-fn short_id() -> String {
+pub(crate) fn short_id() -> String {
     let mut bytes = [0u8; 4];
     rand::rng().fill_bytes(&mut bytes);
     bytes.iter().map(|byte| format!("{byte:02x}")).collect()

@@ -28,8 +28,9 @@ use tower::ServiceExt;
 
 use crate::app::App;
 use crate::clock::Clock;
-use crate::config::DemoConfig;
+use crate::config::{DemoConfig, Era};
 use crate::fault::{Fault, FaultQueue};
+use crate::legacy::{self, Legacy};
 use crate::pollgaps::{PollGapStats, PollGaps};
 use crate::request_state::StateSealer;
 use crate::stats::{Stats, StatsRecorder};
@@ -67,21 +68,32 @@ impl DemoServer {
             time_scale: config.time_scale,
             ttl: config.default_ttl_ms.map(Duration::from_millis),
             poll_interval_ms: config.poll_interval_ms,
+            era: config.era,
         };
+        let catalog = Catalog::new();
         let app = Arc::new(App {
             store: TaskStore::new(clock, settings),
-            catalog: Catalog::new(),
             sealer: StateSealer::new()?,
             stats: StatsRecorder::default(),
             faults: FaultQueue::default(),
             hub: Arc::new(Hub::default()),
             poll_gaps: PollGaps::new(Duration::from_millis(config.poll_interval_ms)),
+            legacy: Legacy::new(&catalog),
+            catalog,
             clock,
             config,
         });
+        let endpoint = match app.config.era {
+            Era::Modern => post(transport::handle),
+            // The session's GET stream and DELETE exist only in the legacy era; the modern era
+            // answers both with 405, as a modern-only server should.
+            Era::Legacy => post(transport::handle)
+                .get(legacy::get)
+                .delete(legacy::delete),
+        };
         let router = Router::new()
-            .route("/mcp", post(transport::handle))
-            .route("/", post(transport::handle))
+            .route("/mcp", endpoint.clone())
+            .route("/", endpoint)
             .with_state(app.clone());
         let (shutdown, stop) = watch::channel(false);
         let connections = Arc::new(std::sync::atomic::AtomicU64::new(0));
@@ -168,7 +180,7 @@ impl DemoServer {
         self.app.store.changes(task_id)
     }
 
-    /// Open `subscriptions/listen` streams.
+    /// Open push streams: `subscriptions/listen`, or in the legacy era the sessions' GET streams.
     pub fn subscriptions(&self) -> usize {
         self.app.hub.len()
     }
@@ -183,6 +195,16 @@ impl DemoServer {
     /// shutdown does, while the server keeps serving. Returns how many.
     pub fn close_subscriptions(&self) -> usize {
         self.app.hub.close_all(false)
+    }
+
+    /// Legacy-era sessions open now (always 0 in the modern era).
+    pub fn sessions(&self) -> usize {
+        self.app.legacy.sessions.len()
+    }
+
+    /// Legacy-era sessions opened since start: how often clients had to `initialize`.
+    pub fn sessions_opened(&self) -> u64 {
+        self.app.legacy.sessions.opened()
     }
 
     /// Number of tasks held (including expired ones not yet swept).
@@ -358,6 +380,7 @@ async fn push_changes(app: Arc<App>, mut stop: watch::Receiver<bool>) {
             _ = stop.changed() => break,
         }
     }
+    app.legacy.end_all();
     let closed = app.hub.close_all(true);
     if closed > 0 {
         tracing::info!(closed, "listen streams closed for shutdown");

@@ -7,7 +7,8 @@ use std::sync::{Mutex, PoisonError};
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Stats {
     /// POSTs per JSON-RPC method (`"tasks/get"`, ...); bodies without a readable method count
-    /// under `"<invalid>"`.
+    /// under `"<invalid>"`, a client's responses to the server's requests under `"<response>"`,
+    /// and the legacy era's GETs and DELETEs under `"GET"` and `"DELETE"`.
     pub requests: BTreeMap<String, u64>,
     /// HTTP responses per status code (hang-ups are not responses and count in `hangups`).
     pub responses: BTreeMap<u16, u64>,
@@ -15,7 +16,8 @@ pub struct Stats {
     pub hangups: u64,
     /// Requests that got an injected fault instead of normal handling.
     pub faults: u64,
-    /// `notifications/tasks` sent on `subscriptions/listen` streams.
+    /// `notifications/tasks` sent on `subscriptions/listen` streams (in the legacy era,
+    /// `notifications/tasks/status` on the sessions' GET streams).
     pub notifications: u64,
 }
 

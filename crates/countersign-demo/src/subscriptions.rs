@@ -150,14 +150,29 @@ pub(crate) struct Subscription {
     hub: Arc<Hub>,
 }
 
+impl Subscription {
+    /// The hub's key for this stream.
+    pub(crate) fn key(&self) -> u64 {
+        self.key
+    }
+}
+
 impl Drop for Subscription {
     fn drop(&mut self) {
         self.hub.unsubscribe(self.key);
     }
 }
 
+/// Who a stream is for, which decides the envelope of what it gets.
+enum Audience {
+    /// A `subscriptions/listen` request: `notifications/tasks` tagged with its id.
+    Listen { request_id: Value },
+    /// A legacy session's GET stream: `notifications/tasks/status` with the task as params.
+    Session,
+}
+
 struct Subscriber {
-    request_id: Value,
+    audience: Audience,
     tx: mpsc::Sender<Frame>,
     tasks: Vec<String>,
     /// Change count of each task when it was last sent to this subscriber.
@@ -211,7 +226,9 @@ impl Hub {
             state.subscribers.insert(
                 key,
                 Subscriber {
-                    request_id: request_id.clone(),
+                    audience: Audience::Listen {
+                        request_id: request_id.clone(),
+                    },
                     tx,
                     tasks,
                     sent: HashMap::new(),
@@ -226,6 +243,79 @@ impl Hub {
             key,
             hub: self.clone(),
         }
+    }
+
+    /// Opens a legacy session's GET stream over `tasks` (id, change count now): only changes
+    /// after those counts are sent, as the TypeScript SDK sends a status notification on each
+    /// change and nothing on opening. After shutdown began it is closed at once.
+    pub(crate) fn subscribe_session(self: &Arc<Self>, tasks: Vec<(String, usize)>) -> Subscription {
+        let (tx, frames) = mpsc::channel(CHANNEL_CAPACITY.max(tasks.len().saturating_mul(2) + 2));
+        let key = self.next_key.fetch_add(1, Ordering::Relaxed);
+        let mut state = self.lock();
+        if state.closing {
+            let _ = tx.try_send(Frame::Close);
+        } else {
+            let mut sent = HashMap::with_capacity(tasks.len());
+            let mut ids = Vec::with_capacity(tasks.len());
+            for (task, version) in tasks {
+                state.by_task.entry(task.clone()).or_default().insert(key);
+                // Looked at once so that its next self-driven change gets scheduled.
+                state.dirty.insert(task.clone());
+                sent.insert(task.clone(), version);
+                ids.push(task);
+            }
+            state.subscribers.insert(
+                key,
+                Subscriber {
+                    audience: Audience::Session,
+                    tx,
+                    tasks: ids,
+                    sent,
+                },
+            );
+        }
+        drop(state);
+        self.wake.notify_one();
+        Subscription {
+            id: Value::Null,
+            frames,
+            key,
+            hub: self.clone(),
+        }
+    }
+
+    /// Adds a task (at change count `version`) to the stream `key`, if it is still open.
+    pub(crate) fn add_task(&self, key: u64, task: &str, version: usize) {
+        let mut state = self.lock();
+        let State {
+            subscribers,
+            by_task,
+            dirty,
+            ..
+        } = &mut *state;
+        let Some(subscriber) = subscribers.get_mut(&key) else {
+            return;
+        };
+        subscriber.tasks.push(task.to_owned());
+        subscriber.sent.insert(task.to_owned(), version);
+        by_task.entry(task.to_owned()).or_default().insert(key);
+        dirty.insert(task.to_owned());
+        drop(state);
+        self.wake.notify_one();
+    }
+
+    /// Whether the stream `key` is still open.
+    pub(crate) fn is_open(&self, key: u64) -> bool {
+        self.lock().subscribers.contains_key(&key)
+    }
+
+    /// Ends the stream `key` (its session ended): it gets the closing frame.
+    pub(crate) fn close(&self, key: u64) {
+        let mut state = self.lock();
+        if let Some(subscriber) = state.subscribers.get(&key) {
+            let _ = subscriber.tx.try_send(Frame::Close);
+        }
+        remove(&mut state, key);
     }
 
     fn unsubscribe(&self, key: u64) {
@@ -332,12 +422,9 @@ impl Hub {
         let Some(keys) = state.by_task.get(task).cloned() else {
             return 0;
         };
-        let mut params = match view {
-            Value::Object(map) => map.clone(),
-            _ => return 0,
+        let Value::Object(view) = view else {
+            return 0;
         };
-        // The notification carries the task, not the result envelope of tasks/get.
-        params.remove("resultType");
         let mut sent = 0;
         let mut stuck = Vec::new();
         for key in keys {
@@ -351,13 +438,20 @@ impl Hub {
             {
                 continue;
             }
-            let mut params = params.clone();
-            params.insert(
-                "_meta".into(),
-                json!({META_SUBSCRIPTION_ID: subscriber.request_id}),
-            );
-            let message =
-                json!({"jsonrpc": "2.0", "method": "notifications/tasks", "params": params});
+            let message = match &subscriber.audience {
+                Audience::Listen { request_id } => {
+                    let mut params = view.clone();
+                    // The notification carries the task, not the result envelope of tasks/get.
+                    params.remove("resultType");
+                    params.insert("_meta".into(), json!({META_SUBSCRIPTION_ID: request_id}));
+                    json!({"jsonrpc": "2.0", "method": "notifications/tasks", "params": params})
+                }
+                Audience::Session => json!({
+                    "jsonrpc": "2.0",
+                    "method": "notifications/tasks/status",
+                    "params": view,
+                }),
+            };
             match subscriber.tx.try_send(Frame::Message(message)) {
                 Ok(()) => {
                     subscriber.sent.insert(task.to_owned(), version);
@@ -459,6 +553,35 @@ mod tests {
         assert_eq!(hub.len(), 1);
         drop(sub);
         assert_eq!(hub.len(), 0, "dropping the stream unsubscribes");
+    }
+
+    #[tokio::test]
+    async fn a_session_stream_gets_status_notifications_past_its_seeds_only() {
+        let hub = Arc::new(Hub::default());
+        let mut sub = hub.subscribe_session(vec![("t".into(), 2)]);
+        let view = json!({"taskId": "t", "status": "working"});
+        assert_eq!(hub.publish("t", 2, &view), 0, "what it had at opening");
+        assert_eq!(hub.publish("t", 3, &view), 1);
+        match sub.frames.try_recv() {
+            Ok(Frame::Message(m)) => assert_eq!(
+                m,
+                json!({"jsonrpc": "2.0", "method": "notifications/tasks/status",
+                       "params": {"taskId": "t", "status": "working"}})
+            ),
+            other => panic!("a notification expected, got {other:?}"),
+        }
+        hub.add_task(sub.key(), "u", 1);
+        assert_eq!(
+            hub.publish("u", 1, &view),
+            0,
+            "a new task's first state is its handle"
+        );
+        assert_eq!(hub.publish("u", 2, &view), 1);
+        assert!(hub.is_open(sub.key()));
+        hub.close(sub.key());
+        assert!(!hub.is_open(sub.key()));
+        assert!(matches!(sub.frames.try_recv(), Ok(Frame::Message(_))));
+        assert!(matches!(sub.frames.try_recv(), Ok(Frame::Close)));
     }
 
     #[tokio::test]

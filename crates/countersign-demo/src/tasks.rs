@@ -8,6 +8,7 @@
 //! sweeper (see `server`) drops tasks whose TTL has elapsed; reads check the TTL too, so expiry
 //! is exact whatever the sweep interval.
 
+mod owned;
 mod program;
 
 use std::collections::hash_map::RandomState;
@@ -23,9 +24,11 @@ use serde_json::{Map, Value};
 use time::OffsetDateTime;
 use tokio::time::Instant;
 
+pub(crate) use owned::{Cancelled, Created, Outcome};
 pub(crate) use program::{CancelPolicy, Program, Script, Step};
 
 use crate::clock::{scaled, Clock, Moment};
+use crate::config::Era;
 use crate::elicitation::{Answer, Answers, Ask};
 use crate::error::{Error, Result};
 use crate::wire::{ErrorObject, ResultType, TaskStatus, TaskView, ToolResult};
@@ -65,7 +68,12 @@ pub(crate) struct TaskSettings {
     pub(crate) time_scale: f64,
     pub(crate) ttl: Option<Duration>,
     pub(crate) poll_interval_ms: u64,
+    /// The wire shape tasks are rendered in.
+    pub(crate) era: Era,
 }
+
+/// The owner of a task that no session owns (every task of the modern era).
+pub(crate) const NO_OWNER: u64 = 0;
 
 pub(crate) struct TaskStore {
     shards: Box<[Mutex<HashMap<String, TaskRecord>>]>,
@@ -96,13 +104,23 @@ impl TaskStore {
     /// Creates a task running `program` and returns its `CreateTaskResult`. The task is in the
     /// store before this returns, so an immediate `tasks/get` resolves.
     pub(crate) fn create(&self, program: Box<dyn Program>) -> Value {
+        self.create_for(program, NO_OWNER).value
+    }
+
+    fn create_for(&self, program: Box<dyn Program>, owner: u64) -> Created {
         let now = self.clock.now();
         let id = new_task_id();
         let mut record = TaskRecord::start(id.clone(), now, program, self.settings);
+        record.owner = owner;
         record.advance(now.instant, &self.clock, self.settings);
-        let created = record.view(ResultType::Task, self.settings).to_value();
-        self.shard(&id).insert(id, record);
-        created
+        let value = render(record.view(ResultType::Task, self.settings), self.settings);
+        let version = record.changes.len();
+        self.shard(&id).insert(id.clone(), record);
+        Created {
+            task_id: id,
+            value,
+            version,
+        }
     }
 
     /// `tasks/get`: the task with its payload, `resultType: "complete"`.
@@ -111,7 +129,7 @@ impl TaskStore {
         let mut shard = self.shard(task_id);
         let record = live(&mut shard, task_id, now.instant, self.settings)?;
         record.advance(now.instant, &self.clock, self.settings);
-        Ok(record.view(ResultType::Complete, self.settings).to_value())
+        Ok(render(record.detailed_view(self.settings), self.settings))
     }
 
     /// `tasks/update`: delivers the responses to outstanding questions. Responses for unknown
@@ -143,7 +161,7 @@ impl TaskStore {
         record.advance(now.instant, &self.clock, self.settings);
         Some(Observed {
             version: record.changes.len(),
-            task: record.view(ResultType::Complete, self.settings).to_value(),
+            task: render(record.detailed_view(self.settings), self.settings),
             next_change: match record.phase {
                 Phase::Working { until } => Some(until),
                 _ => None,
@@ -218,6 +236,14 @@ fn live<'a>(
     shard.get_mut(task_id).ok_or_else(unknown)
 }
 
+/// A task as the configured era shows it.
+fn render(view: TaskView<'_>, settings: TaskSettings) -> Value {
+    match settings.era {
+        Era::Modern => view.to_value(),
+        Era::Legacy => crate::legacy::wire::task(&view),
+    }
+}
+
 /// 256 random bits, base64url: unguessable, as task ids may act as bearer handles.
 fn new_task_id() -> String {
     let mut bytes = [0u8; 32];
@@ -262,6 +288,8 @@ impl Phase {
 
 struct TaskRecord {
     id: String,
+    /// The legacy session the task belongs to ([`NO_OWNER`] in the modern era).
+    owner: u64,
     created: Moment,
     updated: Moment,
     message: Option<String>,
@@ -284,6 +312,7 @@ impl TaskRecord {
         let first = program.next(None);
         let mut record = Self {
             id,
+            owner: NO_OWNER,
             created: now,
             updated: now,
             message: None,
@@ -500,6 +529,16 @@ impl TaskRecord {
         self.apply(step, now, settings);
         self.advance(now.instant, clock, settings);
         Ok(())
+    }
+
+    /// What `tasks/get` shows: the payload too in the modern era; the legacy era's status has
+    /// none (its result comes from `tasks/result`), so nothing is copied for it.
+    fn detailed_view(&self, settings: TaskSettings) -> TaskView<'_> {
+        let result_type = match settings.era {
+            Era::Modern => ResultType::Complete,
+            Era::Legacy => ResultType::Task,
+        };
+        self.view(result_type, settings)
     }
 
     fn view(&self, result_type: ResultType, settings: TaskSettings) -> TaskView<'_> {

@@ -33,7 +33,7 @@ pub(crate) enum TaskSupport {
 }
 
 impl TaskSupport {
-    fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             Self::Forbidden => "forbidden",
             Self::Optional => "optional",
@@ -208,6 +208,11 @@ impl Catalog {
             by_name,
             list,
         }
+    }
+
+    /// Every tool, in `tools/list` order.
+    pub(crate) fn entries(&self) -> &[Entry] {
+        &self.entries
     }
 
     pub(crate) fn get(&self, name: &str) -> Option<&Entry> {

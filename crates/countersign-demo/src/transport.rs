@@ -5,7 +5,7 @@
 //! complete, header equals `_meta` version, version supported, `Mcp-Method`, method known,
 //! `Mcp-Name`, `Mcp-Param-*`. Only then does the method run.
 
-mod headers;
+pub(crate) mod headers;
 mod sse;
 
 use std::sync::Arc;
@@ -22,10 +22,11 @@ use serde_json::{json, Value};
 
 use crate::app::App;
 use crate::clock::scaled;
-use crate::config::ResponseMode;
+use crate::config::{Era, ResponseMode};
 use crate::dispatch::{self, Reply};
 use crate::error::{Error, Result};
 use crate::fault::Fault;
+use crate::legacy;
 use crate::tools::SyncRun;
 use crate::wire::{Incoming, Outgoing, RequestMeta, RpcRequest, PROTOCOL_VERSION};
 
@@ -35,8 +36,8 @@ pub(crate) struct HangUp;
 
 /// What a glance at the body tells before any validation: enough to count the request and
 /// to pick a fault by method.
-struct Glance {
-    parsed: std::result::Result<Value, serde_json::Error>,
+pub(crate) struct Glance {
+    pub(crate) parsed: std::result::Result<Value, serde_json::Error>,
     method: Option<String>,
     id: Value,
 }
@@ -51,8 +52,16 @@ impl Glance {
                 .and_then(|value| value.get(name))
                 .cloned()
         };
+        // A client's response to a server request (legacy era) has no method of its own.
+        let method = match field("method") {
+            Some(method) => method.as_str().map(str::to_owned),
+            None if field("result").is_some() || field("error").is_some() => {
+                Some("<response>".to_owned())
+            }
+            None => None,
+        };
         Self {
-            method: field("method").and_then(|method| method.as_str().map(str::to_owned)),
+            method,
             id: field("id")
                 .filter(|id| id.is_string() || id.is_number())
                 .unwrap_or(Value::Null),
@@ -90,7 +99,10 @@ pub(crate) async fn handle(
             }
         }
     }
-    let response = process(&app, &headers, glance).await;
+    let response = match app.config.era {
+        Era::Modern => process(&app, &headers, glance).await,
+        Era::Legacy => legacy::post(&app, &headers, glance).await,
+    };
     app.stats.response(response.status().as_u16());
     response
 }
@@ -201,7 +213,7 @@ fn validate(app: &App, headers: &HeaderMap, request: &RpcRequest) -> Result<Requ
     Ok(meta)
 }
 
-fn check_token(app: &App, headers: &HeaderMap) -> Option<Response> {
+pub(crate) fn check_token(app: &App, headers: &HeaderMap) -> Option<Response> {
     let expected = app.config.required_token.as_deref()?;
     let provided = headers
         .get(AUTHORIZATION)

@@ -15,6 +15,7 @@ fn store(ttl: Option<Duration>) -> TaskStore {
             time_scale: 1.0,
             ttl,
             poll_interval_ms: 500,
+            era: crate::config::Era::Modern,
         },
     )
 }

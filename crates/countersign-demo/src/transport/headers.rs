@@ -107,7 +107,7 @@ fn matches_body(header: &str, body: &Value) -> bool {
 
 /// Whether `Accept` lists both `application/json` and `text/event-stream` explicitly. Like
 /// both reference peers, wildcards (`*/*`, what HTTP libraries send by default) do not count.
-pub(super) fn accepts_json_and_sse(values: GetAll<'_, HeaderValue>) -> bool {
+pub(crate) fn accepts_json_and_sse(values: GetAll<'_, HeaderValue>) -> bool {
     let (mut json, mut sse) = (false, false);
     for value in values {
         let Ok(value) = value.to_str() else { continue };
@@ -128,7 +128,7 @@ pub(super) fn accepts_json_and_sse(values: GetAll<'_, HeaderValue>) -> bool {
     json && sse
 }
 
-pub(super) fn is_json(content_type: Option<&HeaderValue>) -> bool {
+pub(crate) fn is_json(content_type: Option<&HeaderValue>) -> bool {
     content_type
         .and_then(|value| value.to_str().ok())
         .and_then(|value| value.split(';').next())
@@ -136,7 +136,7 @@ pub(super) fn is_json(content_type: Option<&HeaderValue>) -> bool {
 }
 
 /// DNS-rebinding protection: only loopback origins (and the desktop shell's) may call.
-pub(super) fn origin_is_local(origin: &str) -> bool {
+pub(crate) fn origin_is_local(origin: &str) -> bool {
     let rest = origin.split_once("://").map_or(origin, |(_, rest)| rest);
     let authority = rest.split('/').next().unwrap_or_default();
     let host = if let Some(bracketed) = authority.strip_prefix('[') {

@@ -2,6 +2,7 @@
 //! strict MCP client they drive it with.
 
 mod common;
+mod legacy;
 mod server_api;
 mod tools;
 mod transport;
