@@ -10,13 +10,13 @@ use countersign_core::console::{Console, Error as ConsoleError};
 use countersign_core::mcp::ToolCall;
 
 use crate::ipc::{
-    AgentCreated, AgentRef, AgentView, AgentsPage, AppInfo, AuditEntry, AuditExport,
-    AuditExportRequest, CommandError, DndRequest, ErrorCode, GatedAnswerRequest, GatedCallView,
-    GatedDecideRequest, GatedQuestionsView, GatedRef, GatedTimeline, InputAnswerRequest,
-    InputRequestView, PaintedRequest, RuleRef, ServerAddRequest, ServerRef, ServerUpdateRequest,
-    ServerView, ShellState, TaskAdoptRequest, TaskDetail, TaskListRequest, TaskRef, TaskView,
-    ToolCallAnswerRequest, ToolCallOutcome, ToolCallRequest, ToolView, UrlOpenRequest, ViewRequest,
-    ZoomRequest,
+    AdoptableTasks, AgentCreated, AgentRef, AgentView, AgentsPage, AppInfo, AuditEntry,
+    AuditExport, AuditExportRequest, CommandError, DndRequest, ErrorCode, GatedAnswerRequest,
+    GatedCallView, GatedDecideRequest, GatedQuestionsView, GatedRef, GatedTimeline,
+    InputAnswerRequest, InputRequestView, PaintedRequest, RuleRef, ServerAddRequest, ServerRef,
+    ServerUpdateRequest, ServerView, ShellState, TaskAdoptRequest, TaskDetail, TaskListRequest,
+    TaskRef, TaskView, ToolCallAnswerRequest, ToolCallOutcome, ToolCallRequest, ToolView,
+    UrlOpenRequest, ViewRequest, ZoomRequest,
 };
 use crate::Shell;
 use countersign_desktop_ipc::{ControlError, Request};
@@ -194,6 +194,12 @@ pub async fn task_adopt(shell: State<'_, Shell>, request: TaskAdoptRequest) -> R
         .adopt(request.server_id, &request.task_id)
         .await)?;
     ipc(shell.console.task(record.id).await)
+}
+
+/// The tasks a 2025-11-25 server lists for adoption (its session's own).
+#[tauri::command]
+pub async fn task_adoptable(shell: State<'_, Shell>, request: ServerRef) -> Result<AdoptableTasks> {
+    ipc(shell.console.adoptable(request.server_id).await)
 }
 
 /// Registered servers.

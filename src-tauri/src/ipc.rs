@@ -109,6 +109,7 @@ contract! {
         task_get: TaskRef => TaskDetail,
         task_cancel: TaskRef => (),
         task_adopt: TaskAdoptRequest => TaskView,
+        task_adoptable: ServerRef => AdoptableTasks,
         task_link: TaskRef => String,
         server_list: () => Vec<ServerView>,
         server_add: ServerAddRequest => ServerView,

@@ -280,6 +280,7 @@ pub fn builder<R: Runtime>(builder: tauri::Builder<R>, shell: Shell) -> tauri::B
             commands::task_get,
             commands::task_cancel,
             commands::task_adopt,
+            commands::task_adoptable,
             commands::task_link,
             commands::server_list,
             commands::server_add,

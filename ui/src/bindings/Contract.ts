@@ -1,5 +1,6 @@
 // Generated from src-tauri/src/ipc.rs (contract!). Do not edit: run
 // `COUNTERSIGN_BLESS=1 cargo test -p countersign-desktop bindings`.
+import type { AdoptableTasks } from "./AdoptableTasks";
 import type { AgentCreated } from "./AgentCreated";
 import type { AgentRef } from "./AgentRef";
 import type { AgentView } from "./AgentView";
@@ -58,6 +59,7 @@ export interface Commands {
   task_get: { req: TaskRef; res: TaskDetail };
   task_cancel: { req: TaskRef; res: null };
   task_adopt: { req: TaskAdoptRequest; res: TaskView };
+  task_adoptable: { req: ServerRef; res: AdoptableTasks };
   task_link: { req: TaskRef; res: string };
   server_list: { req: null; res: Array<ServerView> };
   server_add: { req: ServerAddRequest; res: ServerView };
