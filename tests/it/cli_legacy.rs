@@ -322,17 +322,17 @@ async fn no_follow_prints_the_handle_and_other_sessions_cannot_see_the_task() {
 
 /// Whether a request is a modern one (its version is 2026-07-28), which a legacy server
 /// refuses as sent outside a session.
-fn modern(request: &Request) -> bool {
+pub(crate) fn modern(request: &Request) -> bool {
     request.header("mcp-protocol-version") == Some("2026-07-28")
 }
 
-fn not_initialized() -> Reply {
+pub(crate) fn not_initialized() -> Reply {
     Reply::error(-32000, "Bad Request: Server not initialized")
 }
 
 /// A 2025-11-25 server scripted with the hostile server: it refuses modern requests as an
 /// uninitialized legacy server does and answers `initialize` with `initialize`.
-fn legacy(initialize: impl Fn(&Request) -> Reply + Send + Sync + 'static) -> Builder {
+pub(crate) fn legacy(initialize: impl Fn(&Request) -> Reply + Send + Sync + 'static) -> Builder {
     Hostile::builder()
         .on("server/discover", |_| not_initialized())
         .on("initialize", initialize)
@@ -349,7 +349,7 @@ fn legacy(initialize: impl Fn(&Request) -> Reply + Send + Sync + 'static) -> Bui
         })
 }
 
-fn initialized(_: &Request) -> Reply {
+pub(crate) fn initialized(_: &Request) -> Reply {
     Reply::Result(json!({
         "protocolVersion": "2025-11-25",
         "capabilities": {"tasks": {"requests": {"tools": {"call": {}}}}},
@@ -358,7 +358,7 @@ fn initialized(_: &Request) -> Reply {
 }
 
 /// A legacy task object.
-fn legacy_task(id: &str, status: &str) -> Value {
+pub(crate) fn legacy_task(id: &str, status: &str) -> Value {
     json!({"taskId": id, "status": status, "ttl": 60000, "pollInterval": 100,
            "createdAt": "2026-12-07T00:00:00Z", "lastUpdatedAt": "2026-12-07T00:00:01Z"})
 }

@@ -316,3 +316,83 @@ async fn adopt_list_shows_the_sessions_tasks_and_says_whose_they_are() {
         "the error names the task: {unknown}"
     );
 }
+
+// ------------------------------------- a scripted legacy server: what server-everything never does
+
+mod scripted {
+    use super::*;
+    use crate::cli_legacy::{initialized, legacy, legacy_task, modern, not_initialized};
+    use countersign_tests::hostile::{Reply, SseEnd};
+    use serde_json::Value;
+
+    /// A task that waits for input; its `tasks/result` stream asks for sampling, sends a
+    /// question for another task, then this task's own question, then stays open.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn other_requests_and_other_tasks_questions_are_refused_and_noted() {
+        let server = legacy(initialized)
+            .tool("research", |request| match request.method.as_str() {
+                _ if modern(request) => not_initialized(),
+                "tools/call" => {
+                    Reply::Result(json!({"task": legacy_task(&request.new_task_id(), "working")}))
+                }
+                "tasks/get" => Reply::Result(legacy_task(
+                    request.task_id().unwrap_or_default(),
+                    "input_required",
+                )),
+                "tasks/result" => {
+                    let own = request.task_id().unwrap_or_default().to_owned();
+                    let events: Vec<Value> = vec![
+                        json!({"jsonrpc": "2.0", "id": 900, "method": "sampling/createMessage",
+                               "params": {"messages": [], "maxTokens": 10}}),
+                        json!({"jsonrpc": "2.0", "id": 901, "method": "elicitation/create",
+                               "params": {"message": "not yours", "requestedSchema": {"type": "object", "properties": {}},
+                                          "_meta": {"io.modelcontextprotocol/related-task": {"taskId": "someone-else"}}}}),
+                        json!({"jsonrpc": "2.0", "id": 902, "method": "elicitation/create",
+                               "params": {"message": "Proceed with the research?", "requestedSchema": {"type": "object", "properties": {}},
+                                          "_meta": {"io.modelcontextprotocol/related-task": {"taskId": own}}}}),
+                    ];
+                    Reply::Sse {
+                        events: events.iter().map(Value::to_string).collect(),
+                        then: SseEnd::Hang,
+                    }
+                }
+                _ => Reply::error(-32601, "method not found"),
+            })
+            .start()
+            .await;
+        let dir = DataDir::new("legacy-scripted-refusals");
+        dir.add_server("everything", &server.url()).await;
+        let _watch = dir.watch().await;
+        let out = dir
+            .run_json(&["call", "everything", "research", "{}", "--no-follow"])
+            .await;
+        let id = out["taskId"].as_str().expect("a task id").to_owned();
+        let view = dir.ledger();
+        let key = pending_question(&view, &id).await;
+        assert_eq!(key, "902", "the key is the server's request id");
+        let task = view.task_expect(&id);
+        let notes = wait_for("both refusals on the timeline", SETTLE, || {
+            let notes: Vec<String> = view
+                .events_for(task.id)
+                .into_iter()
+                .filter(|e| e.kind == "server_data_ignored")
+                .map(|e| e.data.to_string())
+                .collect();
+            (notes.len() >= 2).then_some(notes)
+        })
+        .await;
+        assert!(
+            notes.iter().any(|n| n.contains("sampling/createMessage")),
+            "{notes:?}"
+        );
+        assert!(
+            notes.iter().any(|n| n.contains("someone-else")),
+            "{notes:?}"
+        );
+        let inputs = view.inputs(task.id);
+        assert_eq!(inputs.len(), 1, "only the task's own question: {inputs:?}");
+        assert_eq!(count_kind(&view, task.id, "input_requested"), 1);
+        let answer = dir.run_json(&["answer", &id, "--decline"]).await;
+        assert_eq!(answer["delivery"], "delivered", "{answer}");
+    }
+}
