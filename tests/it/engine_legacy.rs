@@ -396,3 +396,72 @@ mod scripted {
         assert_eq!(answer["delivery"], "delivered", "{answer}");
     }
 }
+
+/// A server that now speaks the other era (the modern demo replaced by a 2025-11-25 one on the
+/// same address): the engine's polls fail the way a legacy server answers modern requests, it
+/// probes the server again, records the new era, and follows the server through a session from
+/// then on; the old era's task, unknown to the new server, ends `lost`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_changed_era_is_probed_again_and_followed_in_its_new_era() {
+    use countersign_demo::{DemoConfig, DemoServer, Era};
+    use std::net::SocketAddr;
+    let config = DemoConfig {
+        time_scale: 0.01,
+        poll_interval_ms: 100,
+        ..DemoConfig::default()
+    };
+    let modern = DemoServer::start(SocketAddr::from(([127, 0, 0, 1], 0)), config.clone())
+        .await
+        .expect("the modern demo starts");
+    let addr = modern.local_addr();
+    let dir = DataDir::new("legacy-era-change");
+    dir.add_server("demo", &modern.url()).await;
+    let listed = dir.run(&["servers", "list"]).await;
+    assert!(listed.stdout.contains("modern"), "{listed}");
+    let _watch = dir.watch().await;
+    let out = dir
+        .run_json(&[
+            "call",
+            "demo",
+            "deploy_service",
+            r#"{"service":"billing-api","environment":"staging"}"#,
+            "--no-follow",
+        ])
+        .await;
+    let id = out["taskId"].as_str().expect("a task id").to_owned();
+    let view = dir.ledger();
+    pending_question(&view, &id).await;
+    modern.shutdown().await;
+    let _legacy = DemoServer::start(
+        addr,
+        DemoConfig {
+            era: Era::Legacy,
+            ..config
+        },
+    )
+    .await
+    .expect("the legacy demo starts on the same address");
+    wait_for("the new era to be recorded", SETTLE, || {
+        let listed = std::process::Command::new(countersign_tests::cli::binary())
+            .args(["--data-dir", dir.path().to_str()?, "servers", "list"])
+            .output()
+            .ok()?;
+        String::from_utf8_lossy(&listed.stdout)
+            .contains("legacy 2025-11-25")
+            .then_some(())
+    })
+    .await;
+    let task = finished(&view, &id).await;
+    assert_eq!(task.status, "lost", "{}", view.describe(task.id));
+    let again = dir
+        .run_json(&[
+            "call",
+            "demo",
+            "bench_job",
+            r#"{"duration_ms":300}"#,
+            "--no-follow",
+        ])
+        .await;
+    let again = again["taskId"].as_str().expect("a task id").to_owned();
+    assert_eq!(finished(&view, &again).await.status, "completed");
+}

@@ -241,6 +241,8 @@ impl Engine {
         let (reauth_tx, reauth_rx) = mpsc::unbounded_channel();
         let (signal_tx, signal_rx) = mpsc::unbounded_channel();
         let mut state = State {
+            nudge: nudge.clone(),
+            reprobed: HashMap::new(),
             poll: poll.clone(),
             signals: signal_tx,
             ledger: ledger.clone(),
@@ -472,6 +474,10 @@ struct State {
     poll: Arc<PollSource>,
     /// Where legacy peers signal changes between polls, by server.
     signals: mpsc::UnboundedSender<(i64, PeerSignal)>,
+    /// Wakes the loop's scan (after a re-probe recorded a new era).
+    nudge: Arc<Notify>,
+    /// When each server's era was last probed again after a failure that may mean it changed.
+    reprobed: HashMap<i64, tokio::time::Instant>,
     links: Links,
     config: EngineConfig,
     sources: Vec<Arc<dyn StatusSource>>,

@@ -16,6 +16,13 @@ impl State {
     /// and what the engine knows of the task advances only when that write commits.
     pub(super) fn observe(&mut self, observation: Observation) {
         let row = observation.task;
+        if let Err(failure) = &observation.outcome {
+            if super::peers::may_mean_another_era(failure.code) {
+                if let Some(server_id) = self.tracked.get(&row).map(|t| t.server_id) {
+                    self.reprobe(server_id);
+                }
+            }
+        }
         let Some(tracked) = self.tracked.get_mut(&row) else {
             return;
         };

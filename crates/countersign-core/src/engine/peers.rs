@@ -80,7 +80,68 @@ pub fn make_peer(
     )))
 }
 
+/// How often a server's era may be probed again after failures that may mean it changed.
+const REPROBE_EVERY: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// Whether a failed poll may mean the server now speaks the other era (it was upgraded or
+/// replaced): the answers a server of one era gives to the other's requests. Outages, timeouts,
+/// refusals of credentials and forgotten tasks say nothing about the era.
+pub(super) fn may_mean_another_era(code: &str) -> bool {
+    matches!(
+        code,
+        "http"
+            | "method_not_found"
+            | "invalid_params"
+            | "rpc"
+            | "not_acceptable"
+            | "unsupported_version"
+            | "header_mismatch"
+            | "missing_capability"
+    )
+}
+
 impl State {
+    /// Asks the server which era it speaks (at most every [`REPROBE_EVERY`]); a different era
+    /// than stored is recorded, and the next scan rebuilds its peer.
+    pub(super) fn reprobe(&mut self, server_id: i64) {
+        let now = tokio::time::Instant::now();
+        if self
+            .reprobed
+            .get(&server_id)
+            .is_some_and(|at| now.saturating_duration_since(*at) < REPROBE_EVERY)
+        {
+            return;
+        }
+        self.reprobed.insert(server_id, now);
+        let (ledger, config, nudge) =
+            (self.ledger.clone(), self.config.clone(), self.nudge.clone());
+        tokio::spawn(async move {
+            let Ok(server) = ledger.read_async(move |c| servers::get(c, server_id)).await else {
+                return;
+            };
+            let token = config.tokens.as_ref().and_then(|t| t(&server));
+            let endpoint = Endpoint::new(server.url.clone()).with_token(token);
+            let found = match mcp::era::connect(endpoint, config.client.clone()).await {
+                Ok(found) => found,
+                Err(e) => {
+                    tracing::debug!(server = %server.name, error = %e, "era re-probe failed");
+                    return;
+                }
+            };
+            if Some(found.era()) == server.era {
+                if let mcp::Connection::Legacy(probe) = &found {
+                    let _ = probe.close().await; // the stored session stays in use
+                }
+                return;
+            }
+            tracing::info!(server = %server.name, era = ?found.era(), "the server now speaks another era");
+            if let Err(e) = crate::actions::record_check(&ledger, server_id, &found).await {
+                tracing::warn!(server = %server.name, error = %e, "cannot record the server's new era");
+            }
+            nudge.notify_one();
+        });
+    }
+
     /// A legacy peer's signal: a change to poll for soon, or a server request refused (for the
     /// task's timeline).
     pub(super) fn peer_signal(&mut self, server_id: i64, signal: PeerSignal) {
