@@ -89,6 +89,16 @@ async fn a_plain_research_query_is_followed_to_its_report() {
         "the status messages were followed: {}",
         view.describe(task.id)
     );
+    let pushed = view
+        .events_for(task.id)
+        .iter()
+        .filter(|e| e.kind == "task_updated" && e.via.as_deref() == Some("push"))
+        .count();
+    assert!(
+        pushed > 0,
+        "server-everything's notifications/tasks/status on the session's GET stream are a push source:\n{}",
+        view.describe(task.id)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -243,6 +243,7 @@ impl Engine {
         let mut state = State {
             nudge: nudge.clone(),
             reprobed: HashMap::new(),
+            legacy_pushed: HashSet::new(),
             poll: poll.clone(),
             signals: signal_tx,
             ledger: ledger.clone(),
@@ -476,6 +477,8 @@ struct State {
     signals: mpsc::UnboundedSender<(i64, PeerSignal)>,
     /// Wakes the loop's scan (after a re-probe recorded a new era).
     nudge: Arc<Notify>,
+    /// Legacy servers whose GET stream is open: their tasks are polled at the safety-net rate.
+    legacy_pushed: HashSet<i64>,
     /// When each server's era was last probed again after a failure that may mean it changed.
     reprobed: HashMap<i64, tokio::time::Instant>,
     links: Links,
@@ -634,6 +637,9 @@ impl State {
         for source in &self.sources {
             source.watch(watch.clone());
         }
+        if self.legacy_pushed.contains(&record.server_id) {
+            self.poll.cover(record.id, true);
+        }
     }
 
     fn untrack(&mut self, task: i64) {
@@ -708,6 +714,8 @@ impl State {
                     }
                 }
             }
+            // The old peer's stream goes with it: its tasks are polled at their own pace again.
+            self.legacy_stream(server.id, false);
             match make_peer(
                 &server,
                 &self.config,

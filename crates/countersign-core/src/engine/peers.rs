@@ -11,6 +11,7 @@ use crate::ledger::events::NewEvent;
 use crate::ledger::servers::{self, ServerRecord};
 use crate::ledger::{EventKind, Ledger, Via};
 use crate::mcp::{self, Endpoint, Era, LegacyPeer, LegacySession, Peer, PeerSignal};
+use crate::status::Observation;
 
 /// A legacy server's session kept in its ledger row, where every process finds it: the engine
 /// after a restart, the CLI calling a tool on the same server.
@@ -101,6 +102,24 @@ pub(super) fn may_mean_another_era(code: &str) -> bool {
 }
 
 impl State {
+    /// A legacy server's GET stream opened or ended: while it is open its tasks' changes arrive
+    /// there, and polling them slows to the safety net; when it ends, their polls resume.
+    pub(super) fn legacy_stream(&mut self, server_id: i64, open: bool) {
+        let changed = if open {
+            self.legacy_pushed.insert(server_id)
+        } else {
+            self.legacy_pushed.remove(&server_id)
+        };
+        if !changed {
+            return;
+        }
+        for (row, tracked) in &self.tracked {
+            if tracked.server_id == server_id {
+                self.poll.cover(*row, open);
+            }
+        }
+    }
+
     /// Asks the server which era it speaks (at most every [`REPROBE_EVERY`]); a different era
     /// than stored is recorded, and the next scan rebuilds its peer.
     pub(super) fn reprobe(&mut self, server_id: i64) {
@@ -146,7 +165,12 @@ impl State {
     /// task's timeline).
     pub(super) fn peer_signal(&mut self, server_id: i64, signal: PeerSignal) {
         let task_id = match &signal {
+            PeerSignal::Stream { open } => {
+                self.legacy_stream(server_id, *open);
+                return;
+            }
             PeerSignal::Changed { task_id }
+            | PeerSignal::Status { task_id, .. }
             | PeerSignal::Refused { task_id, .. }
             | PeerSignal::Ignored { task_id, .. } => task_id,
         };
@@ -163,6 +187,15 @@ impl State {
                 self.poll.poll_soon(row);
                 return;
             }
+            PeerSignal::Status { task, .. } => {
+                self.observe(Observation {
+                    task: row,
+                    via: Via::Push,
+                    outcome: Ok(task),
+                });
+                return;
+            }
+            PeerSignal::Stream { .. } => return,
             PeerSignal::Refused { method, .. } => format!(
                 "the server asked for {}, which Countersign does not support; refused",
                 mcp::text::truncate(&method, 80)

@@ -73,6 +73,20 @@ pub enum PeerSignal {
         /// The method refused.
         method: String,
     },
+    /// The state the server pushed on the session's GET stream (`notifications/tasks/status`),
+    /// for a task whose state carries no payload to fetch.
+    Status {
+        /// The server's task id.
+        task_id: String,
+        /// Its state, as a modern task.
+        task: Task,
+    },
+    /// The session's GET stream opened (`true`) or ended (`false`): while it is open, the
+    /// server's status changes arrive on it.
+    Stream {
+        /// Whether it is open now.
+        open: bool,
+    },
     /// A question was refused for what it was (another task's, too large, one too many).
     Ignored {
         /// The server's task id.
@@ -583,6 +597,14 @@ impl Inner {
         }
     }
 
+    /// Whether the peer follows this task (it was polled and has not finished).
+    fn follows(&self, task_id: &str) -> bool {
+        self.tasks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains_key(task_id)
+    }
+
     fn side<T>(&self, task_id: &str, f: impl FnOnce(&mut Side) -> T) -> T {
         let mut tasks = self.tasks.lock().unwrap_or_else(|e| e.into_inner());
         f(tasks.entry(task_id.to_owned()).or_default())
@@ -624,7 +646,8 @@ impl Inner {
     }
 }
 
-/// Reads the session's GET stream until it ends (the next poll opens it again).
+/// Reads the session's GET stream until it ends (the next poll opens it again), signalling
+/// while it is open: the owner may then poll the server's tasks only as a safety net.
 async fn follow_stream(inner: Weak<Inner>, client: LegacyClient) {
     let mut stream = match client.open_stream(QUESTION_WAIT).await {
         Ok(Some(stream)) => stream,
@@ -640,53 +663,74 @@ async fn follow_stream(inner: Weak<Inner>, client: LegacyClient) {
         }
         Err(_) => return,
     };
+    match inner.upgrade() {
+        Some(inner) => inner.signal(PeerSignal::Stream { open: true }),
+        None => return,
+    }
     while let Some(Ok(event)) = stream.next().await {
         let Some(inner) = inner.upgrade() else { return };
         match event {
-            SessionEvent::TaskStatus(task) => {
-                let followed = inner
-                    .tasks
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .contains_key(&task.task_id);
-                let new = {
-                    let mut state = inner.stream.lock().unwrap_or_else(|e| e.into_inner());
-                    let stamps = &mut state.stamps;
-                    let known = stamps.get(&task.task_id) == Some(&task.last_updated_at);
-                    if !known && followed {
-                        stamps.insert(task.task_id.clone(), task.last_updated_at.clone());
-                    }
-                    !known
-                };
-                if followed && new {
-                    if task.status.is_terminal() {
-                        inner
-                            .stream
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .stamps
-                            .remove(&task.task_id);
-                    }
-                    inner.signal(PeerSignal::Changed {
-                        task_id: task.task_id,
-                    });
-                }
-            }
+            SessionEvent::TaskStatus(task) => pushed(&inner, &client, task),
             // A question on the GET stream for a task we follow is that task's question.
             SessionEvent::Request(request) => match request.related_task().map(str::to_owned) {
-                Some(task_id)
-                    if inner
-                        .tasks
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .contains_key(&task_id) =>
-                {
+                Some(task_id) if inner.follows(&task_id) => {
                     inner.ask(&task_id, &client, request).await;
                 }
                 _ => client.refuse(&request).await,
             },
             SessionEvent::Refused(_) | SessionEvent::Notification { .. } => {}
         }
+    }
+    if let Some(inner) = inner.upgrade() {
+        inner.signal(PeerSignal::Stream { open: false });
+    }
+}
+
+/// A `notifications/tasks/status` for a followed task, once per `lastUpdatedAt`: the state
+/// itself when it carries no payload to fetch, else a call for a poll (a finished task's result
+/// comes from `tasks/result`).
+fn pushed(inner: &Arc<Inner>, client: &LegacyClient, task: LegacyTask) {
+    if !inner.follows(&task.task_id) {
+        return;
+    }
+    {
+        let mut state = inner.stream.lock().unwrap_or_else(|e| e.into_inner());
+        if state.stamps.get(&task.task_id) == Some(&task.last_updated_at) {
+            return;
+        }
+        if task.status.is_terminal() {
+            state.stamps.remove(&task.task_id);
+        } else {
+            state
+                .stamps
+                .insert(task.task_id.clone(), task.last_updated_at.clone());
+        }
+    }
+    let peer = LegacyPeer {
+        inner: inner.clone(),
+    };
+    let mut map = modern_fields(&task);
+    match task.status {
+        LegacyStatus::Completed | LegacyStatus::Failed => {
+            inner.signal(PeerSignal::Changed {
+                task_id: task.task_id,
+            });
+            return;
+        }
+        LegacyStatus::InputRequired => {
+            peer.watch_questions(&task.task_id, client);
+            map.insert("inputRequests".into(), peer.pending_requests(&task.task_id));
+        }
+        LegacyStatus::Working | LegacyStatus::Cancelled => {}
+    }
+    match Task::parse_full(&Value::Object(map)) {
+        Ok(state) => inner.signal(PeerSignal::Status {
+            task_id: task.task_id,
+            task: state,
+        }),
+        Err(_) => inner.signal(PeerSignal::Changed {
+            task_id: task.task_id,
+        }),
     }
 }
 
