@@ -160,11 +160,19 @@ struct Current {
 struct Side {
     /// The session generation the server last showed the task in.
     generation: Option<u64>,
-    /// Open questions by key, each with the session client that received it.
-    pending: BTreeMap<String, (ServerRequest, LegacyClient)>,
+    /// Open questions by key, each with the session client that received it and when.
+    pending: BTreeMap<String, Pending>,
     /// The result, when the question stream delivered it before a poll asked.
     result: Option<ToolResult>,
     watcher: Option<JoinHandle<()>>,
+}
+
+/// A question the server asked and waits on.
+#[derive(Clone)]
+struct Pending {
+    request: ServerRequest,
+    client: LegacyClient,
+    received: tokio::time::Instant,
 }
 
 /// One request's outcome, with the session it was made in.
@@ -257,6 +265,7 @@ impl LegacyPeer {
 
     /// `tasks/get` as a modern task (see the module doc).
     pub async fn poll_task(&self, task_id: &str, last: Option<Digest>) -> Result<Polled> {
+        let sent = tokio::time::Instant::now();
         let id = task_id.to_owned();
         let answered = self
             .request(move |c| {
@@ -276,7 +285,15 @@ impl LegacyPeer {
         }
         let mut map = modern_fields(&task);
         match task.status {
-            LegacyStatus::Working | LegacyStatus::Cancelled => {}
+            LegacyStatus::Working => {
+                // A task that works waits on no question asked before this poll was sent (it
+                // was answered, or the server gave up on it); a newer one may be for the next
+                // round.
+                self.with_side(task_id, |side| {
+                    side.pending.retain(|_, p| p.received > sent)
+                });
+            }
+            LegacyStatus::Cancelled => {}
             LegacyStatus::InputRequired => {
                 self.watch_questions(task_id, &client);
                 map.insert("inputRequests".into(), self.pending_requests(task_id));
@@ -317,7 +334,10 @@ impl LegacyPeer {
     pub async fn update_task(&self, task_id: &str, responses: Map<String, Value>) -> Result<()> {
         for (key, response) in responses {
             let held = self.with_side(task_id, |side| side.pending.get(&key).cloned());
-            let Some((request, client)) = held else {
+            let Some(Pending {
+                request, client, ..
+            }) = held
+            else {
                 return Err(Error::NotWaiting { key });
             };
             let Value::Object(mut result) = response else {
@@ -512,7 +532,7 @@ impl LegacyPeer {
             Value::Object(
                 side.pending
                     .iter()
-                    .map(|(key, (request, _))| {
+                    .map(|(key, Pending { request, .. })| {
                         let params = request.params.clone().unwrap_or_else(|| json!({}));
                         (
                             key.clone(),
@@ -631,7 +651,14 @@ impl Inner {
                         "the server asked more than {MAX_INPUT_REQUESTS} open questions; refused"
                     ))
                 } else {
-                    side.pending.insert(key, (request.clone(), client.clone()));
+                    side.pending.insert(
+                        key,
+                        Pending {
+                            request: request.clone(),
+                            client: client.clone(),
+                            received: tokio::time::Instant::now(),
+                        },
+                    );
                     None
                 }
             })
