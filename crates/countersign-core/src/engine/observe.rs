@@ -17,7 +17,9 @@ impl State {
     pub(super) fn observe(&mut self, observation: Observation) {
         let row = observation.task;
         if let Err(failure) = &observation.outcome {
-            if super::peers::may_mean_another_era(failure.code) {
+            if failure.class == ErrorClass::Permanent
+                && super::peers::may_mean_another_era(failure.code)
+            {
                 if let Some(server_id) = self.tracked.get(&row).map(|t| t.server_id) {
                     self.reprobe(server_id);
                 }
