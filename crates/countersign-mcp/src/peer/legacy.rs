@@ -42,6 +42,9 @@ const QUESTION_WAIT: Duration = Duration::from_secs(3600);
 /// (the next `input_required` poll starts a new one).
 const MAX_WATCH_FAILURES: u32 = 8;
 
+/// Refused server requests noted on a task's timeline; the rest are refused without a note.
+const MAX_REFUSAL_NOTES: u32 = 8;
+
 /// Session renewals one request may cause (a stored session another process started may itself
 /// be gone: then one more, fresh).
 const MAX_RENEWALS: usize = 2;
@@ -165,6 +168,8 @@ struct Side {
     /// The result, when the question stream delivered it before a poll asked.
     result: Option<ToolResult>,
     watcher: Option<JoinHandle<()>>,
+    /// Requests refused for this task so far.
+    refusals: u32,
 }
 
 /// A question the server asked and waits on.
@@ -617,6 +622,15 @@ impl Inner {
         }
     }
 
+    /// Whether a refusal for this task goes on its timeline: the first [`MAX_REFUSAL_NOTES`]
+    /// do; a server that floods refused requests is refused as before, without a note each.
+    fn note_refusal(&self, task_id: &str) -> bool {
+        self.side(task_id, |side| {
+            side.refusals = side.refusals.saturating_add(1);
+            side.refusals <= MAX_REFUSAL_NOTES
+        })
+    }
+
     /// Whether the peer follows this task (it was polled and has not finished).
     fn follows(&self, task_id: &str) -> bool {
         self.tasks
@@ -666,7 +680,9 @@ impl Inner {
         match refusal {
             Some(message) => {
                 let _ = client.respond_error(&request.id, -32602, &message).await;
-                self.signal(PeerSignal::Ignored { task_id, message });
+                if self.note_refusal(&task_id) {
+                    self.signal(PeerSignal::Ignored { task_id, message });
+                }
             }
             None => self.signal(PeerSignal::Changed { task_id }),
         }
@@ -776,10 +792,12 @@ async fn watch(inner: Weak<Inner>, client: LegacyClient, task_id: String) {
                             inner.ask(&task_id, &client, request).await;
                         }
                         Ok(TaskResultEvent::Refused(request)) => {
-                            inner.signal(PeerSignal::Refused {
-                                task_id: task_id.clone(),
-                                method: request.method,
-                            })
+                            if inner.note_refusal(&task_id) {
+                                inner.signal(PeerSignal::Refused {
+                                    task_id: task_id.clone(),
+                                    method: request.method,
+                                });
+                            }
                         }
                         Ok(TaskResultEvent::Status(_)) => inner.signal(PeerSignal::Changed {
                             task_id: task_id.clone(),
