@@ -81,11 +81,17 @@ struct Entry {
     /// reach the engine, which records the server's recovery), and when coverage changes
     /// (another source may have delivered a newer state).
     digest: Option<(Digest, u64)>,
+    /// A signal came while a poll was out (its answer may predate the change): the next poll
+    /// follows the answer after this wait instead of the interval.
+    soon: Option<Duration>,
 }
 
 impl Entry {
     /// The wait after an answer, given coverage.
     fn next_wait(&self) -> Duration {
+        if let Some(soon) = self.soon {
+            return soon;
+        }
         if self.covered {
             safety_net(self.interval)
         } else {
@@ -242,6 +248,7 @@ async fn run(
                         covered: false,
                         last_answer: Instant::now(),
                         digest: None,
+                        soon: None,
                     });
                 }
                 Some(Command::Unwatch(task)) => {
@@ -270,11 +277,16 @@ async fn run(
                 }
                 Some(Command::Soon(task)) => {
                     let Some(entry) = entries.get_mut(&task) else { continue };
-                    if entry.in_flight || entry.failures > 0 {
-                        continue;
+                    if entry.failures > 0 {
+                        continue; // the backoff decides
                     }
                     let floor = links.get(entry.server_id).map(|l| l.floor).unwrap_or_default();
-                    queue.schedule(task, scheduler::after(entry.last_answer, floor.max(SOON_MIN)));
+                    let wait = floor.max(SOON_MIN);
+                    if entry.in_flight {
+                        entry.soon = Some(wait);
+                        continue;
+                    }
+                    queue.schedule(task, scheduler::after(entry.last_answer, wait));
                 }
             },
             Some(done) = in_flight.next(), if !in_flight.is_empty() => {
@@ -368,6 +380,7 @@ async fn run(
                         continue;
                     };
                     entry.in_flight = true;
+                    entry.soon = None;
                     if let Ok(mut s) = stats.lock() {
                         s.polls += 1;
                     }
