@@ -745,7 +745,10 @@ fn render_shapes(out: &mut String, document: &Document) {
                         met(cpu_per_poll_us(r).is_some_and(|us| us <= 50.0))
                     ));
                 }
-                if s.workload == crate::run::Workload::SseEveryPoll {
+                if matches!(
+                    s.workload,
+                    crate::run::Workload::SseEveryPoll | crate::run::Workload::SseProgress
+                ) {
                     let cpu_target = if s.tasks >= 10_000 { 30.0 } else { 3.0 };
                     verdicts.push(format!("CPU {}", met(r.client.cpu_percent <= cpu_target)));
                     verdicts.push(format!(
