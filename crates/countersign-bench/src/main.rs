@@ -181,6 +181,9 @@ struct SteadyArgs {
     push_scheme: Scheme,
     #[arg(long)]
     peer_steps: Option<u64>,
+    /// Start the tasks evenly over this long instead of as fast as possible.
+    #[arg(long, default_value_t = 0)]
+    stagger_ms: u64,
 }
 
 fn main() -> ExitCode {
@@ -261,6 +264,7 @@ impl From<SteadyArgs> for steady::SteadyOptions {
             source: a.source,
             push_scheme: a.push_scheme,
             peer_steps: a.peer_steps,
+            stagger: Duration::from_millis(a.stagger_ms),
         }
     }
 }
@@ -316,9 +320,15 @@ fn plan(args: &RunArgs) -> Result<Plan> {
                 Workload::Calm,
                 Workload::Unchanged,
                 Workload::SseEveryPoll,
+                Workload::SseProgress,
                 Workload::PeerEveryPoll,
             ],
-            (true, false) => vec![Workload::Calm, Workload::Unchanged, Workload::SseEveryPoll],
+            (true, false) => vec![
+                Workload::Calm,
+                Workload::Unchanged,
+                Workload::SseEveryPoll,
+                Workload::SseProgress,
+            ],
         },
         compare_exe: args.compare_exe.clone(),
         count_syncs: false,

@@ -182,6 +182,22 @@ fn wakeups_per_poll(run: &ClientRun) -> String {
     }
 }
 
+/// The engine's `pwrite64` and `fcntl` calls per poll in the window: SQLite's page writes and
+/// file locks, paid per transaction.
+fn ledger_calls_per_poll(run: &ClientRun) -> String {
+    match run.window_calls {
+        Some(calls) if run.client.polls_window > 0 => {
+            let polls = run.client.polls_window as f64;
+            format!(
+                "{:.2} / {:.2}",
+                calls.pwrites as f64 / polls,
+                calls.fcntls as f64 / polls
+            )
+        }
+        _ => "—".into(),
+    }
+}
+
 /// The engine's own `connect` calls in the window: on the fastmcp peer, the only count of new
 /// connections. "—" where `perf` could not count.
 fn engine_connects(run: &ClientRun) -> String {
@@ -544,6 +560,7 @@ fn render_before_after(out: &mut String, document: &Document, plan: &Plan) {
     line("syncs per poll (count)", &syncs_per_poll);
     line("engine connect() calls (window)", &engine_connects);
     line("epoll_wait / futex per poll", &wakeups_per_poll);
+    line("pwrite64 / fcntl per poll", &ledger_calls_per_poll);
     // The fastmcp peer counts nothing for us: there, the engine's own count.
     line("polls ÷ ideal (server; engine on the peer)", &|r| {
         let polls = if r.window.polls > 0 {
@@ -696,6 +713,11 @@ fn render_shapes(out: &mut String, document: &Document) {
         "",
     );
     line(
+        "engine pwrite64 / fcntl calls per poll",
+        cell(&ledger_calls_per_poll),
+        "",
+    );
+    line(
         "engine peak RSS, whole run",
         cell(&|r| mb(r.client.peak_rss_kb)),
         "≤ 100 MB at 10k",
@@ -745,7 +767,10 @@ fn render_shapes(out: &mut String, document: &Document) {
                         met(cpu_per_poll_us(r).is_some_and(|us| us <= 50.0))
                     ));
                 }
-                if s.workload == crate::run::Workload::SseEveryPoll {
+                if matches!(
+                    s.workload,
+                    crate::run::Workload::SseEveryPoll | crate::run::Workload::SseProgress
+                ) {
                     let cpu_target = if s.tasks >= 10_000 { 30.0 } else { 3.0 };
                     verdicts.push(format!("CPU {}", met(r.client.cpu_percent <= cpu_target)));
                     verdicts.push(format!(

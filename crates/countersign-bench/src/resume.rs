@@ -216,6 +216,7 @@ async fn seed(url: &str, options: &ResumeOptions) -> Result<f64> {
         &server,
         &plans,
         None,
+        Duration::ZERO,
         32,
         options.create_budget,
         |_| {},

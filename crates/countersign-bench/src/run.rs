@@ -87,12 +87,28 @@ pub enum Workload {
     /// `--fastmcp-python`; runs at the side-by-side's N only (Python cannot serve 10,000 tasks
     /// at this rate). Only the engine's own figures: the peer counts nothing for us.
     PeerEveryPoll,
+    /// SSE replies, each task's status message changing every 0.5 s, and the tasks started one
+    /// after another over [`STAGGER`] rather than in one burst: the polls, every one a change,
+    /// then arrive evenly spread instead of in a burst per interval, so no two changes are
+    /// ever close together (the shape of the rmcp server with progress messages).
+    SseProgress,
 }
+
+/// Over how long [`Workload::SseProgress`] starts its tasks.
+pub const STAGGER: Duration = Duration::from_secs(60);
 
 impl Workload {
     /// Whether the demo server answers with event streams.
     pub fn sse(self) -> bool {
-        matches!(self, Self::Sse | Self::SseEveryPoll)
+        matches!(self, Self::Sse | Self::SseEveryPoll | Self::SseProgress)
+    }
+
+    /// Over how long the tasks are started (zero: as fast as they can be).
+    pub fn stagger(self) -> Duration {
+        match self {
+            Self::SseProgress => STAGGER,
+            _ => Duration::ZERO,
+        }
     }
 
     /// The per-task change period range for `interval`.
@@ -108,6 +124,7 @@ impl Workload {
             Self::EveryPoll | Self::SseEveryPoll => (interval * 2 / 5, interval * 3 / 5),
             // The peer has one step length for all its tasks: half the interval.
             Self::PeerEveryPoll => (interval / 2, interval / 2),
+            Self::SseProgress => (PROGRESS_EVERY, PROGRESS_EVERY),
         }
     }
 
@@ -120,9 +137,17 @@ impl Workload {
             Self::EveryPoll => "JSON, change every poll",
             Self::SseEveryPoll => "SSE, change every poll",
             Self::PeerEveryPoll => "fastmcp peer, every poll",
+            Self::SseProgress => "SSE, progress, staggered",
         }
     }
 }
+
+/// How often a [`Workload::SseProgress`] task's status message changes.
+pub const PROGRESS_EVERY: Duration = Duration::from_millis(500);
+/// The most tasks [`Workload::SseProgress`] runs with: the demo server holds every step of
+/// every task (about 600 each at this rate), which at 10,000 tasks would be the biggest thing
+/// measured in the run.
+pub const PROGRESS_MAX_TASKS: usize = 1000;
 
 /// The change period of [`Workload::Unchanged`]: a task's first change comes an hour after its
 /// creation, long after any steady window (and `bench_job`'s 24 h limit allows its two steps).
@@ -183,16 +208,16 @@ impl Plan {
                 total += self.steady_budget(n);
             }
         }
-        for _ in self.workloads.iter().filter(|w| **w != Workload::Calm) {
+        for workload in self.workloads.iter().filter(|w| **w != Workload::Calm) {
             for &n in &self.tasks {
-                total += self.steady_budget(n);
+                total += self.steady_budget(n) + workload.stagger() * 2;
             }
         }
         if self.compare_exe.is_some() {
             // Every polling run and the resume once more.
-            for _ in &self.workloads {
+            for workload in &self.workloads {
                 for &n in &self.tasks {
-                    total += self.steady_budget(n);
+                    total += self.steady_budget(n) + workload.stagger() * 2;
                 }
             }
             if self.resume_tasks > 0 {
@@ -366,7 +391,11 @@ pub async fn execute(plan: &Plan) -> Results {
             }
             continue;
         }
-        for &n in &plan.tasks {
+        let sizes = plan
+            .tasks
+            .iter()
+            .filter(|&&n| workload != Workload::SseProgress || n <= PROGRESS_MAX_TASKS);
+        for &n in sizes {
             eprintln!(
                 "steady state: our engine, {n} live tasks, {}",
                 workload.label()
@@ -542,9 +571,10 @@ async fn steady_run_with(
             window: plan.window,
             interval: plan.interval,
             warmup: plan.warmup(),
-            create_budget: plan.create_budget(n),
-            life: plan.life(n),
+            create_budget: plan.create_budget(n) + workload.stagger(),
+            life: plan.life(n) + workload.stagger(),
             change_every: workload.change_every(plan.interval),
+            stagger: workload.stagger(),
             data_dir,
             source,
             push_scheme: plan.push_scheme,
@@ -591,6 +621,10 @@ fn steady_args(options: &SteadyOptions) -> Vec<String> {
     if let Some(steps) = options.peer_steps {
         args.push("--peer-steps".into());
         args.push(steps.to_string());
+    }
+    if !options.stagger.is_zero() {
+        args.push("--stagger-ms".into());
+        args.push(options.stagger.as_millis().to_string());
     }
     args
 }
@@ -672,6 +706,7 @@ async fn peer_run(plan: &Plan, engine_exe: &Path, n: usize) -> Result<ClientRun>
         create_budget: plan.create_budget(n),
         life,
         change_every: Workload::PeerEveryPoll.change_every(plan.interval),
+        stagger: Duration::ZERO,
         data_dir,
         source: Source::Poll,
         push_scheme: plan.push_scheme,

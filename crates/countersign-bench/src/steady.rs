@@ -41,6 +41,8 @@ pub struct SteadyOptions {
     pub life: Duration,
     /// Range of the per-task change period.
     pub change_every: (Duration, Duration),
+    /// Tasks are started evenly over this long (zero: as fast as they can be).
+    pub stagger: Duration,
     /// Ledger directory (fresh).
     pub data_dir: PathBuf,
     /// Poll or push (the engine's push source is on either way; only a push run's server
@@ -90,6 +92,7 @@ pub async fn run(options: SteadyOptions) -> Result<()> {
         &server,
         &plans,
         options.peer_steps,
+        options.stagger,
         CREATE_CONCURRENCY,
         options.create_budget,
         |n| {

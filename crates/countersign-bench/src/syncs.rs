@@ -26,11 +26,14 @@ use tokio::process::Command;
 
 /// The tracepoints counted.
 const EVENTS: &str = "syscalls:sys_enter_fsync,syscalls:sys_enter_fdatasync,\
-                      syscalls:sys_enter_connect,syscalls:sys_enter_epoll_wait,syscalls:sys_enter_futex";
+                      syscalls:sys_enter_connect,syscalls:sys_enter_epoll_wait,syscalls:sys_enter_futex,\
+                      syscalls:sys_enter_pwrite64,syscalls:sys_enter_fcntl";
 const SYNCS: [&str; 2] = ["syscalls:sys_enter_fsync", "syscalls:sys_enter_fdatasync"];
 const CONNECTS: [&str; 1] = ["syscalls:sys_enter_connect"];
 const WAKEUPS: [&str; 1] = ["syscalls:sys_enter_epoll_wait"];
 const FUTEXES: [&str; 1] = ["syscalls:sys_enter_futex"];
+const PWRITES: [&str; 1] = ["syscalls:sys_enter_pwrite64"];
+const FCNTLS: [&str; 1] = ["syscalls:sys_enter_fcntl"];
 
 /// What was counted in the window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -46,6 +49,13 @@ pub struct Counts {
     /// `futex` calls: threads waking each other (runtime workers, the ledger's writer thread).
     #[serde(default)]
     pub futexes: u64,
+    /// `pwrite64` calls: SQLite's writes to the WAL and, at checkpoints, to the database; two
+    /// per page a transaction changes (frame header, page).
+    #[serde(default)]
+    pub pwrites: u64,
+    /// `fcntl` calls: SQLite's file locks, a few per transaction.
+    #[serde(default)]
+    pub fcntls: u64,
 }
 
 /// Whether `perf stat` can count the sync tracepoints here (asked once per run).
@@ -135,6 +145,8 @@ fn parse(output: &str) -> Option<Counts> {
         connects: sum(output, &CONNECTS)?,
         epoll_waits: sum(output, &WAKEUPS)?,
         futexes: sum(output, &FUTEXES)?,
+        pwrites: sum(output, &PWRITES)?,
+        fcntls: sum(output, &FCNTLS)?,
     })
 }
 
@@ -169,7 +181,9 @@ mod tests {
                       1234,,syscalls:sys_enter_fdatasync,30000981,100.00,,\n\
                       3,,syscalls:sys_enter_connect,30000981,100.00,,\n\
                       900,,syscalls:sys_enter_epoll_wait,30000981,100.00,,\n\
-                      2000,,syscalls:sys_enter_futex,30000981,100.00,,\n";
+                      2000,,syscalls:sys_enter_futex,30000981,100.00,,\n\
+                      40,,syscalls:sys_enter_pwrite64,30000981,100.00,,\n\
+                      8,,syscalls:sys_enter_fcntl,30000981,100.00,,\n";
         assert_eq!(
             parse(output),
             Some(Counts {
@@ -177,6 +191,8 @@ mod tests {
                 connects: 3,
                 epoll_waits: 900,
                 futexes: 2000,
+                pwrites: 40,
+                fcntls: 8,
             })
         );
     }
@@ -187,7 +203,9 @@ mod tests {
                     7,,syscalls:sys_enter_fdatasync,30000981,100.00,,\n\
                     <not counted>,,syscalls:sys_enter_connect,0,100.00,,\n\
                     <not counted>,,syscalls:sys_enter_epoll_wait,0,100.00,,\n\
-                    <not counted>,,syscalls:sys_enter_futex,0,100.00,,\n";
+                    <not counted>,,syscalls:sys_enter_futex,0,100.00,,\n\
+                    <not counted>,,syscalls:sys_enter_pwrite64,0,100.00,,\n\
+                    <not counted>,,syscalls:sys_enter_fcntl,0,100.00,,\n";
         assert_eq!(
             parse(idle),
             Some(Counts {
@@ -195,6 +213,8 @@ mod tests {
                 connects: 0,
                 epoll_waits: 0,
                 futexes: 0,
+                pwrites: 0,
+                fcntls: 0,
             })
         );
         let refused = "<not supported>,,syscalls:sys_enter_fsync,0,100.00,,\n\

@@ -26,7 +26,7 @@ pub const TOOL: &str = "bench_job";
 /// `statusMessage` "step i/n".
 pub const PEER_TOOL: &str = "long_job";
 /// `bench_job` accepts at most this many steps.
-const MAX_STEPS: u64 = 100;
+const MAX_STEPS: u64 = 1000;
 
 /// The arguments of one `bench_job`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -117,8 +117,8 @@ impl Job {
 }
 
 /// Calls `bench_job` once per plan (or, with `peer_steps`, the fastmcp peer's `long_job` with
-/// that many steps), `concurrency` at a time, through `actions::call`; `progress` hears the
-/// count of tasks created so far. Fails if any call does not create a task or the whole batch
+/// that many steps), `concurrency` at a time, through `actions::call`, the i-th call started no
+/// sooner than `stagger`·i/n after the first; `progress` hears the count of tasks created so far. Fails if any call does not create a task or the whole batch
 /// takes longer than `budget`.
 #[allow(clippy::too_many_arguments)]
 pub async fn create(
@@ -127,13 +127,19 @@ pub async fn create(
     server: &ServerRecord,
     plans: &[JobPlan],
     peer_steps: Option<u64>,
+    stagger: Duration,
     concurrency: usize,
     budget: Duration,
     mut progress: impl FnMut(usize),
 ) -> Result<Vec<Job>> {
     let peer = &countersign_core::mcp::Peer::Modern(client.clone());
-    let calls = futures_util::stream::iter(plans.iter().copied())
-        .map(|plan| async move {
+    let start = tokio::time::Instant::now();
+    let spacing = stagger / (plans.len().max(1) as u32);
+    let calls = futures_util::stream::iter(plans.iter().copied().enumerate())
+        .map(|(i, plan)| async move {
+            if !spacing.is_zero() {
+                tokio::time::sleep_until(start + spacing * i as u32).await;
+            }
             let call = match peer_steps {
                 Some(steps) => {
                     let mut arguments = Map::new();
@@ -197,9 +203,9 @@ mod tests {
                 steps: 15
             }
         );
-        let long = JobPlan::changing(Duration::from_secs(10_000), Duration::from_secs(20));
-        assert_eq!(long.steps, 100);
-        assert!(long.duration_ms >= 10_000_000, "{long:?}");
+        let long = JobPlan::changing(Duration::from_secs(100_000), Duration::from_secs(20));
+        assert_eq!(long.steps, 1000);
+        assert!(long.duration_ms >= 100_000_000, "{long:?}");
         let short = JobPlan::changing(Duration::from_secs(1), Duration::from_secs(20));
         assert_eq!(short.steps, 2, "at least one change");
     }

@@ -37,7 +37,7 @@ use crate::tracking::Known;
 use lock::{EngineLock, LockError};
 use outbox::Delivered;
 pub use peers::make_peer;
-use write::{spawn_until_committed, Written};
+use write::spawn_until_committed;
 
 /// How often the engine looks for calls whose sending process died.
 const ORPHAN_CHECK: Duration = Duration::from_secs(5);
@@ -237,7 +237,6 @@ impl Engine {
 
         let reload_links = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let (health_tx, health) = watch::channel(LedgerHealth::Writable);
-        let (written_tx, written_rx) = mpsc::unbounded_channel();
         let (reauth_tx, reauth_rx) = mpsc::unbounded_channel();
         let (signal_tx, signal_rx) = mpsc::unbounded_channel();
         let mut state = State {
@@ -257,7 +256,7 @@ impl Engine {
             unreachable: HashSet::new(),
             servers_seen: Vec::new(),
             reload_links: reload_links.clone(),
-            written: written_tx,
+            written: write::Pending::default(),
             unwritten: HashSet::new(),
             health: health_tx,
             sign_in_needed: HashSet::new(),
@@ -268,14 +267,8 @@ impl Engine {
             signed_in_cursor: 0,
         };
         let resumed = state.resume().await?;
-        let loop_handle = tokio::spawn(state.run(
-            obs_rx,
-            written_rx,
-            reauth_rx,
-            signal_rx,
-            nudge.clone(),
-            stop.clone(),
-        ));
+        let loop_handle =
+            tokio::spawn(state.run(obs_rx, reauth_rx, signal_rx, nudge.clone(), stop.clone()));
         Ok(Self {
             ledger,
             nudge,
@@ -492,8 +485,8 @@ struct State {
     servers_seen: Vec<(i64, String, u64, bool, Option<Era>)>,
     /// Set by [`Engine::reload_links`]: rebuild every client on the next scan.
     reload_links: Arc<std::sync::atomic::AtomicBool>,
-    /// Where observation writes report their outcome.
-    written: mpsc::UnboundedSender<Written>,
+    /// Observation writes in flight, and retries waiting for their backoff.
+    written: write::Pending,
     /// Tasks whose last write failed and waits to be retried.
     unwritten: HashSet<i64>,
     health: watch::Sender<LedgerHealth>,
@@ -777,7 +770,6 @@ impl State {
     async fn run(
         mut self,
         mut observations: mpsc::UnboundedReceiver<Observation>,
-        mut written: mpsc::UnboundedReceiver<Written>,
         mut reauthed: mpsc::UnboundedReceiver<(i64, Reauth)>,
         mut signals: mpsc::UnboundedReceiver<(i64, PeerSignal)>,
         nudge: Arc<Notify>,
@@ -797,7 +789,7 @@ impl State {
                 biased;
                 _ = stop.notified() => break,
                 // Before new observations: a commit frees its task for the next change.
-                Some(outcome) = written.recv() => self.written(outcome),
+                outcome = self.written.next() => self.written(outcome),
                 Some(observation) = observations.recv() => self.observe(observation),
                 Some(delivered) = delivered_rx.recv() => self.delivered(delivered),
                 Some((server_id, outcome)) = reauthed.recv() => self.reauthed(server_id, outcome),

@@ -9,17 +9,25 @@
 //! Here the request's own task drives its connection, so a poll is a write, a read and no
 //! hand-off.
 //!
+//! A pooled connection that fails is replaced by a fresh one for the same request only when not
+//! one byte of the request was accepted by the socket (each connection counts the bytes its
+//! writes accepted): then the server cannot have it. Once any byte was accepted the server may
+//! have read the request, even if the connection then failed, so the failure is returned and the
+//! poller backs off as for any failed poll; retrying at once would put two requests on the
+//! server within a millisecond.
+//!
 //! What it covers, and what it leaves to reqwest (see [`Http1::for_url`]): plain `http://` URLs
 //! without a proxy in the environment. `https://` and proxied servers keep reqwest's path (TLS,
 //! ALPN, proxies), and so does any request the pool answers with a redirect: the client sends it
 //! again through reqwest, whose same-origin policy then applies. Only `tasks/get` uses it: it is
 //! idempotent, so a keep-alive connection that the server closed while it sat in the pool can be
-//! retried on a fresh one without running anything twice.
+//! retried on a fresh one without running anything twice; even so, see above for when it is.
 
 use std::future::Future;
 use std::pin::{pin, Pin};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::Poll;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -30,6 +38,7 @@ use hyper::client::conn::http1::{self, SendRequest};
 use hyper::header::{HeaderMap, HeaderValue, HOST};
 use hyper::{Method, Request, Uri};
 use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
 /// How long an idle connection may wait in the pool (reqwest's pool used the same).
@@ -57,6 +66,9 @@ struct Conn {
     sender: SendRequest<Full<Bytes>>,
     /// `None` once the connection ended: it is then dropped, never pooled.
     driver: Option<Driver>,
+    /// Bytes the socket accepted from our writes, ever: unchanged across a failed request means
+    /// none of it left this process.
+    written: Arc<AtomicU64>,
 }
 
 struct Idle {
@@ -140,10 +152,10 @@ impl Http1 {
 
     /// POSTs `body` with `headers` and returns the response's head, its body still to read.
     /// Waits at most until `deadline` (one timer for the request and its body). A pooled
-    /// connection that turns out to be closed is replaced once by a fresh one (callers send only
-    /// idempotent requests here), with headers from `again`: the first ones went with the
+    /// connection that turns out to be closed before any byte of the request was written is
+    /// replaced by a fresh one, with headers from `again`: the first ones went with the
     /// request that failed, and keeping a copy of every request's headers for that rare case
-    /// cost more than building them anew.
+    /// cost more than building them anew. A failure after bytes were written is returned.
     pub(super) async fn post(
         &self,
         headers: HeaderMap,
@@ -190,6 +202,7 @@ impl Http1 {
             };
             request_headers.insert(HOST, self.shared.host_header.clone());
             *request.headers_mut() = request_headers;
+            let written_before = conn.written.load(Ordering::Relaxed);
 
             let sent = async {
                 if let Err(e) = drive(&mut conn.driver, conn.sender.ready()).await {
@@ -205,9 +218,12 @@ impl Http1 {
                     let (head, incoming) = response.into_parts();
                     return Ok((head.status.as_u16(), head.headers, (conn, incoming)));
                 }
-                // The server closed a kept-alive connection while it sat in the pool (or as we
-                // wrote): nothing ran, so a fresh connection may carry the same request.
-                Err(message) if pooled => {
+                // The server closed a kept-alive connection while it sat in the pool and the
+                // socket refused our first write (or we never wrote): the server has nothing of
+                // this request, so a fresh connection may carry it.
+                Err(message)
+                    if pooled && conn.written.load(Ordering::Relaxed) == written_before =>
+                {
                     tracing::trace!(%message, "a pooled connection was closed; connecting anew");
                 }
                 Err(message) => return Err(Failure::Io(message)),
@@ -263,6 +279,11 @@ impl Http1 {
         };
         // Requests are one small write each; Nagle would hold the next one for an ACK.
         let _ = stream.set_nodelay(true);
+        let written = Arc::new(AtomicU64::new(0));
+        let stream = Counted {
+            stream,
+            written: Arc::clone(&written),
+        };
         let (sender, connection) = http1::Builder::new()
             .handshake(TokioIo::new(stream))
             .await
@@ -270,7 +291,66 @@ impl Http1 {
         Ok(Conn {
             sender,
             driver: Some(Box::pin(connection)),
+            written,
         })
+    }
+}
+
+/// A socket that counts the bytes its writes accepted (see [`Conn::written`]).
+struct Counted {
+    stream: TcpStream,
+    written: Arc<AtomicU64>,
+}
+
+impl Counted {
+    fn count(&self, wrote: &Poll<std::io::Result<usize>>) {
+        if let Poll::Ready(Ok(n)) = wrote {
+            self.written.fetch_add(*n as u64, Ordering::Relaxed);
+        }
+    }
+}
+
+impl AsyncRead for Counted {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Counted {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let wrote = Pin::new(&mut self.stream).poll_write(cx, buf);
+        self.count(&wrote);
+        wrote
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let wrote = Pin::new(&mut self.stream).poll_write_vectored(cx, bufs);
+        self.count(&wrote);
+        wrote
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_shutdown(cx)
     }
 }
 
@@ -380,6 +460,132 @@ fn error_text(error: &hyper::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::AtomicUsize;
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    use tokio::net::TcpListener;
+
+    /// Reads one request (head and `Content-Length` body); `false` at the connection's end.
+    async fn read_request(stream: &mut TcpStream, buffered: &mut Vec<u8>) -> bool {
+        loop {
+            if let Some(end) = buffered.windows(4).position(|w| w == b"\r\n\r\n") {
+                let head = String::from_utf8_lossy(&buffered[..end]).to_ascii_lowercase();
+                let length: usize = head
+                    .lines()
+                    .find_map(|line| line.strip_prefix("content-length:"))
+                    .map_or(0, |n| n.trim().parse().unwrap());
+                if buffered.len() >= end + 4 + length {
+                    buffered.drain(..end + 4 + length);
+                    return true;
+                }
+            }
+            let mut chunk = [0u8; 4096];
+            match stream.read(&mut chunk).await {
+                Ok(0) | Err(_) => return false,
+                Ok(n) => buffered.extend_from_slice(&chunk[..n]),
+            }
+        }
+    }
+
+    const ANSWER: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}";
+
+    /// A server that counts the requests and connections it gets. On its first connection it
+    /// answers the first request, then either closes at once (`close_idle`) or reads the second
+    /// request and closes without answering; later connections answer everything.
+    struct Server {
+        url: url::Url,
+        requests: Arc<AtomicUsize>,
+        connections: Arc<AtomicUsize>,
+        first_closed: tokio::sync::watch::Receiver<bool>,
+    }
+
+    async fn server(close_idle: bool) -> Server {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url =
+            url::Url::parse(&format!("http://{}/mcp", listener.local_addr().unwrap())).unwrap();
+        let requests = Arc::new(AtomicUsize::new(0));
+        let connections = Arc::new(AtomicUsize::new(0));
+        let (closed_tx, first_closed) = tokio::sync::watch::channel(false);
+        let (r, c) = (Arc::clone(&requests), Arc::clone(&connections));
+        tokio::spawn(async move {
+            loop {
+                let (mut stream, _) = listener.accept().await.unwrap();
+                let first = c.fetch_add(1, Ordering::SeqCst) == 0;
+                let (r, closed_tx) = (Arc::clone(&r), closed_tx.clone());
+                tokio::spawn(async move {
+                    let mut buffered = Vec::new();
+                    let mut answered = 0;
+                    while read_request(&mut stream, &mut buffered).await {
+                        r.fetch_add(1, Ordering::SeqCst);
+                        if first && answered == 1 {
+                            break;
+                        }
+                        stream.write_all(ANSWER).await.unwrap();
+                        answered += 1;
+                        if first && close_idle {
+                            break;
+                        }
+                    }
+                    drop(stream);
+                    if first {
+                        let _ = closed_tx.send(true);
+                    }
+                });
+            }
+        });
+        Server {
+            url,
+            requests,
+            connections,
+            first_closed,
+        }
+    }
+
+    async fn post(pool: &Http1) -> Result<Vec<u8>, Failure> {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        let again = || Some(HeaderMap::new());
+        let mut reply = pool
+            .post(
+                HeaderMap::new(),
+                &again,
+                Bytes::from_static(b"{}"),
+                deadline,
+            )
+            .await?;
+        assert_eq!(reply.status, 200);
+        let mut body = Vec::new();
+        while let Some(chunk) = reply.body.next().await {
+            body.extend_from_slice(&chunk?);
+        }
+        Ok(body)
+    }
+
+    #[tokio::test]
+    async fn a_request_the_server_may_have_read_is_not_sent_again() {
+        let server = server(false).await;
+        let pool = Http1::for_url(&server.url, Duration::from_secs(5)).unwrap();
+        assert_eq!(post(&pool).await.unwrap(), b"{}");
+        // The kept-alive connection carries the second request; the server reads it and hangs
+        // up without an answer.
+        let failed = post(&pool).await;
+        assert!(matches!(failed, Err(Failure::Io(_))), "{failed:?}");
+        assert_eq!(server.requests.load(Ordering::SeqCst), 2);
+        assert_eq!(server.connections.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn a_pooled_connection_closed_while_idle_is_replaced_transparently() {
+        let mut server = server(true).await;
+        let pool = Http1::for_url(&server.url, Duration::from_secs(5)).unwrap();
+        assert_eq!(post(&pool).await.unwrap(), b"{}");
+        server
+            .first_closed
+            .wait_for(|closed| *closed)
+            .await
+            .unwrap();
+        assert_eq!(post(&pool).await.unwrap(), b"{}");
+        assert_eq!(server.requests.load(Ordering::SeqCst), 2);
+        assert_eq!(server.connections.load(Ordering::SeqCst), 2);
+    }
 
     fn pool_for(url: &str, env: &[(&str, &str)]) -> Option<Http1> {
         let url = url::Url::parse(url).unwrap();

@@ -1,8 +1,17 @@
 //! Writes on the loop: one write per task at a time, started by [`State::start_write`] and
 //! applied in memory only once it commits ([`State::written`]); the ledger's health follows the
 //! outcome.
+//!
+//! The loop awaits its writes itself ([`Pending`]) rather than spawning a task per write that
+//! reports back over a channel: a change then costs one wake-up of the loop when its commit is
+//! known, not a spawn (and the idle worker it wakes to steal it), a wake-up of that task and a
+//! message back.
 
-use std::sync::Arc;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+
+use futures_util::future::BoxFuture;
+use futures_util::stream::{FuturesUnordered, StreamExt as _};
 
 use super::{Applied, LedgerHealth, ServerChange, State, WRITE_RETRY};
 use crate::ledger::{Ledger, WriteCtx};
@@ -22,8 +31,35 @@ pub(super) enum Written {
     Retry { row: i64 },
 }
 
+/// The loop's writes in flight and retries waiting: each ends as a [`Written`].
+#[derive(Default)]
+pub(super) struct Pending {
+    // In a `Mutex` only so that the engine's state stays `Sync`; always reached through
+    // `get_mut`, never locked.
+    running: Mutex<FuturesUnordered<BoxFuture<'static, Written>>>,
+}
+
+impl Pending {
+    fn push(&mut self, work: impl Future<Output = Written> + Send + 'static) {
+        self.running
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Box::pin(work));
+    }
+
+    /// The next write or retry to end; pending while there is none.
+    pub(super) async fn next(&mut self) -> Written {
+        let running = self.running.get_mut().unwrap_or_else(|e| e.into_inner());
+        match running.next().await {
+            Some(written) => written,
+            // A write started later is awaited by the loop's next call.
+            None => std::future::pending().await,
+        }
+    }
+}
+
 impl State {
-    /// Marks `row` as writing and reports the write's outcome back to the loop.
+    /// Marks `row` as writing; the loop hears the write's outcome.
     pub(super) fn start_write(
         &mut self,
         row: i64,
@@ -35,16 +71,15 @@ impl State {
         if let Some(tracked) = self.tracked.get_mut(&row) {
             tracked.writing = true;
         }
-        let done = self.written.clone();
-        tokio::spawn(async move {
+        self.written.push(async move {
             let outcome = write.await;
-            let _ = done.send(Written::Observation {
+            Written::Observation {
                 row,
                 observation,
                 applied,
                 server_id,
                 outcome,
-            });
+            }
         });
     }
 
@@ -108,10 +143,9 @@ impl State {
                 tracing::debug!(row, error = %error, retry_in = ?wait, "a task's change did not commit; retrying");
                 self.unwritten.insert(row);
                 self.report_health(Some(&error));
-                let done = self.written.clone();
-                tokio::spawn(async move {
+                self.written.push(async move {
                     tokio::time::sleep(wait).await;
-                    let _ = done.send(Written::Retry { row });
+                    Written::Retry { row }
                 });
             }
             Written::Retry { row } => {

@@ -24,7 +24,7 @@ impl Tool for BenchJob {
                 "type": "object",
                 "properties": {
                     "duration_ms": {"type": "integer", "minimum": 0, "maximum": 86_400_000},
-                    "steps": {"type": "integer", "minimum": 1, "maximum": 100, "default": 1}
+                    "steps": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 1}
                 },
                 "required": ["duration_ms"]
             }),
@@ -45,7 +45,7 @@ impl Tool for BenchJob {
                 .args
                 .integer_opt("duration_ms", (0, 86_400_000))?
                 .ok_or_else(|| "argument 'duration_ms' is required".to_owned())?;
-            let steps = call.args.integer_opt("steps", (1, 100))?.unwrap_or(1);
+            let steps = call.args.integer_opt("steps", (1, 1000))?.unwrap_or(1);
             Ok::<_, String>((duration_ms.unsigned_abs(), steps.unsigned_abs()))
         })();
         let (duration_ms, steps) = match args {
