@@ -16,7 +16,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use countersign_demo::{DemoConfig, DemoServer, Fault};
-use countersign_tests::ledger_view::{assert_sound_timeline, wait_for, LedgerView, TaskRow};
+use countersign_tests::ledger_view::{assert_sound_timeline, wait_for};
 use countersign_tests::peer::FastmcpPeer;
 use countersign_tests::procs::DataDir;
 use countersign_tests::proxy::FaultProxy;
@@ -85,50 +85,6 @@ fn demo_approved(reason: &str) -> String {
 /// What the peer's approve_deploy says when it applied an approval with `reason`.
 fn peer_approved(reason: &str) -> String {
     format!("approved, DEPLOYED (reason='{reason}')")
-}
-
-/// `countersign call SERVER TOOL ARGS --no-follow`: returns the task id (the handle is on disk).
-async fn call_no_follow(dir: &DataDir, server: &str, tool: &str, args: &str) -> String {
-    let out = dir
-        .run_json(&["call", server, tool, args, "--no-follow"])
-        .await;
-    out["taskId"]
-        .as_str()
-        .unwrap_or_else(|| panic!("call --no-follow prints the task id: {out}"))
-        .to_owned()
-}
-
-/// Waits until the task has a pending question; returns its key.
-async fn pending_question(view: &LedgerView, task_id: &str) -> String {
-    wait_for(
-        &format!("a pending question on task {task_id}"),
-        SETTLE,
-        || {
-            let task = view.task(task_id)?;
-            view.inputs(task.id)
-                .into_iter()
-                .find(|q| q.state == "pending")
-                .map(|q| q.key)
-        },
-    )
-    .await
-}
-
-/// Waits until the task is finished in the ledger.
-async fn finished(view: &LedgerView, task_id: &str) -> TaskRow {
-    wait_for(
-        &format!("task {task_id} to finish in the ledger"),
-        SETTLE,
-        || view.task(task_id).filter(|t| t.finished_at.is_some()),
-    )
-    .await
-}
-
-fn count_kind(view: &LedgerView, task: i64, kind: &str) -> usize {
-    view.events_for(task)
-        .iter()
-        .filter(|e| e.kind == kind)
-        .count()
 }
 
 /// (a) A call whose answer never arrived (the process died while the request was in flight) is
@@ -265,7 +221,7 @@ async fn a_call_in_flight_in_a_live_process_is_not_concluded_unknown_by_a_restar
         .as_str()
         .expect("the call got its task")
         .to_owned();
-    let task = finished(&view, &task_id).await;
+    let task = view.finished(&task_id, SETTLE).await;
     assert_eq!(task.status, "completed");
     let intents = view.intents();
     assert_eq!(intents.len(), 1);
@@ -342,8 +298,8 @@ async fn a_task_whose_handle_just_arrived_is_resumed_after_kill_9() {
         .into_iter()
         .find(|t| t.server == "peer")
         .expect("peer task");
-    let demo_task = finished(&view, &demo_task.task_id).await;
-    let peer_task = finished(&view, &peer_task.task_id).await;
+    let demo_task = view.finished(&demo_task.task_id, SETTLE).await;
+    let peer_task = view.finished(&peer_task.task_id, SETTLE).await;
     assert_eq!(demo_task.status, "completed");
     assert_eq!(demo_task.result_text(), "bench_job finished after 2000 ms");
     assert_eq!(peer_task.status, "completed");
@@ -387,11 +343,17 @@ async fn pending_question_across_a_crash(push: bool) {
     )
     .await;
     let mut watch = rig.dir.watch().await;
-    let demo_id = call_no_follow(&rig.dir, "demo", "deploy_service", DEMO_DEPLOY).await;
-    let peer_id = call_no_follow(&rig.dir, "peer", "approve_deploy", PEER_DEPLOY).await;
+    let demo_id = rig
+        .dir
+        .call_no_follow("demo", "deploy_service", DEMO_DEPLOY)
+        .await;
+    let peer_id = rig
+        .dir
+        .call_no_follow("peer", "approve_deploy", PEER_DEPLOY)
+        .await;
     let view = rig.dir.ledger();
-    let demo_key = pending_question(&view, &demo_id).await;
-    let peer_key = pending_question(&view, &peer_id).await;
+    let demo_key = view.pending_question(&demo_id, SETTLE).await;
+    let peer_key = view.pending_question(&peer_id, SETTLE).await;
 
     watch.kill9().await;
     // The restarted engine must hear about each task again before the check: three polls, or
@@ -422,7 +384,7 @@ async fn pending_question_across_a_crash(push: bool) {
     for (id, key) in [(&demo_id, &demo_key), (&peer_id, &peer_key)] {
         let task = view.task_expect(id);
         assert_eq!(
-            count_kind(&view, task.id, "input_requested"),
+            view.count_kind(task.id, "input_requested"),
             1,
             "the question of {id} is not asked again after the restart"
         );
@@ -449,8 +411,8 @@ async fn pending_question_across_a_crash(push: bool) {
         "the running engine delivers the answer: {peer_answer}"
     );
 
-    let demo_task = finished(&view, &demo_id).await;
-    let peer_task = finished(&view, &peer_id).await;
+    let demo_task = view.finished(&demo_id, SETTLE).await;
+    let peer_task = view.finished(&peer_id, SETTLE).await;
     assert_eq!(demo_task.status, "completed");
     assert!(
         demo_task
@@ -513,11 +475,17 @@ async fn pending_question_across_a_crash(push: bool) {
 async fn an_answer_recorded_but_unacknowledged_at_the_crash_is_delivered_once_after_restart() {
     let rig = rig("answer-unacked").await;
     let mut watch = rig.dir.watch().await;
-    let demo_id = call_no_follow(&rig.dir, "demo", "deploy_service", DEMO_DEPLOY).await;
-    let peer_id = call_no_follow(&rig.dir, "peer", "approve_deploy", PEER_DEPLOY).await;
+    let demo_id = rig
+        .dir
+        .call_no_follow("demo", "deploy_service", DEMO_DEPLOY)
+        .await;
+    let peer_id = rig
+        .dir
+        .call_no_follow("peer", "approve_deploy", PEER_DEPLOY)
+        .await;
     let view = rig.dir.ledger();
-    pending_question(&view, &demo_id).await;
-    pending_question(&view, &peer_id).await;
+    view.pending_question(&demo_id, SETTLE).await;
+    view.pending_question(&peer_id, SETTLE).await;
 
     rig.demo
         .inject_for("tasks/update", Fault::Delay(Duration::from_secs(3)), 1);
@@ -544,12 +512,12 @@ async fn an_answer_recorded_but_unacknowledged_at_the_crash_is_delivered_once_af
     .await;
     for row in [demo_row, peer_row] {
         assert_eq!(
-            count_kind(&view, row, "input_answered"),
+            view.count_kind(row, "input_answered"),
             1,
             "the answer is on disk before anything is sent"
         );
         assert_eq!(
-            count_kind(&view, row, "update_acknowledged"),
+            view.count_kind(row, "update_acknowledged"),
             0,
             "and not acknowledged"
         );
@@ -560,8 +528,8 @@ async fn an_answer_recorded_but_unacknowledged_at_the_crash_is_delivered_once_af
     rig.peer_proxy.up().await;
 
     let _watch = rig.dir.watch().await;
-    let demo_task = finished(&view, &demo_id).await;
-    let peer_task = finished(&view, &peer_id).await;
+    let demo_task = view.finished(&demo_id, SETTLE).await;
+    let peer_task = view.finished(&peer_id, SETTLE).await;
     assert_eq!(demo_task.status, "completed");
     assert!(
         demo_task
@@ -623,14 +591,14 @@ async fn an_answer_recorded_but_unacknowledged_at_the_crash_is_delivered_once_af
 async fn an_engine_killed_mid_poll_resumes_and_records_each_end_once() {
     let rig = rig("mid-poll").await;
     let mut watch = rig.dir.watch().await;
-    let demo_id = call_no_follow(
-        &rig.dir,
-        "demo",
-        "bench_job",
-        r#"{"duration_ms":1500,"steps":3}"#,
-    )
-    .await;
-    let peer_id = call_no_follow(&rig.dir, "peer", "long_job", r#"{"steps":20}"#).await;
+    let demo_id = rig
+        .dir
+        .call_no_follow("demo", "bench_job", r#"{"duration_ms":1500,"steps":3}"#)
+        .await;
+    let peer_id = rig
+        .dir
+        .call_no_follow("peer", "long_job", r#"{"steps":20}"#)
+        .await;
     wait_for("a first poll of each task", SETTLE, || {
         (!rig
             .demo_proxy
@@ -660,8 +628,8 @@ async fn an_engine_killed_mid_poll_resumes_and_records_each_end_once() {
 
     let _watch = rig.dir.watch().await;
     let view = rig.dir.ledger();
-    let demo_task = finished(&view, &demo_id).await;
-    let peer_task = finished(&view, &peer_id).await;
+    let demo_task = view.finished(&demo_id, SETTLE).await;
+    let peer_task = view.finished(&peer_id, SETTLE).await;
     assert_eq!(demo_task.status, "completed");
     assert_eq!(demo_task.result_text(), "bench_job finished after 1500 ms");
     assert_eq!(peer_task.status, "completed");
@@ -716,7 +684,10 @@ async fn cli_writes_are_picked_up_by_a_running_watch_within_a_second() {
     let view = rig.dir.ledger();
 
     // call --no-follow: from the committed handle to the engine's first tasks/get.
-    let called = call_no_follow(&rig.dir, "demo", "bench_job", r#"{"duration_ms":3000}"#).await;
+    let called = rig
+        .dir
+        .call_no_follow("demo", "bench_job", r#"{"duration_ms":3000}"#)
+        .await;
     let created = view.events_for(view.task_expect(&called).id)[0].clone();
     let first_poll = wait_for("the engine's first poll of the called task", SETTLE, || {
         rig.demo_proxy
@@ -757,8 +728,11 @@ async fn cli_writes_are_picked_up_by_a_running_watch_within_a_second() {
     );
 
     // answer: from the recorded answer to the server's acknowledgement.
-    let deploy = call_no_follow(&rig.dir, "demo", "deploy_service", DEMO_DEPLOY).await;
-    pending_question(&view, &deploy).await;
+    let deploy = rig
+        .dir
+        .call_no_follow("demo", "deploy_service", DEMO_DEPLOY)
+        .await;
+    view.pending_question(&deploy, SETTLE).await;
     let answered = rig
         .dir
         .run_json(&["answer", &deploy, "--accept", &approval("pickup")])
@@ -780,14 +754,17 @@ async fn cli_writes_are_picked_up_by_a_running_watch_within_a_second() {
     );
 
     // cancel, on the peer: from the request to the acknowledgement, then the task ends cancelled.
-    let slow = call_no_follow(&rig.dir, "peer", "slow_cancellable", r#"{"seconds":5}"#).await;
+    let slow = rig
+        .dir
+        .call_no_follow("peer", "slow_cancellable", r#"{"seconds":5}"#)
+        .await;
     wait_for("the peer task running", SETTLE, || {
         view.task(&slow).filter(|t| t.status == "working")
     })
     .await;
     let cancelled = rig.dir.run_json(&["cancel", &slow]).await;
     assert_eq!(cancelled["delivery"], "delivered", "{cancelled}");
-    let task = finished(&view, &slow).await;
+    let task = view.finished(&slow, SETTLE).await;
     assert_eq!(task.status, "cancelled", "the peer honours the cancel");
     let timeline = view.events_for(task.id);
     let requested = timeline
@@ -805,7 +782,7 @@ async fn cli_writes_are_picked_up_by_a_running_watch_within_a_second() {
     );
     assert_sound_timeline(&view, &task);
 
-    let deploy = finished(&view, &deploy).await;
+    let deploy = view.finished(&deploy, SETTLE).await;
     assert!(
         deploy.result_text().contains(&demo_approved("pickup")),
         "{}",
@@ -822,9 +799,12 @@ async fn cli_writes_are_picked_up_by_a_running_watch_within_a_second() {
 async fn a_failure_streak_cut_by_the_crash_is_closed_after_the_restart() {
     let rig = rig("streak-cut").await;
     let mut watch = rig.dir.watch().await;
-    let peer_id = call_no_follow(&rig.dir, "peer", "approve_deploy", PEER_DEPLOY).await;
+    let peer_id = rig
+        .dir
+        .call_no_follow("peer", "approve_deploy", PEER_DEPLOY)
+        .await;
     let view = rig.dir.ledger();
-    pending_question(&view, &peer_id).await;
+    view.pending_question(&peer_id, SETTLE).await;
     let row = view.task_expect(&peer_id).id;
     let peer = view.server_id("peer");
 
@@ -834,7 +814,7 @@ async fn a_failure_streak_cut_by_the_crash_is_closed_after_the_restart() {
             .events_of("server_unreachable")
             .iter()
             .any(|e| e.server_id == Some(peer));
-        (unreachable && count_kind(&view, row, "poll_failed") == 1).then_some(())
+        (unreachable && view.count_kind(row, "poll_failed") == 1).then_some(())
     })
     .await;
     watch.kill9().await;
@@ -855,7 +835,7 @@ async fn a_failure_streak_cut_by_the_crash_is_closed_after_the_restart() {
     );
     let dump = view.describe(row);
     assert_eq!(
-        count_kind(&view, row, "poll_recovered"),
+        view.count_kind(row, "poll_recovered"),
         1,
         "the streak open at the crash is closed after the restart:\n{dump}"
     );
@@ -886,17 +866,26 @@ async fn writes_after_a_server_removal_are_still_seen_by_the_running_watch() {
     let watch = rig.dir.watch().await;
     let view = rig.dir.ledger();
     rig.dir.add_server("spare", &rig.demo_proxy.url()).await;
-    let kept = call_no_follow(&rig.dir, "demo", "deploy_service", DEMO_DEPLOY).await;
-    pending_question(&view, &kept).await;
+    let kept = rig
+        .dir
+        .call_no_follow("demo", "deploy_service", DEMO_DEPLOY)
+        .await;
+    view.pending_question(&kept, SETTLE).await;
     // The spare's task holds the newest task row, outbox row (a cancel) and events.
-    let doomed = call_no_follow(&rig.dir, "spare", "bench_job", r#"{"duration_ms":60000}"#).await;
+    let doomed = rig
+        .dir
+        .call_no_follow("spare", "bench_job", r#"{"duration_ms":60000}"#)
+        .await;
     let cancelled = rig.dir.run_json(&["cancel", &doomed]).await;
     assert_eq!(cancelled["delivery"], "delivered", "{cancelled}");
     let removed = rig.dir.run_json(&["servers", "remove", "spare"]).await;
     assert_eq!(removed["removed"], "spare", "{removed}");
 
     let mut problems = Vec::new();
-    let fresh = call_no_follow(&rig.dir, "demo", "bench_job", r#"{"duration_ms":300}"#).await;
+    let fresh = rig
+        .dir
+        .call_no_follow("demo", "bench_job", r#"{"duration_ms":300}"#)
+        .await;
     let fresh_row = view.task_expect(&fresh).id;
     let deadline = tokio::time::Instant::now() + SEEN_WITHIN;
     while tokio::time::Instant::now() < deadline
@@ -925,11 +914,11 @@ async fn writes_after_a_server_removal_are_still_seen_by_the_running_watch() {
     let kept_row = view.task_expect(&kept).id;
     let deadline = tokio::time::Instant::now() + SEEN_WITHIN;
     while tokio::time::Instant::now() < deadline
-        && count_kind(&view, kept_row, "update_acknowledged") == 0
+        && view.count_kind(kept_row, "update_acknowledged") == 0
     {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    if count_kind(&view, kept_row, "update_acknowledged") == 0 {
+    if view.count_kind(kept_row, "update_acknowledged") == 0 {
         let outbox = view.outbox(kept_row);
         problems.push(format!(
             "the engine never delivered the answer recorded after the removal (outbox {outbox:?})"

@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use countersign_tests::everything::Everything;
-use countersign_tests::ledger_view::{assert_sound_timeline, wait_for, LedgerView, TaskRow};
+use countersign_tests::ledger_view::{assert_sound_timeline, wait_for};
 use countersign_tests::procs::DataDir;
 use serde_json::json;
 
@@ -28,55 +28,13 @@ async fn rig(label: &str) -> (Everything, DataDir) {
     (server, dir)
 }
 
-/// `countersign call everything TOOL ARGS --no-follow`: the task id (its handle is on disk).
-async fn call_no_follow(dir: &DataDir, args: &str) -> String {
-    let out = dir
-        .run_json(&["call", "everything", RESEARCH, args, "--no-follow"])
-        .await;
-    out["taskId"]
-        .as_str()
-        .unwrap_or_else(|| panic!("call --no-follow prints the task id: {out}"))
-        .to_owned()
-}
-
-async fn pending_question(view: &LedgerView, task_id: &str) -> String {
-    wait_for(
-        &format!("a pending question on task {task_id}"),
-        SETTLE,
-        || {
-            let task = view.task(task_id)?;
-            view.inputs(task.id)
-                .into_iter()
-                .find(|q| q.state == "pending")
-                .map(|q| q.key)
-        },
-    )
-    .await
-}
-
-async fn finished(view: &LedgerView, task_id: &str) -> TaskRow {
-    wait_for(
-        &format!("task {task_id} to finish in the ledger"),
-        SETTLE,
-        || view.task(task_id).filter(|t| t.finished_at.is_some()),
-    )
-    .await
-}
-
-fn count_kind(view: &LedgerView, task: i64, kind: &str) -> usize {
-    view.events_for(task)
-        .iter()
-        .filter(|e| e.kind == kind)
-        .count()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plain_research_query_is_followed_to_its_report() {
     let (_server, dir) = rig("legacy-plain").await;
     let _watch = dir.watch().await;
-    let id = call_no_follow(&dir, PLAIN).await;
+    let id = dir.call_no_follow("everything", RESEARCH, PLAIN).await;
     let view = dir.ledger();
-    let task = finished(&view, &id).await;
+    let task = view.finished(&id, SETTLE).await;
     assert_eq!(task.status, "completed", "{}", view.describe(task.id));
     assert!(
         task.result_text().contains("# Research Report: rust"),
@@ -105,9 +63,9 @@ async fn a_plain_research_query_is_followed_to_its_report() {
 async fn the_clarification_is_asked_once_answered_and_applied() {
     let (_server, dir) = rig("legacy-answer").await;
     let _watch = dir.watch().await;
-    let id = call_no_follow(&dir, AMBIGUOUS).await;
+    let id = dir.call_no_follow("everything", RESEARCH, AMBIGUOUS).await;
     let view = dir.ledger();
-    let key = pending_question(&view, &id).await;
+    let key = view.pending_question(&id, SETTLE).await;
     let inbox = dir.run_json(&["inbox"]).await;
     assert!(
         inbox.to_string().contains("multiple interpretations"),
@@ -125,7 +83,7 @@ async fn the_clarification_is_asked_once_answered_and_applied() {
         answer["delivery"], "delivered",
         "the running engine delivers the answer: {answer}"
     );
-    let task = finished(&view, &id).await;
+    let task = view.finished(&id, SETTLE).await;
     assert_eq!(task.status, "completed", "{}", view.describe(task.id));
     assert!(
         task.result_text().contains("python (programming)"),
@@ -152,12 +110,12 @@ async fn the_clarification_is_asked_once_answered_and_applied() {
 async fn a_declined_clarification_lets_the_task_go_on_without_it() {
     let (_server, dir) = rig("legacy-decline").await;
     let _watch = dir.watch().await;
-    let id = call_no_follow(&dir, AMBIGUOUS).await;
+    let id = dir.call_no_follow("everything", RESEARCH, AMBIGUOUS).await;
     let view = dir.ledger();
-    pending_question(&view, &id).await;
+    view.pending_question(&id, SETTLE).await;
     let answer = dir.run_json(&["answer", &id, "--decline"]).await;
     assert_eq!(answer["delivery"], "delivered", "{answer}");
-    let task = finished(&view, &id).await;
+    let task = view.finished(&id, SETTLE).await;
     assert_eq!(task.status, "completed", "{}", view.describe(task.id));
     assert!(
         !task.result_text().contains("python (programming)"),
@@ -171,12 +129,12 @@ async fn a_declined_clarification_lets_the_task_go_on_without_it() {
 async fn cancel_ends_a_waiting_task_cancelled() {
     let (_server, dir) = rig("legacy-cancel").await;
     let _watch = dir.watch().await;
-    let id = call_no_follow(&dir, AMBIGUOUS).await;
+    let id = dir.call_no_follow("everything", RESEARCH, AMBIGUOUS).await;
     let view = dir.ledger();
-    pending_question(&view, &id).await;
+    view.pending_question(&id, SETTLE).await;
     let cancelled = dir.run_json(&["cancel", &id]).await;
     assert_eq!(cancelled["delivery"], "delivered", "{cancelled}");
-    let task = finished(&view, &id).await;
+    let task = view.finished(&id, SETTLE).await;
     assert_eq!(task.status, "cancelled", "{}", view.describe(task.id));
     assert_eq!(
         view.inputs(task.id)[0].state,
@@ -192,9 +150,9 @@ async fn cancel_ends_a_waiting_task_cancelled() {
 async fn after_kill_9_a_waiting_question_is_withdrawn_not_asked_again() {
     let (_server, dir) = rig("legacy-kill-waiting").await;
     let mut watch = dir.watch().await;
-    let id = call_no_follow(&dir, AMBIGUOUS).await;
+    let id = dir.call_no_follow("everything", RESEARCH, AMBIGUOUS).await;
     let view = dir.ledger();
-    let key = pending_question(&view, &id).await;
+    let key = view.pending_question(&id, SETTLE).await;
     watch.kill9().await;
     let _watch = dir.watch().await;
     let task = view.task_expect(&id);
@@ -205,12 +163,12 @@ async fn after_kill_9_a_waiting_question_is_withdrawn_not_asked_again() {
             .then_some(())
     })
     .await;
-    assert_eq!(count_kind(&view, task.id, "input_requested"), 1);
+    assert_eq!(view.count_kind(task.id, "input_requested"), 1);
     let inputs = view.inputs(task.id);
     assert_eq!(inputs.len(), 1, "{inputs:?}");
     let cancelled = dir.run_json(&["cancel", &id]).await;
     assert_eq!(cancelled["delivery"], "delivered", "{cancelled}");
-    let task = finished(&view, &id).await;
+    let task = view.finished(&id, SETTLE).await;
     assert_eq!(task.status, "cancelled", "{}", view.describe(task.id));
     assert_sound_timeline(&view, &task);
 }
@@ -222,9 +180,9 @@ async fn after_kill_9_a_waiting_question_is_withdrawn_not_asked_again() {
 async fn an_answer_recorded_after_the_engine_died_is_not_sent_into_the_void() {
     let (_server, dir) = rig("legacy-kill-answered").await;
     let mut watch = dir.watch().await;
-    let id = call_no_follow(&dir, AMBIGUOUS).await;
+    let id = dir.call_no_follow("everything", RESEARCH, AMBIGUOUS).await;
     let view = dir.ledger();
-    pending_question(&view, &id).await;
+    view.pending_question(&id, SETTLE).await;
     watch.kill9().await;
     let answer = dir
         .run(&[
@@ -246,7 +204,7 @@ async fn an_answer_recorded_after_the_engine_died_is_not_sent_into_the_void() {
     );
     let task = view.task_expect(&id);
     assert_eq!(
-        count_kind(&view, task.id, "input_answered"),
+        view.count_kind(task.id, "input_answered"),
         1,
         "the answer is recorded (and audited) before anything is tried: {}",
         view.describe(task.id)
@@ -254,14 +212,14 @@ async fn an_answer_recorded_after_the_engine_died_is_not_sent_into_the_void() {
     let _watch = dir.watch().await;
     let cancelled = dir.run_json(&["cancel", &id]).await;
     assert_eq!(cancelled["delivery"], "delivered", "{cancelled}");
-    let task = finished(&view, &id).await;
+    let task = view.finished(&id, SETTLE).await;
     assert_eq!(task.status, "cancelled", "{}", view.describe(task.id));
     assert!(
         !task.result_text().contains("snake"),
         "the answer was never applied: {}",
         task.result_text()
     );
-    assert_eq!(count_kind(&view, task.id, "update_acknowledged"), 0);
+    assert_eq!(view.count_kind(task.id, "update_acknowledged"), 0);
 }
 
 /// The server restarted mid-task: its sessions and tasks are gone. The engine opens a new
@@ -270,11 +228,11 @@ async fn an_answer_recorded_after_the_engine_died_is_not_sent_into_the_void() {
 async fn a_restarted_server_loses_the_old_sessions_tasks_with_their_reason() {
     let (server, dir) = rig("legacy-server-restart").await;
     let _watch = dir.watch().await;
-    let id = call_no_follow(&dir, AMBIGUOUS).await;
+    let id = dir.call_no_follow("everything", RESEARCH, AMBIGUOUS).await;
     let view = dir.ledger();
-    pending_question(&view, &id).await;
+    view.pending_question(&id, SETTLE).await;
     let _server = server.restart();
-    let task = finished(&view, &id).await;
+    let task = view.finished(&id, SETTLE).await;
     assert_eq!(task.status, "lost", "{}", view.describe(task.id));
     let lost = view
         .events_for(task.id)
@@ -289,8 +247,8 @@ async fn a_restarted_server_loses_the_old_sessions_tasks_with_their_reason() {
     );
     assert_eq!(view.inputs(task.id)[0].state, "superseded");
     // A new call works in the new session.
-    let again = call_no_follow(&dir, PLAIN).await;
-    assert_eq!(finished(&view, &again).await.status, "completed");
+    let again = dir.call_no_follow("everything", RESEARCH, PLAIN).await;
+    assert_eq!(view.finished(&again, SETTLE).await.status, "completed");
 }
 
 /// `adopt NAME --list` shows the session's tasks (tracked ones marked) and says that a session
@@ -298,7 +256,7 @@ async fn a_restarted_server_loses_the_old_sessions_tasks_with_their_reason() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn adopt_list_shows_the_sessions_tasks_and_says_whose_they_are() {
     let (_server, dir) = rig("legacy-adopt-list").await;
-    let id = call_no_follow(&dir, PLAIN).await;
+    let id = dir.call_no_follow("everything", RESEARCH, PLAIN).await;
     let row = dir.ledger().task_expect(&id).id;
     let listed = dir.run_json(&["adopt", "everything", "--list"]).await;
     let tasks = listed["tasks"].as_array().expect("a tasks array");
@@ -378,7 +336,7 @@ mod scripted {
             .await;
         let id = out["taskId"].as_str().expect("a task id").to_owned();
         let view = dir.ledger();
-        let key = pending_question(&view, &id).await;
+        let key = view.pending_question(&id, SETTLE).await;
         assert_eq!(key, "902", "the key is the server's request id");
         let task = view.task_expect(&id);
         let notes = wait_for("both refusals on the timeline", SETTLE, || {
@@ -401,7 +359,7 @@ mod scripted {
         );
         let inputs = view.inputs(task.id);
         assert_eq!(inputs.len(), 1, "only the task's own question: {inputs:?}");
-        assert_eq!(count_kind(&view, task.id, "input_requested"), 1);
+        assert_eq!(view.count_kind(task.id, "input_requested"), 1);
         let answer = dir.run_json(&["answer", &id, "--decline"]).await;
         assert_eq!(answer["delivery"], "delivered", "{answer}");
     }
@@ -440,7 +398,7 @@ async fn a_server_that_changed_era_is_probed_again_and_followed_in_its_new_era()
         .await;
     let id = out["taskId"].as_str().expect("a task id").to_owned();
     let view = dir.ledger();
-    pending_question(&view, &id).await;
+    view.pending_question(&id, SETTLE).await;
     modern.shutdown().await;
     let _legacy = DemoServer::start(
         addr,
@@ -461,7 +419,7 @@ async fn a_server_that_changed_era_is_probed_again_and_followed_in_its_new_era()
             .then_some(())
     })
     .await;
-    let task = finished(&view, &id).await;
+    let task = view.finished(&id, SETTLE).await;
     assert_eq!(task.status, "lost", "{}", view.describe(task.id));
     let again = dir
         .run_json(&[
@@ -473,5 +431,5 @@ async fn a_server_that_changed_era_is_probed_again_and_followed_in_its_new_era()
         ])
         .await;
     let again = again["taskId"].as_str().expect("a task id").to_owned();
-    assert_eq!(finished(&view, &again).await.status, "completed");
+    assert_eq!(view.finished(&again, SETTLE).await.status, "completed");
 }

@@ -337,6 +337,42 @@ pub async fn wait_for<T>(what: &str, timeout: Duration, mut probe: impl FnMut() 
     }
 }
 
+impl LedgerView {
+    /// Waits (at most `timeout`) until task `task_id` has a pending question; its key.
+    pub async fn pending_question(&self, task_id: &str, timeout: Duration) -> String {
+        wait_for(
+            &format!("a pending question on task {task_id}"),
+            timeout,
+            || {
+                let task = self.task(task_id)?;
+                self.inputs(task.id)
+                    .into_iter()
+                    .find(|q| q.state == "pending")
+                    .map(|q| q.key)
+            },
+        )
+        .await
+    }
+
+    /// Waits (at most `timeout`) until task `task_id` is finished in the ledger.
+    pub async fn finished(&self, task_id: &str, timeout: Duration) -> TaskRow {
+        wait_for(
+            &format!("task {task_id} to finish in the ledger"),
+            timeout,
+            || self.task(task_id).filter(|t| t.finished_at.is_some()),
+        )
+        .await
+    }
+
+    /// How many events of `kind` task row `task` has.
+    pub fn count_kind(&self, task: i64, kind: &str) -> usize {
+        self.events_for(task)
+            .iter()
+            .filter(|e| e.kind == kind)
+            .count()
+    }
+}
+
 /// Kinds that end a task's life in the ledger.
 pub const TERMINAL_KINDS: [&str; 3] = ["task_finished", "task_expired", "task_lost"];
 /// Kinds that may follow the terminal event: late outcomes of deliveries made before.

@@ -182,6 +182,17 @@ impl DataDir {
         self.ledger().events_of("engine_started").len()
     }
 
+    /// `countersign call SERVER TOOL ARGS --no-follow`: the task id (its handle is on disk).
+    pub async fn call_no_follow(&self, server: &str, tool: &str, args: &str) -> String {
+        let out = self
+            .run_json(&["call", server, tool, args, "--no-follow"])
+            .await;
+        out["taskId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("call --no-follow prints the task id: {out}"))
+            .to_owned()
+    }
+
     /// Registers a server by name (discovering it first).
     pub async fn add_server(&self, name: &str, url: &str) {
         let added = self.run_json(&["servers", "add", name, url]).await;
