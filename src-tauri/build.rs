@@ -15,6 +15,7 @@ const COMMANDS: &[&str] = &[
     "task_get",
     "task_cancel",
     "task_adopt",
+    "task_adoptable",
     "task_link",
     "server_list",
     "server_add",
