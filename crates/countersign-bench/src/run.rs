@@ -92,6 +92,11 @@ pub enum Workload {
     /// then arrive evenly spread instead of in a burst per interval, so no two changes are
     /// ever close together (the shape of the rmcp server with progress messages).
     SseProgress,
+    /// Calm's traffic (JSON replies, a change every 15–25 s per task) on the demo server's
+    /// 2025-11-25 era: the server registered as legacy, its tasks created task-augmented and
+    /// followed through the legacy peer in one session (whose GET stream also asks for a poll
+    /// when a task changes). Compared with calm at the same N.
+    Legacy,
 }
 
 /// Over how long [`Workload::SseProgress`] starts its tasks.
@@ -111,10 +116,15 @@ impl Workload {
         }
     }
 
+    /// Whether the demo server serves the 2025-11-25 era.
+    pub fn legacy(self) -> bool {
+        self == Self::Legacy
+    }
+
     /// The per-task change period range for `interval`.
     pub fn change_every(self, interval: Duration) -> (Duration, Duration) {
         match self {
-            Self::Calm | Self::Sse => (
+            Self::Calm | Self::Sse | Self::Legacy => (
                 Duration::from_millis(CHANGE_EVERY_MS.0),
                 Duration::from_millis(CHANGE_EVERY_MS.1),
             ),
@@ -138,6 +148,7 @@ impl Workload {
             Self::SseEveryPoll => "SSE, change every poll",
             Self::PeerEveryPoll => "fastmcp peer, every poll",
             Self::SseProgress => "SSE, progress, staggered",
+            Self::Legacy => "legacy 2025-11-25, calm",
         }
     }
 }
@@ -185,6 +196,7 @@ impl Plan {
             time_scale: TIME_SCALE,
             push: source == Source::Push,
             sse: false,
+            legacy: false,
         }
     }
 
@@ -471,6 +483,10 @@ async fn before_run(plan: &Plan, before: &mut Vec<SteadyResult>, n: usize, workl
     let Some(exe) = &plan.compare_exe else {
         return;
     };
+    if workload.legacy() {
+        // An older build may not know the legacy workload: the comparison is with calm.
+        return;
+    }
     eprintln!(
         "steady state, before ({}): {n} live tasks, {}",
         exe.display(),
@@ -562,6 +578,7 @@ async fn steady_run_with(
     let data_dir = fresh_dir(&plan.work_dir.join(format!("steady-{n}"))).await?;
     let serve = ServeOptions {
         sse: workload.sse(),
+        legacy: workload.legacy(),
         ..plan.serve_options_for(source)
     };
     client_run(plan, "engine", n, serve, |url| {
@@ -579,6 +596,7 @@ async fn steady_run_with(
             source,
             push_scheme: plan.push_scheme,
             peer_steps: None,
+            legacy: workload.legacy(),
         };
         let mut command = Command::new(engine_exe);
         command.arg("steady").args(steady_args(&options));
@@ -625,6 +643,9 @@ fn steady_args(options: &SteadyOptions) -> Vec<String> {
     if !options.stagger.is_zero() {
         args.push("--stagger-ms".into());
         args.push(options.stagger.as_millis().to_string());
+    }
+    if options.legacy {
+        args.push("--legacy".into());
     }
     args
 }
@@ -711,6 +732,7 @@ async fn peer_run(plan: &Plan, engine_exe: &Path, n: usize) -> Result<ClientRun>
         source: Source::Poll,
         push_scheme: plan.push_scheme,
         peer_steps: Some(steps),
+        legacy: false,
     };
     let mut command = Command::new(engine_exe);
     command.arg("steady").args(steady_args(&options));

@@ -1,0 +1,173 @@
+//! The legacy era beside the modern one: the `legacy` workload (calm's traffic on the demo
+//! server's 2025-11-25 era, followed through the legacy peer) against calm at the same N, from
+//! the same run. Issue 30's targets: a legacy poll costs at most 1.2× a modern one, one session
+//! per server (not per poll), at most one new TCP connection per 100 polls.
+
+use std::fmt::Write as _;
+
+use crate::client::ClientRun;
+use crate::report::{
+    connections_per_100_polls, cpu_per_poll_us, met, secs, thousands, window_ideal, Document,
+};
+use crate::run::{Outcome, Workload};
+
+/// Most a legacy poll may cost, as a multiple of a modern one.
+const MAX_RATIO: f64 = 1.2;
+
+/// A legacy poll's CPU over a modern one's (`None` when either has no polls).
+fn cost_ratio(modern: &ClientRun, legacy: &ClientRun) -> Option<f64> {
+    Some(cpu_per_poll_us(legacy)? / cpu_per_poll_us(modern)?)
+}
+
+/// Prints one block per N that has both a calm and a legacy run.
+pub fn render(out: &mut String, document: &Document) {
+    let results = &document.results;
+    let interval_ms = document.interval_ms;
+    for legacy in results
+        .shapes
+        .iter()
+        .filter(|s| s.workload == Workload::Legacy)
+    {
+        let n = legacy.tasks;
+        let title = format!("Legacy vs modern era, N={}", thousands(n as u64));
+        let modern = results
+            .steady
+            .iter()
+            .find(|s| s.tasks == n && s.workload == Workload::Calm)
+            .map(|s| &s.outcome);
+        let (modern, legacy) = match (modern, &legacy.outcome) {
+            (Some(Outcome::Measured(m)), Outcome::Measured(l)) => (m, l),
+            (None, _) => {
+                let _ = writeln!(out, "{title}: no calm run at this N to compare with\n");
+                continue;
+            }
+            (Some(Outcome::Failed(reason)), _) | (_, Outcome::Failed(reason)) => {
+                let _ = writeln!(out, "{title}: a run failed: {reason}\n");
+                continue;
+            }
+        };
+        let widths = [44, 20, 20, 18, 22];
+        let mut text = String::new();
+        let mut row = |cells: [String; 5]| {
+            let mut line = String::new();
+            for (cell, width) in cells.iter().zip(widths) {
+                let _ = write!(line, "{cell:<width$}");
+            }
+            let _ = writeln!(text, "{}", line.trim_end());
+        };
+        let both = |label: &str, f: &dyn Fn(&ClientRun) -> String, ratio: String, target: &str| {
+            [
+                format!("  {label}"),
+                f(modern),
+                f(legacy),
+                ratio,
+                target.to_owned(),
+            ]
+        };
+        row([
+            title.clone(),
+            "modern 2026-07-28".into(),
+            "legacy 2025-11-25".into(),
+            "legacy ÷ modern".into(),
+            "target".into(),
+        ]);
+        let per_poll = |r: &ClientRun| {
+            cpu_per_poll_us(r)
+                .map(|us| format!("{us:.1} µs"))
+                .unwrap_or_else(|| "—".into())
+        };
+        let ratio = cost_ratio(modern, legacy);
+        row(both(
+            "engine CPU per poll",
+            &per_poll,
+            ratio
+                .map(|r| format!("{r:.2}×"))
+                .unwrap_or_else(|| "—".into()),
+            "≤ 1.2×",
+        ));
+        row(both(
+            "engine CPU, % of one core (window)",
+            &|r| format!("{:.2} %", r.client.cpu_percent),
+            String::new(),
+            "",
+        ));
+        row(both(
+            "polls in the window (engine / server)",
+            &|r| {
+                format!(
+                    "{} / {}",
+                    thousands(r.client.polls_window),
+                    thousands(r.window.polls)
+                )
+            },
+            String::new(),
+            "",
+        ));
+        row(both(
+            "polls ÷ ideal, window (server count)",
+            &|r| {
+                format!(
+                    "{:.4}",
+                    r.window.polls as f64 / window_ideal(r, interval_ms)
+                )
+            },
+            String::new(),
+            "",
+        ));
+        row(both(
+            "sessions opened on the server (run)",
+            &|r| thousands(r.sessions_opened),
+            String::new(),
+            "1 (legacy)",
+        ));
+        row(both(
+            "new TCP connections in the window",
+            &|r| {
+                format!(
+                    "{} ({} / 100 polls)",
+                    thousands(r.window_connections),
+                    connections_per_100_polls(r)
+                        .map(|c| format!("{c:.2}"))
+                        .unwrap_or_else(|| "—".into())
+                )
+            },
+            String::new(),
+            "≤ 1 per 100 polls",
+        ));
+        row(both(
+            "change → event latency p50 / p99",
+            &|r| match &r.client.latency {
+                Some(l) if l.samples > 0 => format!("{} / {}", secs(l.p50_ms), secs(l.p99_ms)),
+                _ => "—".into(),
+            },
+            String::new(),
+            "",
+        ));
+        row(both(
+            "poll failures",
+            &|r| thousands(r.client.poll_failures),
+            String::new(),
+            "",
+        ));
+        row(both(
+            "engine peak RSS, whole run",
+            &|r| format!("{:.0} MB", r.client.peak_rss_kb as f64 / 1024.0),
+            String::new(),
+            "",
+        ));
+        out.push_str(&text);
+        let verdicts = [
+            format!(
+                "cost per poll {}",
+                met(ratio.is_some_and(|r| r <= MAX_RATIO))
+            ),
+            format!("one session {}", met(legacy.sessions_opened == 1)),
+            format!(
+                "connection reuse {}",
+                met(connections_per_100_polls(legacy).is_some_and(|c| c <= 1.0))
+            ),
+        ];
+        let _ = writeln!(out, "  N={}: {}", thousands(n as u64), verdicts.join(", "));
+        let _ = writeln!(out);
+    }
+}
