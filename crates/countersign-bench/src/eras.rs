@@ -1,15 +1,16 @@
 //! The legacy era beside the modern one: the `legacy` workload (calm's traffic on the demo
-//! server's 2025-11-25 era, followed through the legacy peer) against calm at the same N, from
-//! the same run. Issue 30's targets: a legacy poll costs at most 1.2× a modern one, one session
+//! server's 2025-11-25 era, followed through the legacy peer) against calm at the same N, and
+//! `legacy-unchanged` against `unchanged`, from the same run. Issue 30's targets: a legacy poll costs at most 1.2× a modern one, one session
 //! per server (not per poll), at most one new TCP connection per 100 polls.
 
 use std::fmt::Write as _;
 
 use crate::client::ClientRun;
 use crate::report::{
-    connections_per_100_polls, cpu_per_poll_us, met, secs, thousands, window_ideal, Document,
+    connections_per_100_polls, cpu_per_poll_us, met, secs, thousands, wakeups_per_poll,
+    window_ideal, Document,
 };
-use crate::run::{Outcome, Workload};
+use crate::run::Outcome;
 
 /// Most a legacy poll may cost, as a multiple of a modern one.
 const MAX_RATIO: f64 = 1.2;
@@ -19,26 +20,34 @@ fn cost_ratio(modern: &ClientRun, legacy: &ClientRun) -> Option<f64> {
     Some(cpu_per_poll_us(legacy)? / cpu_per_poll_us(modern)?)
 }
 
-/// Prints one block per N that has both a calm and a legacy run.
+/// Prints one block per legacy run, beside its modern twin at the same N.
 pub fn render(out: &mut String, document: &Document) {
     let results = &document.results;
     let interval_ms = document.interval_ms;
-    for legacy in results
-        .shapes
-        .iter()
-        .filter(|s| s.workload == Workload::Legacy)
-    {
+    for legacy in &results.shapes {
+        let Some(twin) = legacy.workload.modern_twin() else {
+            continue;
+        };
         let n = legacy.tasks;
-        let title = format!("Legacy vs modern era, N={}", thousands(n as u64));
+        let title = format!(
+            "Legacy vs modern era, {}, N={}",
+            twin.label(),
+            thousands(n as u64)
+        );
         let modern = results
             .steady
             .iter()
-            .find(|s| s.tasks == n && s.workload == Workload::Calm)
+            .chain(&results.shapes)
+            .find(|s| s.tasks == n && s.workload == twin && s.source == legacy.source)
             .map(|s| &s.outcome);
         let (modern, legacy) = match (modern, &legacy.outcome) {
             (Some(Outcome::Measured(m)), Outcome::Measured(l)) => (m, l),
             (None, _) => {
-                let _ = writeln!(out, "{title}: no calm run at this N to compare with\n");
+                let _ = writeln!(
+                    out,
+                    "{title}: no {} run at this N to compare with\n",
+                    twin.label()
+                );
                 continue;
             }
             (Some(Outcome::Failed(reason)), _) | (_, Outcome::Failed(reason)) => {
@@ -46,7 +55,7 @@ pub fn render(out: &mut String, document: &Document) {
                 continue;
             }
         };
-        let widths = [44, 20, 20, 18, 22];
+        let widths = [48, 22, 22, 18, 22];
         let mut text = String::new();
         let mut row = |cells: [String; 5]| {
             let mut line = String::new();
@@ -135,6 +144,18 @@ pub fn render(out: &mut String, document: &Document) {
             "≤ 1 per 100 polls",
         ));
         row(both(
+            "engine epoll_wait / futex calls per poll",
+            &wakeups_per_poll,
+            String::new(),
+            "",
+        ));
+        row(both(
+            "GET streams opened in the window",
+            &|r| thousands(r.window_requests.get("GET").copied().unwrap_or(0)),
+            String::new(),
+            "",
+        ));
+        row(both(
             "change → event latency p50 / p99",
             &|r| match &r.client.latency {
                 Some(l) if l.samples > 0 => format!("{} / {}", secs(l.p50_ms), secs(l.p99_ms)),
@@ -167,7 +188,7 @@ pub fn render(out: &mut String, document: &Document) {
                 met(connections_per_100_polls(legacy).is_some_and(|c| c <= 1.0))
             ),
         ];
-        let _ = writeln!(out, "  N={}: {}", thousands(n as u64), verdicts.join(", "));
+        let _ = writeln!(out, "  {title}: {}", verdicts.join(", "));
         let _ = writeln!(out);
     }
 }

@@ -168,7 +168,7 @@ fn syncs_per_poll(run: &ClientRun) -> String {
 
 /// The engine's `epoll_wait` and `futex` calls per poll in the window: the runtime's wake-ups
 /// and thread hand-offs, which polls arriving one by one pay each alone.
-fn wakeups_per_poll(run: &ClientRun) -> String {
+pub(crate) fn wakeups_per_poll(run: &ClientRun) -> String {
     match run.window_calls {
         Some(calls) if run.client.polls_window > 0 => {
             let polls = run.client.polls_window as f64;

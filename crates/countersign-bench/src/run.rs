@@ -97,6 +97,10 @@ pub enum Workload {
     /// followed through the legacy peer in one session (whose GET stream also asks for a poll
     /// when a task changes). Compared with calm at the same N.
     Legacy,
+    /// `unchanged`'s traffic (no change in the window) on the 2025-11-25 era, as `legacy`:
+    /// every poll an unchanged one and nothing on the GET stream, so it is the poll path alone.
+    /// Compared with `unchanged` at the same N.
+    LegacyUnchanged,
 }
 
 /// Over how long [`Workload::SseProgress`] starts its tasks.
@@ -118,7 +122,16 @@ impl Workload {
 
     /// Whether the demo server serves the 2025-11-25 era.
     pub fn legacy(self) -> bool {
-        self == Self::Legacy
+        matches!(self, Self::Legacy | Self::LegacyUnchanged)
+    }
+
+    /// The modern workload a legacy one is compared with.
+    pub fn modern_twin(self) -> Option<Self> {
+        match self {
+            Self::Legacy => Some(Self::Calm),
+            Self::LegacyUnchanged => Some(Self::Unchanged),
+            _ => None,
+        }
     }
 
     /// The per-task change period range for `interval`.
@@ -129,7 +142,7 @@ impl Workload {
                 Duration::from_millis(CHANGE_EVERY_MS.1),
             ),
             // Far beyond any run: the task's first change would come after the window.
-            Self::Unchanged => (UNCHANGED_FOR, UNCHANGED_FOR),
+            Self::Unchanged | Self::LegacyUnchanged => (UNCHANGED_FOR, UNCHANGED_FOR),
             // 40–60 % of the interval: every poll finds at least one change.
             Self::EveryPoll | Self::SseEveryPoll => (interval * 2 / 5, interval * 3 / 5),
             // The peer has one step length for all its tasks: half the interval.
@@ -149,6 +162,7 @@ impl Workload {
             Self::PeerEveryPoll => "fastmcp peer, every poll",
             Self::SseProgress => "SSE, progress, staggered",
             Self::Legacy => "legacy 2025-11-25, calm",
+            Self::LegacyUnchanged => "legacy 2025-11-25, no change",
         }
     }
 }
