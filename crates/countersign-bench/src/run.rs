@@ -161,8 +161,8 @@ impl Workload {
             Self::SseEveryPoll => "SSE, change every poll",
             Self::PeerEveryPoll => "fastmcp peer, every poll",
             Self::SseProgress => "SSE, progress, staggered",
-            Self::Legacy => "legacy 2025-11-25, calm",
-            Self::LegacyUnchanged => "legacy 2025-11-25, no change",
+            Self::Legacy => "legacy, calm",
+            Self::LegacyUnchanged => "legacy, no change",
         }
     }
 }
