@@ -32,6 +32,8 @@ pub struct ServeOptions {
     /// Serve the 2025-11-25 era (`initialize`, a session, SEP-1686 Tasks) instead of the
     /// modern one.
     pub legacy: bool,
+    /// In the legacy era, refuse the session's GET stream (405), so the engine polls alone.
+    pub no_get_stream: bool,
 }
 
 /// Server-side poll gaps in a form that crosses the pipe.
@@ -179,6 +181,7 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
         } else {
             ResponseMode::Json
         },
+        legacy_get_stream: !options.no_get_stream,
         era: if options.legacy {
             Era::Legacy
         } else {
@@ -251,6 +254,9 @@ impl DemoProcess {
         }
         if options.legacy {
             command.arg("--legacy");
+        }
+        if options.no_get_stream {
+            command.arg("--no-get-stream");
         }
         let mut child = Child::spawn("demo server", command)?;
         let hello: Hello = child.recv("its URL", Duration::from_secs(30)).await?;

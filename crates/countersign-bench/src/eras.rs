@@ -1,14 +1,22 @@
 //! The legacy era beside the modern one: the `legacy` workload (calm's traffic on the demo
 //! server's 2025-11-25 era, followed through the legacy peer) against calm at the same N, and
-//! `legacy-unchanged` against `unchanged`, from the same run. Issue 30's targets: a legacy poll costs at most 1.2× a modern one, one session
-//! per server (not per poll), at most one new TCP connection per 100 polls.
+//! `legacy-unchanged` against `unchanged`, from the same run. Issue 30's targets: a legacy poll
+//! costs at most 1.2× a modern one, one session per server (not per poll), at most one new TCP
+//! connection per 100 polls.
+//!
+//! While a legacy session's GET stream is open (`legacy`), its `notifications/tasks/status`
+//! are the changes (push) and the tasks are polled at the safety-net rate, so the run's CPU is
+//! mostly pushed changes over few polls: there CPU per tracked task-minute is the comparison.
+//! `legacy-polled` and `legacy-unchanged` are on a server without the GET stream (405), so the
+//! engine polls at the interval as on calm: there CPU per poll is. Windows shorter than the
+//! safety-net interval (50 s at `pollIntervalMs` 5000) may see no `legacy` poll at all.
 
 use std::fmt::Write as _;
 
 use crate::client::ClientRun;
 use crate::report::{
-    connections_per_100_polls, cpu_per_poll_us, met, secs, thousands, wakeups_per_poll,
-    window_ideal, Document,
+    connections_per_100_polls, cpu_ms_per_task_minute, cpu_per_poll_us, met, secs, thousands,
+    wakeups_per_poll, window_ideal, Document,
 };
 use crate::run::Outcome;
 
@@ -29,8 +37,10 @@ pub fn render(out: &mut String, document: &Document) {
             continue;
         };
         let n = legacy.tasks;
+        let pushed = legacy.workload.get_stream();
         let title = format!(
-            "Legacy vs modern era, {}, N={}",
+            "{} vs {}, N={}",
+            legacy.workload.label(),
             twin.label(),
             thousands(n as u64)
         );
@@ -86,13 +96,41 @@ pub fn render(out: &mut String, document: &Document) {
                 .unwrap_or_else(|| "—".into())
         };
         let ratio = cost_ratio(modern, legacy);
+        // Pushed: the CPU also records the pushed changes over safety-net polls, so per
+        // task-minute is the fair figure; polled alone, per poll is (see the module doc).
+        let per_poll_target = if pushed { "" } else { "≤ 1.2×" };
         row(both(
-            "engine CPU per poll",
+            "engine CPU per poll (all CPU ÷ polls)",
             &per_poll,
             ratio
                 .map(|r| format!("{r:.2}×"))
                 .unwrap_or_else(|| "—".into()),
-            "≤ 1.2×",
+            per_poll_target,
+        ));
+        let minute_ratio = cpu_ms_per_task_minute(legacy) / cpu_ms_per_task_minute(modern);
+        row(both(
+            "engine CPU-ms per tracked task-minute",
+            &|r| format!("{:.3}", cpu_ms_per_task_minute(r)),
+            if minute_ratio.is_finite() {
+                format!("{minute_ratio:.2}×")
+            } else {
+                "—".into()
+            },
+            if pushed { "≤ 1.2×" } else { "" },
+        ));
+        row(both(
+            "tasks/get per task-minute (server)",
+            &|r| {
+                let minutes = r.client.tasks as f64 * r.client.window_seconds / 60.0;
+                let gets = r.window_requests.get("tasks/get").copied().unwrap_or(0);
+                if minutes > 0.0 {
+                    format!("{:.2}", gets as f64 / minutes)
+                } else {
+                    "—".into()
+                }
+            },
+            String::new(),
+            "",
         ));
         row(both(
             "engine CPU, % of one core (window)",
@@ -177,11 +215,16 @@ pub fn render(out: &mut String, document: &Document) {
             "",
         ));
         out.push_str(&text);
-        let verdicts = [
+        let cost = if pushed {
+            format!("cost per task-minute {}", met(minute_ratio <= MAX_RATIO))
+        } else {
             format!(
                 "cost per poll {}",
                 met(ratio.is_some_and(|r| r <= MAX_RATIO))
-            ),
+            )
+        };
+        let verdicts = [
+            cost,
             format!("one session {}", met(legacy.sessions_opened == 1)),
             format!(
                 "connection reuse {}",

@@ -102,8 +102,10 @@ struct RunArgs {
     /// Workloads of the steady runs; list them (`--workload calm,sse-every-poll`). `calm` is the
     /// main table's; the others are the shapes of real servers' traffic, in their own table.
     /// `peer-every-poll` puts our engine on the fastmcp peer server (needs --fastmcp-python);
-    /// `legacy` is calm's traffic on the demo server's 2025-11-25 era, compared with calm.
-    /// [default: calm,unchanged,sse-every-poll,legacy, and peer-every-poll with
+    /// `legacy` is calm's traffic on the demo server's 2025-11-25 era (`legacy-polled`: without
+    /// its GET stream), compared with calm; `legacy-unchanged` is compared with `unchanged`.
+    /// [default: calm,unchanged,sse-every-poll,sse-progress,legacy,legacy-polled, and
+    /// peer-every-poll with
     /// --fastmcp-python; quick: calm,unchanged]
     #[arg(long, value_enum, value_delimiter = ',')]
     workload: Vec<Workload>,
@@ -132,6 +134,9 @@ enum Mode {
         /// Serve the 2025-11-25 era.
         #[arg(long)]
         legacy: bool,
+        /// In the legacy era, refuse the session's GET stream (405).
+        #[arg(long)]
+        no_get_stream: bool,
     },
     /// (internal) Our engine in the steady-state measurement.
     #[command(hide = true)]
@@ -219,12 +224,14 @@ fn main() -> ExitCode {
                 push,
                 sse,
                 legacy,
+                no_get_stream,
             }) => demo::serve(demo::ServeOptions {
                 poll_interval_ms,
                 time_scale,
                 push,
                 sse,
                 legacy,
+                no_get_stream,
             })
             .await
             .map(|()| ExitCode::SUCCESS),
@@ -336,6 +343,7 @@ fn plan(args: &RunArgs) -> Result<Plan> {
                 Workload::SseEveryPoll,
                 Workload::SseProgress,
                 Workload::Legacy,
+                Workload::LegacyPolled,
                 Workload::PeerEveryPoll,
             ],
             (true, false) => vec![
@@ -344,6 +352,7 @@ fn plan(args: &RunArgs) -> Result<Plan> {
                 Workload::SseEveryPoll,
                 Workload::SseProgress,
                 Workload::Legacy,
+                Workload::LegacyPolled,
             ],
         },
         compare_exe: args.compare_exe.clone(),

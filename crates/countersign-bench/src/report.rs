@@ -146,7 +146,7 @@ pub(crate) fn cpu_per_poll_us(run: &ClientRun) -> Option<f64> {
 }
 
 /// Engine CPU-milliseconds per tracked task-minute: what one live task costs.
-fn cpu_ms_per_task_minute(run: &ClientRun) -> f64 {
+pub(crate) fn cpu_ms_per_task_minute(run: &ClientRun) -> f64 {
     if run.client.tasks == 0 {
         return 0.0;
     }

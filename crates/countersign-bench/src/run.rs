@@ -99,8 +99,12 @@ pub enum Workload {
     Legacy,
     /// `unchanged`'s traffic (no change in the window) on the 2025-11-25 era, as `legacy`:
     /// every poll an unchanged one and nothing on the GET stream, so it is the poll path alone.
-    /// Compared with `unchanged` at the same N.
+    /// Compared with `unchanged` at the same N. The server offers no GET stream (as
+    /// `legacy-polled`): otherwise its tasks would be polled at the safety-net rate only.
     LegacyUnchanged,
+    /// `legacy` on a server that offers no GET stream (405): the engine learns of changes by
+    /// polling alone, at the interval, exactly as on calm: the poll path compared poll for poll.
+    LegacyPolled,
 }
 
 /// Over how long [`Workload::SseProgress`] starts its tasks.
@@ -122,13 +126,21 @@ impl Workload {
 
     /// Whether the demo server serves the 2025-11-25 era.
     pub fn legacy(self) -> bool {
-        matches!(self, Self::Legacy | Self::LegacyUnchanged)
+        matches!(
+            self,
+            Self::Legacy | Self::LegacyUnchanged | Self::LegacyPolled
+        )
+    }
+
+    /// Whether a legacy server offers the session's GET stream (push of task status).
+    pub fn get_stream(self) -> bool {
+        self == Self::Legacy
     }
 
     /// The modern workload a legacy one is compared with.
     pub fn modern_twin(self) -> Option<Self> {
         match self {
-            Self::Legacy => Some(Self::Calm),
+            Self::Legacy | Self::LegacyPolled => Some(Self::Calm),
             Self::LegacyUnchanged => Some(Self::Unchanged),
             _ => None,
         }
@@ -137,7 +149,7 @@ impl Workload {
     /// The per-task change period range for `interval`.
     pub fn change_every(self, interval: Duration) -> (Duration, Duration) {
         match self {
-            Self::Calm | Self::Sse | Self::Legacy => (
+            Self::Calm | Self::Sse | Self::Legacy | Self::LegacyPolled => (
                 Duration::from_millis(CHANGE_EVERY_MS.0),
                 Duration::from_millis(CHANGE_EVERY_MS.1),
             ),
@@ -163,6 +175,7 @@ impl Workload {
             Self::SseProgress => "SSE, progress, staggered",
             Self::Legacy => "legacy, calm",
             Self::LegacyUnchanged => "legacy, no change",
+            Self::LegacyPolled => "legacy, calm, polled",
         }
     }
 }
@@ -211,6 +224,7 @@ impl Plan {
             push: source == Source::Push,
             sse: false,
             legacy: false,
+            no_get_stream: false,
         }
     }
 
@@ -593,6 +607,7 @@ async fn steady_run_with(
     let serve = ServeOptions {
         sse: workload.sse(),
         legacy: workload.legacy(),
+        no_get_stream: workload.legacy() && !workload.get_stream(),
         ..plan.serve_options_for(source)
     };
     client_run(plan, "engine", n, serve, |url| {
