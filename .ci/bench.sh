@@ -5,8 +5,10 @@
 #   bash .ci/bench.sh           full run (the README's numbers): release build; N=1,000 and
 #                               10,000 live tasks for 60 s each, a cold resume of 10,000 tasks,
 #                               and the fastmcp 4.1.4 client side by side at N=1,000 (installs
-#                               .ci/venv if needed), and the real-server workload (SSE replies,
-#                               a change on every poll) at both N. About 9 minutes after the build.
+#                               .ci/venv if needed), the real-server workload (SSE replies,
+#                               a change on every poll) and the legacy era (calm's traffic on
+#                               the 2025-11-25 demo server, beside calm) at both N. About 11
+#                               minutes after the build.
 #   bash .ci/bench.sh --quick   what CI runs: N=1,000 for 20 s and a resume of 2,000 tasks, no
 #                               Python side; about 35 s. Debug build, i.e. the one `.ci/test` has
 #                               just made (a release build of the workspace costs 6-9 minutes on

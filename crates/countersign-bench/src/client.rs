@@ -109,6 +109,10 @@ pub struct ClientRun {
     /// TCP connections the server accepted in the window.
     #[serde(default)]
     pub window_connections: u64,
+    /// Legacy-era sessions the server opened over the whole run (its process served this run
+    /// alone), up to the window's end; 0 in the modern era.
+    #[serde(default)]
+    pub sessions_opened: u64,
     /// `fsync` + `fdatasync` and `connect` calls of the client process in the window (`None`:
     /// not counted, see [`crate::syncs`]).
     #[serde(default)]
@@ -198,6 +202,7 @@ pub async fn drive(
             server_cpu_percent: watched_cpu,
             window_notifications: 0,
             window_connections: 0,
+            sessions_opened: 0,
             window_calls: None,
         });
     };
@@ -219,6 +224,7 @@ pub async fn drive(
         window_requests,
         window_notifications: end.notifications.saturating_sub(start.notifications),
         window_connections: end.connections.saturating_sub(start.connections),
+        sessions_opened: end.sessions_opened,
         window_calls: None,
         server_cpu_percent: if wall > 0.0 {
             (end.cpu_s - start.cpu_s) / wall * 100.0

@@ -10,7 +10,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::path::Path;
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
-use countersign_demo::{DemoConfig, DemoServer, PollGapStats, ResponseMode};
+use countersign_demo::{DemoConfig, DemoServer, Era, PollGapStats, ResponseMode};
 use serde::{Deserialize, Serialize};
 use tokio::process::Command;
 
@@ -29,6 +29,11 @@ pub struct ServeOptions {
     pub push: bool,
     /// Answer every request with `text/event-stream`, as rmcp servers do by default.
     pub sse: bool,
+    /// Serve the 2025-11-25 era (`initialize`, a session, SEP-1686 Tasks) instead of the
+    /// modern one.
+    pub legacy: bool,
+    /// In the legacy era, refuse the session's GET stream (405), so the engine polls alone.
+    pub no_get_stream: bool,
 }
 
 /// Server-side poll gaps in a form that crosses the pipe.
@@ -143,6 +148,10 @@ pub struct ServerReport {
     /// TCP connections accepted since the server started (cumulative: subtract snapshots).
     #[serde(default)]
     pub connections: u64,
+    /// Legacy-era sessions opened (`initialize` answered) since the server started
+    /// (cumulative; always 0 in the modern era).
+    #[serde(default)]
+    pub sessions_opened: u64,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -172,6 +181,12 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
         } else {
             ResponseMode::Json
         },
+        legacy_get_stream: !options.no_get_stream,
+        era: if options.legacy {
+            Era::Legacy
+        } else {
+            Era::Modern
+        },
         ..DemoConfig::default()
     };
     let server = DemoServer::start(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), config)
@@ -196,6 +211,7 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
                 parent.emit(&ServerReport {
                     notifications: stats.notifications,
                     connections: server.connections(),
+                    sessions_opened: server.sessions_opened(),
                     requests: stats.requests,
                     gaps: Gaps::of(&server.poll_gaps()),
                     cpu_s: now.cpu.saturating_sub(since.1.cpu).as_secs_f64(),
@@ -235,6 +251,12 @@ impl DemoProcess {
         }
         if options.sse {
             command.arg("--sse");
+        }
+        if options.legacy {
+            command.arg("--legacy");
+        }
+        if options.no_get_stream {
+            command.arg("--no-get-stream");
         }
         let mut child = Child::spawn("demo server", command)?;
         let hello: Hello = child.recv("its URL", Duration::from_secs(30)).await?;

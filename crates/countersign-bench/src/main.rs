@@ -11,14 +11,16 @@
 //!
 //! The fastmcp 4.1.4 Python client (`tests/peers/fastmcp_poll_client.py`) runs the same workload
 //! through the same phases ([`client`]) for the side-by-side. [`run`] sequences the phases,
-//! [`report`] prints the table; [`workload`] is the `bench_job` task mix, [`usage`] and [`clock`]
-//! read `/proc` and time, [`child`] is the line protocol that keeps every wait bounded and every
-//! child process tied to the driver's life.
+//! [`report`] prints the table ([`eras`]: the legacy era beside the modern one); [`workload`]
+//! is the `bench_job` task mix, [`usage`] and [`clock`] read `/proc` and time, [`child`] is the
+//! line protocol that keeps every wait bounded and every child process tied to the driver's
+//! life.
 
 mod child;
 mod client;
 mod clock;
 mod demo;
+mod eras;
 mod error;
 mod gateway;
 mod report;
@@ -99,8 +101,12 @@ struct RunArgs {
     push_scheme: Scheme,
     /// Workloads of the steady runs; list them (`--workload calm,sse-every-poll`). `calm` is the
     /// main table's; the others are the shapes of real servers' traffic, in their own table.
-    /// `peer-every-poll` puts our engine on the fastmcp peer server (needs --fastmcp-python).
-    /// [default: calm,sse-every-poll, and peer-every-poll with --fastmcp-python; quick: calm]
+    /// `peer-every-poll` puts our engine on the fastmcp peer server (needs --fastmcp-python);
+    /// `legacy` is calm's traffic on the demo server's 2025-11-25 era (`legacy-polled`: without
+    /// its GET stream), compared with calm; `legacy-unchanged` is compared with `unchanged`.
+    /// [default: calm,unchanged,sse-every-poll,sse-progress,legacy,legacy-polled, and
+    /// peer-every-poll with
+    /// --fastmcp-python; quick: calm,unchanged]
     #[arg(long, value_enum, value_delimiter = ',')]
     workload: Vec<Workload>,
     /// Another build of this benchmark (e.g. of the previous commit): its engine runs every
@@ -125,6 +131,12 @@ enum Mode {
         /// Answer with `text/event-stream`.
         #[arg(long)]
         sse: bool,
+        /// Serve the 2025-11-25 era.
+        #[arg(long)]
+        legacy: bool,
+        /// In the legacy era, refuse the session's GET stream (405).
+        #[arg(long)]
+        no_get_stream: bool,
     },
     /// (internal) Our engine in the steady-state measurement.
     #[command(hide = true)]
@@ -184,6 +196,10 @@ struct SteadyArgs {
     /// Start the tasks evenly over this long instead of as fast as possible.
     #[arg(long, default_value_t = 0)]
     stagger_ms: u64,
+    /// The server speaks the 2025-11-25 era: register it as legacy and follow it through the
+    /// legacy peer.
+    #[arg(long)]
+    legacy: bool,
 }
 
 fn main() -> ExitCode {
@@ -207,11 +223,15 @@ fn main() -> ExitCode {
                 time_scale,
                 push,
                 sse,
+                legacy,
+                no_get_stream,
             }) => demo::serve(demo::ServeOptions {
                 poll_interval_ms,
                 time_scale,
                 push,
                 sse,
+                legacy,
+                no_get_stream,
             })
             .await
             .map(|()| ExitCode::SUCCESS),
@@ -265,6 +285,7 @@ impl From<SteadyArgs> for steady::SteadyOptions {
             push_scheme: a.push_scheme,
             peer_steps: a.peer_steps,
             stagger: Duration::from_millis(a.stagger_ms),
+            legacy: a.legacy,
         }
     }
 }
@@ -321,6 +342,8 @@ fn plan(args: &RunArgs) -> Result<Plan> {
                 Workload::Unchanged,
                 Workload::SseEveryPoll,
                 Workload::SseProgress,
+                Workload::Legacy,
+                Workload::LegacyPolled,
                 Workload::PeerEveryPoll,
             ],
             (true, false) => vec![
@@ -328,6 +351,8 @@ fn plan(args: &RunArgs) -> Result<Plan> {
                 Workload::Unchanged,
                 Workload::SseEveryPoll,
                 Workload::SseProgress,
+                Workload::Legacy,
+                Workload::LegacyPolled,
             ],
         },
         compare_exe: args.compare_exe.clone(),

@@ -98,7 +98,7 @@ pub struct Document {
     pub results: Results,
 }
 
-fn thousands(n: u64) -> String {
+pub(crate) fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
@@ -114,7 +114,7 @@ fn mb(kb: u64) -> String {
     format!("{:.0} MB", kb as f64 / 1024.0)
 }
 
-fn secs(ms: f64) -> String {
+pub(crate) fn secs(ms: f64) -> String {
     if ms.is_nan() {
         "—".into()
     } else if ms.abs() < 1000.0 {
@@ -124,7 +124,7 @@ fn secs(ms: f64) -> String {
     }
 }
 
-fn met(ok: bool) -> &'static str {
+pub(crate) fn met(ok: bool) -> &'static str {
     if ok {
         "met"
     } else {
@@ -133,12 +133,12 @@ fn met(ok: bool) -> &'static str {
 }
 
 /// Ideal polls in a steady window: every task once per interval.
-fn window_ideal(run: &ClientRun, interval_ms: u64) -> f64 {
+pub(crate) fn window_ideal(run: &ClientRun, interval_ms: u64) -> f64 {
     run.client.tasks as f64 * run.client.window_seconds * 1000.0 / interval_ms as f64
 }
 
 /// Engine CPU per poll in the window, µs (`None` without polls).
-fn cpu_per_poll_us(run: &ClientRun) -> Option<f64> {
+pub(crate) fn cpu_per_poll_us(run: &ClientRun) -> Option<f64> {
     let polls = run.client.polls_window;
     (polls > 0).then(|| {
         run.client.cpu_percent / 100.0 * run.client.window_seconds * 1_000_000.0 / polls as f64
@@ -146,7 +146,7 @@ fn cpu_per_poll_us(run: &ClientRun) -> Option<f64> {
 }
 
 /// Engine CPU-milliseconds per tracked task-minute: what one live task costs.
-fn cpu_ms_per_task_minute(run: &ClientRun) -> f64 {
+pub(crate) fn cpu_ms_per_task_minute(run: &ClientRun) -> f64 {
     if run.client.tasks == 0 {
         return 0.0;
     }
@@ -168,7 +168,7 @@ fn syncs_per_poll(run: &ClientRun) -> String {
 
 /// The engine's `epoll_wait` and `futex` calls per poll in the window: the runtime's wake-ups
 /// and thread hand-offs, which polls arriving one by one pay each alone.
-fn wakeups_per_poll(run: &ClientRun) -> String {
+pub(crate) fn wakeups_per_poll(run: &ClientRun) -> String {
     match run.window_calls {
         Some(calls) if run.client.polls_window > 0 => {
             let polls = run.client.polls_window as f64;
@@ -208,7 +208,7 @@ fn engine_connects(run: &ClientRun) -> String {
 }
 
 /// New TCP connections the server accepted per 100 polls in the window.
-fn connections_per_100_polls(run: &ClientRun) -> Option<f64> {
+pub(crate) fn connections_per_100_polls(run: &ClientRun) -> Option<f64> {
     (run.window.polls > 0).then(|| run.window_connections as f64 * 100.0 / run.window.polls as f64)
 }
 
@@ -484,6 +484,7 @@ pub fn render(document: &Document, plan: &Plan) -> String {
         }
     }
     render_shapes(&mut out, document);
+    crate::eras::render(&mut out, document);
     render_before_after(&mut out, document, plan);
     crate::sources::render(&mut out, document);
     out

@@ -209,10 +209,11 @@ async fn seed(url: &str, options: &ResumeOptions) -> Result<f64> {
         .write(move |ctx| servers::add(ctx.conn, "bench", &url, false))
         .await?;
     let client = engine::make_client(&server, &EngineConfig::new(&options.data_dir))?;
+    let peer = countersign_core::mcp::Peer::Modern(client);
     let plans = vec![JobPlan::quiet(SEED_LIFE); options.tasks];
     let jobs = workload::create(
         &ledger,
-        &client,
+        &peer,
         &server,
         &plans,
         None,

@@ -92,6 +92,19 @@ pub enum Workload {
     /// then arrive evenly spread instead of in a burst per interval, so no two changes are
     /// ever close together (the shape of the rmcp server with progress messages).
     SseProgress,
+    /// Calm's traffic (JSON replies, a change every 15–25 s per task) on the demo server's
+    /// 2025-11-25 era: the server registered as legacy, its tasks created task-augmented and
+    /// followed through the legacy peer in one session (whose GET stream also asks for a poll
+    /// when a task changes). Compared with calm at the same N.
+    Legacy,
+    /// `unchanged`'s traffic (no change in the window) on the 2025-11-25 era, as `legacy`:
+    /// every poll an unchanged one and nothing on the GET stream, so it is the poll path alone.
+    /// Compared with `unchanged` at the same N. The server offers no GET stream (as
+    /// `legacy-polled`): otherwise its tasks would be polled at the safety-net rate only.
+    LegacyUnchanged,
+    /// `legacy` on a server that offers no GET stream (405): the engine learns of changes by
+    /// polling alone, at the interval, exactly as on calm: the poll path compared poll for poll.
+    LegacyPolled,
 }
 
 /// Over how long [`Workload::SseProgress`] starts its tasks.
@@ -111,15 +124,37 @@ impl Workload {
         }
     }
 
+    /// Whether the demo server serves the 2025-11-25 era.
+    pub fn legacy(self) -> bool {
+        matches!(
+            self,
+            Self::Legacy | Self::LegacyUnchanged | Self::LegacyPolled
+        )
+    }
+
+    /// Whether a legacy server offers the session's GET stream (push of task status).
+    pub fn get_stream(self) -> bool {
+        self == Self::Legacy
+    }
+
+    /// The modern workload a legacy one is compared with.
+    pub fn modern_twin(self) -> Option<Self> {
+        match self {
+            Self::Legacy | Self::LegacyPolled => Some(Self::Calm),
+            Self::LegacyUnchanged => Some(Self::Unchanged),
+            _ => None,
+        }
+    }
+
     /// The per-task change period range for `interval`.
     pub fn change_every(self, interval: Duration) -> (Duration, Duration) {
         match self {
-            Self::Calm | Self::Sse => (
+            Self::Calm | Self::Sse | Self::Legacy | Self::LegacyPolled => (
                 Duration::from_millis(CHANGE_EVERY_MS.0),
                 Duration::from_millis(CHANGE_EVERY_MS.1),
             ),
             // Far beyond any run: the task's first change would come after the window.
-            Self::Unchanged => (UNCHANGED_FOR, UNCHANGED_FOR),
+            Self::Unchanged | Self::LegacyUnchanged => (UNCHANGED_FOR, UNCHANGED_FOR),
             // 40–60 % of the interval: every poll finds at least one change.
             Self::EveryPoll | Self::SseEveryPoll => (interval * 2 / 5, interval * 3 / 5),
             // The peer has one step length for all its tasks: half the interval.
@@ -138,6 +173,9 @@ impl Workload {
             Self::SseEveryPoll => "SSE, change every poll",
             Self::PeerEveryPoll => "fastmcp peer, every poll",
             Self::SseProgress => "SSE, progress, staggered",
+            Self::Legacy => "legacy, calm",
+            Self::LegacyUnchanged => "legacy, no change",
+            Self::LegacyPolled => "legacy, calm, polled",
         }
     }
 }
@@ -185,6 +223,8 @@ impl Plan {
             time_scale: TIME_SCALE,
             push: source == Source::Push,
             sse: false,
+            legacy: false,
+            no_get_stream: false,
         }
     }
 
@@ -471,6 +511,10 @@ async fn before_run(plan: &Plan, before: &mut Vec<SteadyResult>, n: usize, workl
     let Some(exe) = &plan.compare_exe else {
         return;
     };
+    if workload.legacy() {
+        // An older build may not know the legacy workload: the comparison is with calm.
+        return;
+    }
     eprintln!(
         "steady state, before ({}): {n} live tasks, {}",
         exe.display(),
@@ -562,6 +606,8 @@ async fn steady_run_with(
     let data_dir = fresh_dir(&plan.work_dir.join(format!("steady-{n}"))).await?;
     let serve = ServeOptions {
         sse: workload.sse(),
+        legacy: workload.legacy(),
+        no_get_stream: workload.legacy() && !workload.get_stream(),
         ..plan.serve_options_for(source)
     };
     client_run(plan, "engine", n, serve, |url| {
@@ -579,6 +625,7 @@ async fn steady_run_with(
             source,
             push_scheme: plan.push_scheme,
             peer_steps: None,
+            legacy: workload.legacy(),
         };
         let mut command = Command::new(engine_exe);
         command.arg("steady").args(steady_args(&options));
@@ -625,6 +672,9 @@ fn steady_args(options: &SteadyOptions) -> Vec<String> {
     if !options.stagger.is_zero() {
         args.push("--stagger-ms".into());
         args.push(options.stagger.as_millis().to_string());
+    }
+    if options.legacy {
+        args.push("--legacy".into());
     }
     args
 }
@@ -711,6 +761,7 @@ async fn peer_run(plan: &Plan, engine_exe: &Path, n: usize) -> Result<ClientRun>
         source: Source::Poll,
         push_scheme: plan.push_scheme,
         peer_steps: Some(steps),
+        legacy: false,
     };
     let mut command = Command::new(engine_exe);
     command.arg("steady").args(steady_args(&options));

@@ -9,9 +9,11 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use countersign_core::actions;
 use countersign_core::engine::{Engine, EngineConfig};
 use countersign_core::ledger::servers;
 use countersign_core::ledger::EventKind;
+use countersign_core::mcp::{self, Endpoint};
 use tokio::sync::{broadcast, oneshot};
 
 use crate::child::Parent;
@@ -53,6 +55,11 @@ pub struct SteadyOptions {
     /// The server is the fastmcp peer: create its `long_job` with this many steps instead of
     /// `bench_job` (change times are then unknown, so no latency is measured).
     pub peer_steps: Option<u64>,
+    /// The server serves the 2025-11-25 era: it is checked (`server/discover` refused,
+    /// `initialize`: its one session) and added with what the check found, as `countersign
+    /// server add` does, so the ledger holds it as legacy with that session; the tasks are
+    /// created and polled through the legacy peer, which takes the stored session up.
+    pub legacy: bool,
 }
 
 /// Calls to `bench_job` in flight while creating tasks.
@@ -71,12 +78,33 @@ pub async fn run(options: SteadyOptions) -> Result<()> {
     let clock = WallClock::new();
     let mut config = EngineConfig::new(&options.data_dir);
     config.push_config.scheme = options.push_scheme.stream_scheme();
+    let client_options = config.client.clone();
     let engine = Engine::start(config).await?;
-    let url = options.url.clone();
-    let server = engine
-        .ledger()
-        .write(move |ctx| servers::add(ctx.conn, "bench", &url, false))
-        .await?;
+    let server = if options.legacy {
+        let found = mcp::era::connect(Endpoint::new(options.url.clone()), client_options).await?;
+        if found.era() != mcp::Era::Legacy {
+            return Err(Error::Unexpected(format!(
+                "{} answered as a {:?} server, not a legacy one",
+                options.url,
+                found.era()
+            )));
+        }
+        actions::add_server(
+            engine.ledger(),
+            "bench",
+            &options.url,
+            false,
+            Some(&found),
+            "countersign-bench",
+        )
+        .await?
+    } else {
+        let url = options.url.clone();
+        engine
+            .ledger()
+            .write(move |ctx| servers::add(ctx.conn, "bench", &url, false))
+            .await?
+    };
     engine.nudge();
 
     // Subscribe before the first task exists so no event is missed.
@@ -84,11 +112,13 @@ pub async fn run(options: SteadyOptions) -> Result<()> {
     let collector = tokio::spawn(collect(engine.subscribe(), clock, stopped));
 
     let started = Instant::now();
-    let client = engine.client_for(&server)?;
+    // The engine's own peer once it has linked the server (for a legacy one: its session, the
+    // one stored); until then one made the same way, taking the same session up.
+    let peer = engine.peer_for(&server)?;
     let plans = workload::changing_plans(options.tasks, options.life, options.change_every);
     let jobs = workload::create(
         engine.ledger(),
-        &client,
+        &peer,
         &server,
         &plans,
         options.peer_steps,

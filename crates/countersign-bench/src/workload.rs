@@ -11,7 +11,7 @@ use std::time::Duration;
 use countersign_core::actions::{self, Called};
 use countersign_core::ledger::servers::ServerRecord;
 use countersign_core::ledger::Ledger;
-use countersign_core::mcp::{Client, ToolCall};
+use countersign_core::mcp::{Peer, ToolCall};
 use futures_util::StreamExt as _;
 use rand::Rng as _;
 use serde::{Deserialize, Serialize};
@@ -117,13 +117,15 @@ impl Job {
 }
 
 /// Calls `bench_job` once per plan (or, with `peer_steps`, the fastmcp peer's `long_job` with
-/// that many steps), `concurrency` at a time, through `actions::call`, the i-th call started no
-/// sooner than `stagger`·i/n after the first; `progress` hears the count of tasks created so far. Fails if any call does not create a task or the whole batch
+/// that many steps), `concurrency` at a time, through `actions::call` with `peer` (either era's:
+/// a legacy peer calls task-augmented, in its stored session), the i-th call started no sooner
+/// than `stagger`·i/n after the first; `progress` hears the count of tasks created so far. Fails
+/// if any call does not create a task or the whole batch
 /// takes longer than `budget`.
 #[allow(clippy::too_many_arguments)]
 pub async fn create(
     ledger: &Ledger,
-    client: &Client,
+    peer: &Peer,
     server: &ServerRecord,
     plans: &[JobPlan],
     peer_steps: Option<u64>,
@@ -132,7 +134,6 @@ pub async fn create(
     budget: Duration,
     mut progress: impl FnMut(usize),
 ) -> Result<Vec<Job>> {
-    let peer = &countersign_core::mcp::Peer::Modern(client.clone());
     let start = tokio::time::Instant::now();
     let spacing = stagger / (plans.len().max(1) as u32);
     let calls = futures_util::stream::iter(plans.iter().copied().enumerate())

@@ -88,6 +88,9 @@ pub struct DemoConfig {
     /// The protocol generation served. [`Era::Legacy`] ignores `push` (its push is the
     /// session's GET stream) and frames SSE as the TypeScript SDK does, whatever `sse_crlf`.
     pub era: Era,
+    /// In the legacy era, serve the session's GET stream. Off, `GET` is answered 405 (a server
+    /// that offers none, which the spec allows): clients then learn of changes by polling alone.
+    pub legacy_get_stream: bool,
 }
 
 impl Default for DemoConfig {
@@ -102,6 +105,7 @@ impl Default for DemoConfig {
             push: true,
             listen_keepalive: Duration::from_secs(15),
             era: Era::Modern,
+            legacy_get_stream: true,
         }
     }
 }
@@ -121,6 +125,7 @@ impl fmt::Debug for DemoConfig {
             .field("push", &self.push)
             .field("listen_keepalive", &self.listen_keepalive)
             .field("era", &self.era)
+            .field("legacy_get_stream", &self.legacy_get_stream)
             .finish()
     }
 }

@@ -131,7 +131,15 @@ pub(crate) async fn post(app: &Arc<App>, headers: &HeaderMap, glance: Glance) ->
 /// `GET`: the session's stream of `notifications/tasks/status` (one per session, as the SDK).
 pub(crate) async fn get(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
     app.stats.request(Some("GET"));
-    let response = open_stream(&app, &headers);
+    let response = if app.config.legacy_get_stream {
+        open_stream(&app, &headers)
+    } else {
+        refusal(
+            StatusCode::METHOD_NOT_ALLOWED,
+            -32000,
+            "Method not allowed: this server offers no GET stream",
+        )
+    };
     app.stats.response(response.status().as_u16());
     response
 }
