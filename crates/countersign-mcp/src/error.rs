@@ -191,6 +191,20 @@ pub enum Error {
         /// The task asked about.
         task_id: String,
     },
+    /// A stdio server that answered the era probe as a 2026-07-28 server: Countersign follows
+    /// that generation over HTTP only.
+    #[error("{url} speaks MCP 2026-07-28 on stdio; Countersign speaks 2026-07-28 over HTTP and 2025-11-25 on stdio")]
+    ModernStdio {
+        /// The server (`stdio:NAME`).
+        url: String,
+    },
+    /// A stdio server's task whose process ended: the process kept it in memory, so the new
+    /// process does not know it.
+    #[error("the server process ended")]
+    ProcessEnded {
+        /// The task asked about.
+        task_id: String,
+    },
     /// An answer to a legacy server's question that the server no longer waits for: the
     /// question came on a stream that closed (with an earlier engine), and an answer sent now
     /// would go nowhere.
@@ -248,9 +262,10 @@ impl Error {
             // -32603 (internal error, e.g. under a 5xx) says nothing about the request itself.
             Self::Rpc { error, .. } if error.code == -32603 => ErrorClass::Transient,
             // The session's tasks went with it: for a task, the same as a forgotten handle.
-            Self::UnknownTask { .. } | Self::SessionExpired { .. } | Self::SessionEnded { .. } => {
-                ErrorClass::Lost
-            }
+            Self::UnknownTask { .. }
+            | Self::SessionExpired { .. }
+            | Self::SessionEnded { .. }
+            | Self::ProcessEnded { .. } => ErrorClass::Lost,
             _ => ErrorClass::Permanent,
         }
     }
@@ -287,6 +302,8 @@ impl Error {
             Self::ResponseTooLarge { .. } => "response_too_large",
             Self::SessionExpired { .. } => "session_expired",
             Self::SessionEnded { .. } => "session_ended",
+            Self::ProcessEnded { .. } => "process_ended",
+            Self::ModernStdio { .. } => "modern_stdio",
             Self::NotWaiting { .. } => "not_waiting",
             Self::InvalidRequest(_) => "invalid_request",
         }

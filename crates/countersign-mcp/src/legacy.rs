@@ -27,7 +27,7 @@ use crate::sensitive::Sensitive;
 
 mod result;
 mod session;
-mod stream;
+pub(crate) mod stream;
 pub mod wire;
 
 pub use result::{SessionEvent, SessionStream, TaskResult, TaskResultEvent};
@@ -110,6 +110,8 @@ struct Inner {
     token: RwLock<Option<Sensitive<String>>>,
     session: RwLock<LegacySession>,
     next_id: AtomicU64,
+    /// A stdio server's process: every message goes on its stdin instead of over HTTP.
+    stdio: Option<crate::stdio::StdioProcess>,
 }
 
 impl LegacyClient {
@@ -153,6 +155,41 @@ impl LegacyClient {
         Self::build(endpoint, options, session)
     }
 
+    /// Opens a session with a stdio server's running process: the specification's stdio
+    /// detection (`server/discover` first; any answer that is not a modern server's, or none
+    /// within the probe time, means a legacy server), then `initialize`. A modern server is
+    /// [`Error::ModernStdio`].
+    pub async fn connect_stdio(
+        process: crate::stdio::StdioProcess,
+        label: &str,
+        options: ClientOptions,
+    ) -> Result<Self> {
+        let session = LegacySession {
+            session_id: None,
+            protocol_version: LEGACY_VERSIONS[0].into(),
+            server_capabilities: Value::Null,
+            server_info: Value::Null,
+        };
+        let http = reqwest::Client::new();
+        let client = Self {
+            inner: Arc::new(Inner {
+                streams: http.clone(),
+                http,
+                url: reqwest::Url::parse("stdio:server")
+                    .map_err(|e| Error::InvalidRequest(format!("stdio placeholder URL: {e}")))?,
+                token: RwLock::new(None),
+                endpoint: Endpoint::new(label),
+                options,
+                session: RwLock::new(session),
+                next_id: AtomicU64::new(1),
+                stdio: Some(process),
+            }),
+        };
+        client.probe_stdio().await?;
+        client.initialize().await?;
+        Ok(client)
+    }
+
     fn build(endpoint: Endpoint, options: ClientOptions, session: LegacySession) -> Result<Self> {
         let url = crate::client::check_server_url(&endpoint.url)?;
         let transport = |e: reqwest::Error| Error::Transport {
@@ -183,6 +220,7 @@ impl LegacyClient {
                 options,
                 session: RwLock::new(session),
                 next_id: AtomicU64::new(1),
+                stdio: None,
             }),
         })
     }

@@ -32,6 +32,7 @@ pub mod peer;
 pub mod response;
 pub mod sensitive;
 pub mod sse;
+pub mod stdio;
 pub mod subscription;
 pub mod text;
 pub mod wire;

@@ -22,6 +22,10 @@ const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
 /// The longest session id we keep (the spec allows visible ASCII of any length; we bound it).
 const MAX_SESSION_ID: usize = 1024;
 
+/// How long the stdio detection waits for an answer to `server/discover`: silence means a
+/// legacy server (some wait for `initialize` before answering anything).
+pub(crate) const STDIO_PROBE_TIME: Duration = Duration::from_secs(10);
+
 /// What the server sends when it no longer knows a session: 404 (the spec), or 400 with one of
 /// these (server-everything's express wrapper, the TypeScript SDK's transport).
 const EXPIRED_MESSAGES: [&str; 4] = [
@@ -162,6 +166,61 @@ impl LegacyClient {
             .await
     }
 
+    /// The stdio detection: `server/discover` as a modern client sends it. A result naming a
+    /// modern version, or -32022 naming one, is a modern server ([`Error::ModernStdio`]); any
+    /// other answer, or none within [`STDIO_PROBE_TIME`], is a legacy one. A process that ends
+    /// meanwhile is that error.
+    pub(crate) async fn probe_stdio(&self) -> Result<()> {
+        let method = "server/discover";
+        let id = self.next_id();
+        let options = &self.inner.options;
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": {"_meta": {
+            crate::wire::META_PROTOCOL_VERSION: crate::wire::PROTOCOL_VERSION,
+            crate::wire::META_CLIENT_INFO: {"name": options.client_name, "version": options.client_version},
+            crate::wire::META_CLIENT_CAPABILITIES: {},
+        }}});
+        let exchange = async {
+            let Posted::Body(mut inbound, _) = self.post(method, &body, false).await? else {
+                return Ok(None);
+            };
+            loop {
+                match inbound.next().await {
+                    Ok(Some(Incoming::Response { id: got, answer })) if got == json!(id) => {
+                        return Ok(Some(answer));
+                    }
+                    Ok(Some(Incoming::Request(request))) => self.refuse(&request).await,
+                    Ok(Some(_)) => {}
+                    Ok(None) => return Err(self.ended_early(method)),
+                    Err(fault) => return Err(self.fault(method, fault)),
+                }
+            }
+        };
+        let wait = STDIO_PROBE_TIME.min(options.request_timeout);
+        let answer = match tokio::time::timeout(wait, exchange).await {
+            Err(_) => return Ok(()), // silence: a legacy server waiting for `initialize`
+            Ok(Err(e)) if matches!(e, Error::SessionExpired { .. }) => return Err(e),
+            Ok(Err(_)) | Ok(Ok(None)) => return Ok(()),
+            Ok(Ok(Some(answer))) => answer,
+        };
+        let modern = |versions: Option<&Value>| {
+            versions
+                .and_then(Value::as_array)
+                .is_some_and(|v| v.iter().any(|v| v == crate::wire::PROTOCOL_VERSION))
+        };
+        let is_modern = match &answer {
+            Ok(result) => modern(result.get("supportedVersions")),
+            Err(error) => {
+                error.code == -32022 && modern(error.data.as_ref().and_then(|d| d.get("supported")))
+            }
+        };
+        if is_modern {
+            return Err(Error::ModernStdio {
+                url: self.url().into(),
+            });
+        }
+        Ok(())
+    }
+
     /// One `initialize` (without session headers): its result and the session id it issued.
     async fn initialize_with(&self, version: &str) -> Result<(Value, Option<String>)> {
         let method = "initialize";
@@ -208,6 +267,18 @@ impl LegacyClient {
     /// picks the client without a whole-request timeout.
     pub(crate) async fn post(&self, method: &str, body: &Value, stream: bool) -> Result<Posted> {
         let inner = &self.inner;
+        if let Some(process) = &inner.stdio {
+            let sent = tokio::time::timeout(inner.options.request_timeout, process.send(body));
+            return match sent.await {
+                Ok(Ok(Some(rx))) => Ok(Posted::Body(Inbound::channel(rx), HeaderMap::new())),
+                Ok(Ok(None)) => Ok(Posted::Accepted),
+                Ok(Err(e)) => Err(e),
+                Err(_) => Err(Error::Timeout {
+                    url: self.url().into(),
+                    after: inner.options.request_timeout,
+                }),
+            };
+        }
         let mut headers = self.headers(method != "initialize")?;
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         headers.insert(
@@ -241,6 +312,10 @@ impl LegacyClient {
     /// dropped one. `None` when the server offers no GET stream (405).
     pub(crate) async fn get(&self, last_event_id: Option<&str>) -> Result<Option<Inbound>> {
         let inner = &self.inner;
+        if let Some(process) = &inner.stdio {
+            // One pipe carries everything: a "resumption" is the same stream again.
+            return Ok(Some(Inbound::channel(process.session_stream()?)));
+        }
         let mut headers = self.headers(true)?;
         headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
         if let Some(last) = last_event_id {
@@ -264,7 +339,8 @@ impl LegacyClient {
 
     /// `DELETE`: ends the session on the server. 405 and "no such session" are fine.
     pub(crate) async fn delete(&self) -> Result<()> {
-        if self.session().session_id.is_none() {
+        // A stdio session ends with its process, which its supervisor owns.
+        if self.session().session_id.is_none() || self.inner.stdio.is_some() {
             return Ok(());
         }
         let inner = &self.inner;
@@ -410,6 +486,11 @@ impl LegacyClient {
     }
 
     pub(crate) fn ended_early(&self, method: &str) -> Error {
+        if let Some(process) = &self.inner.stdio {
+            if process.exit().is_some() || process.closed() {
+                return process.ended_error();
+            }
+        }
         Error::Transport {
             url: self.url().into(),
             message: format!("the server ended its answer to {method} without answering"),

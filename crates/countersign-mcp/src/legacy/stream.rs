@@ -117,6 +117,8 @@ pub(crate) struct Inbound {
     /// The server's last `retry:`, clamped.
     pub(crate) retry: Option<Duration>,
     ended: bool,
+    /// A stdio server's messages for this stream, already framed and classified.
+    channel: Option<tokio::sync::mpsc::Receiver<Incoming>>,
 }
 
 impl std::fmt::Debug for Inbound {
@@ -141,6 +143,23 @@ impl Inbound {
             last_event_id: None,
             retry: None,
             ended: false,
+            channel: None,
+        }
+    }
+
+    /// The messages a stdio process routes to one request (or to the session stream).
+    pub(crate) fn channel(rx: tokio::sync::mpsc::Receiver<Incoming>) -> Self {
+        Self {
+            body: Box::pin(futures_util::stream::empty()),
+            framing: Framing::Json,
+            json: Vec::new(),
+            sse: SseDecoder::new(),
+            events: Vec::new(),
+            queue: VecDeque::new(),
+            last_event_id: None,
+            retry: None,
+            ended: false,
+            channel: Some(rx),
         }
     }
 
@@ -152,6 +171,9 @@ impl Inbound {
     /// The next message; `Ok(None)` when the body ended. Never holds more than
     /// [`MAX_BODY_BYTES`] of an incomplete message.
     pub(crate) async fn next(&mut self) -> Result<Option<Incoming>, Fault> {
+        if let Some(rx) = &mut self.channel {
+            return Ok(rx.recv().await);
+        }
         loop {
             if let Some(message) = self.queue.pop_front() {
                 return Ok(Some(message));

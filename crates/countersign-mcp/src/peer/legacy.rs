@@ -124,6 +124,8 @@ struct Inner {
     tasks: Mutex<HashMap<String, Side>>,
     /// The session's GET stream: `notifications/tasks/status` there asks for a poll at once.
     stream: Mutex<Stream>,
+    /// A stdio server: each process is one session, started by its supervisor.
+    stdio: Option<crate::stdio::StdioServer>,
 }
 
 /// The GET stream's state.
@@ -206,8 +208,38 @@ impl LegacyPeer {
                 current: tokio::sync::Mutex::new(None),
                 tasks: Mutex::new(HashMap::new()),
                 stream: Mutex::new(Stream::default()),
+                stdio: None,
             }),
         }
+    }
+
+    /// A peer for a stdio server: its process starts when a request first needs it, and a
+    /// session is a process (no stored session is taken up: the process that held it is gone).
+    pub fn stdio(
+        server: crate::stdio::StdioServer,
+        options: ClientOptions,
+        store: Arc<dyn SessionStore>,
+        signals: Option<SignalSink>,
+    ) -> Self {
+        let endpoint = Endpoint::new(server.label());
+        Self {
+            inner: Arc::new(Inner {
+                token: RwLock::new(None),
+                endpoint,
+                options,
+                store,
+                signals,
+                current: tokio::sync::Mutex::new(None),
+                tasks: Mutex::new(HashMap::new()),
+                stream: Mutex::new(Stream::default()),
+                stdio: Some(server),
+            }),
+        }
+    }
+
+    /// The stdio server behind this peer, if it is one.
+    pub fn stdio_server(&self) -> Option<&crate::stdio::StdioServer> {
+        self.inner.stdio.as_ref()
     }
 
     /// The endpoint URL.
@@ -243,7 +275,8 @@ impl LegacyPeer {
     /// `tools/call`: task-augmented (`params.task`) when the tool's `taskSupport` is `required`
     /// or `optional`, plainly otherwise. A task handle comes back as a modern handle.
     pub async fn call_tool(&self, call: &ToolCall) -> Result<CallOutcome> {
-        let client = self.client().await?;
+        let current = self.current().await?;
+        let client = current.client;
         let tools = client.list_tools().await?;
         let as_task = tools
             .iter()
@@ -256,6 +289,8 @@ impl LegacyPeer {
         {
             ToolOutcome::Result(result) => Ok(CallOutcome::Complete(result)),
             ToolOutcome::Task(task) => {
+                let generation = current.generation;
+                self.with_side(&task.task_id, |side| side.generation = Some(generation));
                 let handle =
                     Task::parse_handle(&Value::Object(modern_fields(&task))).map_err(|reason| {
                         Error::InvalidResponse {
@@ -405,6 +440,15 @@ impl LegacyPeer {
         if let Some(current) = guard.as_ref() {
             return Ok(current.clone());
         }
+        if self.inner.stdio.is_some() {
+            // Generation 1: a task this process has not shown belongs to an earlier process.
+            let current = Current {
+                client: self.initialize().await?,
+                generation: 1,
+            };
+            *guard = Some(current.clone());
+            return Ok(current);
+        }
         let client = match self.inner.store.load().await {
             Some(session) => {
                 match LegacyClient::resume(self.endpoint(), self.inner.options.clone(), session) {
@@ -432,15 +476,18 @@ impl LegacyPeer {
             }
         }
         let old_id = expired.client.session().session_id;
-        let stored = self
-            .inner
-            .store
-            .load()
-            .await
-            .filter(|s| s.session_id != old_id)
-            .and_then(|s| {
-                LegacyClient::resume(self.endpoint(), self.inner.options.clone(), s).ok()
-            });
+        let stored = if self.inner.stdio.is_some() {
+            None
+        } else {
+            self.inner
+                .store
+                .load()
+                .await
+                .filter(|s| s.session_id != old_id)
+                .and_then(|s| {
+                    LegacyClient::resume(self.endpoint(), self.inner.options.clone(), s).ok()
+                })
+        };
         let client = match stored {
             Some(client) => client,
             None => self.initialize().await?,
@@ -454,7 +501,22 @@ impl LegacyPeer {
     }
 
     async fn initialize(&self) -> Result<LegacyClient> {
-        let client = LegacyClient::connect(self.endpoint(), self.inner.options.clone()).await?;
+        let client = match &self.inner.stdio {
+            Some(server) => {
+                let process = server.process().await?;
+                LegacyClient::connect_stdio(process, server.label(), self.inner.options.clone())
+                    .await
+                    .map_err(|e| match e {
+                        // The new process ended before its session began: a failure to start
+                        // (retried after the pause), not the end of any task's session.
+                        Error::SessionExpired { url, message, .. } => {
+                            Error::Transport { url, message }
+                        }
+                        other => other,
+                    })?
+            }
+            None => LegacyClient::connect(self.endpoint(), self.inner.options.clone()).await?,
+        };
         self.inner
             .store
             .save(client.session())
@@ -518,7 +580,11 @@ impl LegacyPeer {
         let seen = self.with_side(task_id, |side| side.generation);
         self.forget(task_id);
         let ended = renewed || seen.map_or(current.generation > 0, |g| g < current.generation);
-        if ended {
+        if ended && self.inner.stdio.is_some() {
+            Error::ProcessEnded {
+                task_id: task_id.into(),
+            }
+        } else if ended {
             Error::SessionEnded {
                 task_id: task_id.into(),
             }

@@ -6,3 +6,4 @@ mod legacy_faults;
 mod legacy_replay;
 mod replay_captures;
 mod scenario;
+mod stdio_everything;
