@@ -293,12 +293,29 @@ impl SignInClientArgs {
 
 #[derive(Subcommand, Debug)]
 pub(crate) enum ServersCommand {
-    /// Register a server (its identity is discovered first).
+    /// Register a server (its identity is discovered first): an HTTP server by its URL, or a
+    /// stdio server by its command after `--` (`servers add files -- npx -y
+    /// @modelcontextprotocol/server-filesystem ~/work`), which the engine starts when needed.
     Add {
         /// A unique name.
         name: String,
-        /// Its MCP endpoint URL.
-        url: String,
+        /// Its MCP endpoint URL (an HTTP server).
+        #[arg(required_unless_present = "command", conflicts_with = "command")]
+        url: Option<String>,
+        /// A stdio server's command and its arguments, after `--`.
+        #[arg(last = true, value_name = "COMMAND")]
+        command: Vec<String>,
+        /// A stdio server's environment variable, `KEY=VALUE` (repeatable). Kept in the ledger:
+        /// use --env-secret for secrets.
+        #[arg(long = "env", value_name = "KEY=VALUE")]
+        env: Vec<String>,
+        /// A stdio server's secret variable (repeatable): its value is read from this command's
+        /// own environment variable of that name and kept in the OS keyring only.
+        #[arg(long = "env-secret", value_name = "KEY")]
+        env_secret: Vec<String>,
+        /// A stdio server's working directory.
+        #[arg(long, value_name = "DIR")]
+        cwd: Option<String>,
         /// Do not contact the server now.
         #[arg(long)]
         no_discover: bool,

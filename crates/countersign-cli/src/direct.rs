@@ -8,7 +8,7 @@
 //! 2025-11-25 generation ([`era::means_legacy`]), the command initializes a session and goes on
 //! in `direct/legacy.rs`, with the same output, answers and exit codes.
 
-mod legacy;
+pub(crate) mod legacy;
 
 use std::collections::HashSet;
 use std::future::Future;

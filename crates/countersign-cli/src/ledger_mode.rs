@@ -35,7 +35,7 @@ const ACK_WAIT: Duration = Duration::from_secs(15);
 /// The CLI's console: the core's [`Console`] (the one the app uses), opened with the engine
 /// started only when a command needs one.
 pub(crate) struct Desk {
-    console: Console,
+    pub(crate) console: Console,
 }
 
 impl Desk {
@@ -65,7 +65,7 @@ impl Desk {
 
     /// Makes sure an engine serves this ledger: the running one, or our own. Returns the pid
     /// of another process's engine when that one serves it.
-    async fn ensure_engine(&self) -> Result<Option<u32>, CliError> {
+    pub(crate) async fn ensure_engine(&self) -> Result<Option<u32>, CliError> {
         Ok(match self.console.ensure_engine().await? {
             EngineState::Running { .. } => None,
             EngineState::Elsewhere { pid } => Some(pid.unwrap_or(0)),
@@ -76,7 +76,7 @@ impl Desk {
         self.console.close().await;
     }
 
-    async fn server(&self, name: &str) -> Result<ServerRecord, CliError> {
+    pub(crate) async fn server(&self, name: &str) -> Result<ServerRecord, CliError> {
         self.console.server_named(name).await?.ok_or_else(|| {
             CliError::Usage(format!(
                 "no server named {name:?} (add it with `countersign servers add {name} URL`)"
@@ -269,7 +269,8 @@ pub(crate) async fn servers_list(desk: &Desk, json_out: bool) -> Result<u8, CliE
                 .and_then(Value::as_str)
                 .unwrap_or("-");
             let era = era_of(&s).unwrap_or_else(|| "-".into());
-            say!("{:<16} {:<40} {era:<18} {identity}", s.name, s.url);
+            let address = crate::stdio_mode::command_line(&s);
+            say!("{:<16} {:<40} {era:<18} {identity}", s.name, address);
         }
     }
     Ok(EXIT_COMPLETED)
@@ -768,6 +769,9 @@ pub(crate) async fn call(
     json_out: bool,
 ) -> Result<u8, CliError> {
     let server = desk.server(server).await?;
+    if server.is_stdio() {
+        crate::stdio_mode::own_for_call(desk, &server, no_follow).await?;
+    }
     // The console bounds the rounds of questions (as direct mode does) and records an intent
     // per round.
     let mut step = desk

@@ -27,6 +27,7 @@ mod gateway_mode;
 mod ledger_mode;
 mod prompt;
 mod settings_mode;
+mod stdio_mode;
 mod terminal;
 
 use std::process::ExitCode;
@@ -122,8 +123,8 @@ pub(crate) fn parse_object(what: &str, text: &str) -> Result<Map<String, Value>,
 async fn run(cli: Cli) -> Result<u8, CliError> {
     let Cli { global, command } = cli;
     match command {
-        Command::Discover { url } => direct::discover(&url, &global).await,
-        Command::Tools { url } => direct::tools(&url, &global).await,
+        Command::Discover { url } if url.contains("://") => direct::discover(&url, &global).await,
+        Command::Tools { url } if url.contains("://") => direct::tools(&url, &global).await,
         Command::Call(args) if args.url.contains("://") => {
             let arguments = args.arguments()?;
             let policy = direct::AnswerPolicy::from_args(&args.answer)?;
@@ -199,10 +200,29 @@ async fn on_ledger(
         }
         Command::Servers(ServersCommand::Add {
             name,
-            url,
+            url: None,
+            command,
+            env,
+            env_secret,
+            cwd,
+            no_discover,
+            ..
+        }) => {
+            let stdio = stdio_mode::StdioAdd {
+                command,
+                env,
+                env_secret,
+                cwd,
+            };
+            stdio_mode::servers_add(desk, &name, stdio, !no_discover, json).await
+        }
+        Command::Servers(ServersCommand::Add {
+            name,
+            url: Some(url),
             no_discover,
             no_browser,
             client,
+            ..
         }) => {
             let with = ledger::SignInWith {
                 client: client.client()?,
@@ -300,9 +320,10 @@ async fn on_ledger(
         } => settings_mode::set(desk, &key, &value, json).await,
         Command::Audit { csv } => ledger::audit_log(desk, csv, json),
         // `run` dispatches these before opening the ledger.
-        Command::Discover { .. }
-        | Command::Tools { .. }
-        | Command::Task(_)
+        // A name rather than a URL: a registered server (a stdio server has no URL to give).
+        Command::Discover { url } => stdio_mode::discover(desk, &url, json).await,
+        Command::Tools { url } => stdio_mode::tools(desk, &url, json).await,
+        Command::Task(_)
         | Command::Gateway { .. }
         | Command::Connect { .. }
         | Command::DemoServer(_) => Err(CliError::Usage(

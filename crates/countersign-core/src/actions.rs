@@ -419,11 +419,57 @@ pub async fn add_server(
     found: Option<&Connection>,
     actor: &str,
 ) -> Result<ServerRecord> {
-    let (name, url, actor) = (name.to_owned(), url.to_owned(), actor.to_owned());
+    let address = Address::Url {
+        url: url.to_owned(),
+        has_token,
+    };
+    add(ledger, name, address, found, actor).await
+}
+
+/// Registers a stdio server (its command; secret values are the caller's, for the keyring),
+/// audited with the command line and the names of its variables, never their values.
+pub async fn add_stdio_server(
+    ledger: &Ledger,
+    name: &str,
+    spec: &servers::StdioSpec,
+    found: Option<&Connection>,
+    actor: &str,
+) -> Result<ServerRecord> {
+    add(ledger, name, Address::Stdio(spec.clone()), found, actor).await
+}
+
+enum Address {
+    Url { url: String, has_token: bool },
+    Stdio(servers::StdioSpec),
+}
+
+async fn add(
+    ledger: &Ledger,
+    name: &str,
+    address: Address,
+    found: Option<&Connection>,
+    actor: &str,
+) -> Result<ServerRecord> {
+    let (name, actor) = (name.to_owned(), actor.to_owned());
     let found = found.map(Profile::of);
     Ok(ledger
         .write(move |ctx| {
-            let record = servers::add(ctx.conn, &name, &url, has_token)?;
+            let (record, detail) = match &address {
+                Address::Url { url, has_token } => (
+                    servers::add(ctx.conn, &name, url, *has_token)?,
+                    json!({"url": url, "token": has_token}),
+                ),
+                Address::Stdio(spec) => (
+                    servers::add_stdio(ctx.conn, &name, spec)?,
+                    json!({
+                        "program": spec.program,
+                        "args": spec.args,
+                        "env": spec.env.keys().collect::<Vec<_>>(),
+                        "secretEnv": spec.secret_env,
+                        "cwd": spec.cwd,
+                    }),
+                ),
+            };
             if let Some(found) = &found {
                 found.record(ctx.conn, record.id)?;
             }
@@ -435,14 +481,17 @@ pub async fn add_server(
                     server: Some(&name),
                     task_id: None,
                     input_key: None,
-                    detail: json!({"url": url, "token": has_token}),
+                    detail,
                 },
             )?;
             ctx.append(NewEvent {
                 task: None,
                 server_id: Some(record.id),
                 via: Via::User,
-                kind: EventKind::ServerAdded { name, url },
+                kind: EventKind::ServerAdded {
+                    name,
+                    url: record.url.clone(),
+                },
             })?;
             servers::get(ctx.conn, record.id)
         })

@@ -30,6 +30,7 @@ mod servers;
 mod settings;
 mod sign_ins;
 mod signing_in;
+mod stdio;
 mod tasks;
 pub mod view;
 
@@ -334,6 +335,7 @@ impl Console {
         let data_dir = config.data_dir.clone();
         let tokens = Tokens::new(secrets, &data_dir);
         config.tokens = Some(tokens.provider());
+        config.env_secrets = Some(tokens.env_provider());
         let flights = sign_ins::Flights::default();
         let refreshers = sign_ins::Refreshers::new(warn.clone());
         config.sign_ins = Some(Arc::new(sign_ins::KeyringSignIns {

@@ -68,6 +68,11 @@ pub enum LedgerHealth {
 /// Supplies a server's bearer token (from the OS keyring in the app, the environment in the CLI).
 pub type TokenProvider = Arc<dyn Fn(&ServerRecord) -> Option<Sensitive<String>> + Send + Sync>;
 
+/// Reads a stdio server's secret environment values (these names) from the OS keyring. A
+/// blocking call: run when a process starts, off the runtime's threads.
+pub type EnvSecrets =
+    Arc<dyn Fn(i64, &[String]) -> Result<Vec<(String, Sensitive<String>)>, String> + Send + Sync>;
+
 /// What refreshing a server's refused token gave (see [`SignIns::refresh`]).
 #[derive(Debug)]
 pub enum Reauth {
@@ -113,6 +118,8 @@ pub struct EngineConfig {
     pub change_feed: Duration,
     /// Tokens for servers that need them.
     pub tokens: Option<TokenProvider>,
+    /// Secret environment values of stdio servers.
+    pub env_secrets: Option<EnvSecrets>,
     /// HTTP client settings.
     pub client: ClientOptions,
     /// Receive task changes over `subscriptions/listen` where a server offers it (polling goes
@@ -134,6 +141,7 @@ impl EngineConfig {
             per_server_concurrency: 32,
             change_feed: Duration::from_millis(250),
             tokens: None,
+            env_secrets: None,
             client: ClientOptions::default(),
             push: true,
             push_config: PushConfig::default(),
@@ -357,7 +365,8 @@ impl Engine {
         match self.links.get(server.id) {
             Some(link)
                 if link.peer.url() == server.url
-                    && Some(link.peer.era()) == server.era.or(Some(Era::Modern)) =>
+                    && (server.is_stdio()
+                        || Some(link.peer.era()) == server.era.or(Some(Era::Modern))) =>
             {
                 Ok(link.peer)
             }
@@ -693,7 +702,8 @@ impl State {
             // token is handed to it), rebuilt only when the server's URL or era changed.
             if let Some(link) = self.links.get(server.id) {
                 if let Peer::Legacy(peer) = &link.peer {
-                    if server.era == Some(Era::Legacy) && peer.url() == server.url {
+                    let legacy = server.era == Some(Era::Legacy) || server.is_stdio();
+                    if legacy && peer.url() == server.url {
                         let token = self.config.tokens.as_ref().and_then(|t| t(&server));
                         peer.set_bearer_token(token);
                         self.links.set(

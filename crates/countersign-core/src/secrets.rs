@@ -478,6 +478,64 @@ impl Tokens {
         self.cache.read().ok()?.get(&server).cloned()
     }
 
+    /// The keyring entry's user name for a stdio server's secret environment (one JSON object
+    /// of name → value).
+    pub fn env_entry_name(&self, server: i64) -> String {
+        format!("env:{server}@{}", self.scope)
+    }
+
+    /// Stores (replaces) a stdio server's secret environment values in the keyring.
+    pub async fn store_env(
+        &self,
+        server: i64,
+        values: Vec<(String, Sensitive<String>)>,
+    ) -> Result<()> {
+        let me = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let map: serde_json::Map<String, serde_json::Value> = values
+                .into_iter()
+                .map(|(k, v)| (k, serde_json::Value::String(v.expose().clone())))
+                .collect();
+            let blob = Sensitive::new(serde_json::Value::Object(map).to_string());
+            me.secrets.store(&me.env_entry_name(server), &blob)
+        })
+        .await
+        .unwrap_or_else(|_| Err(panicked()))
+    }
+
+    /// Forgets a stdio server's secret environment (fine if it had none).
+    pub async fn delete_env(&self, server: i64) -> Result<()> {
+        let me = self.clone();
+        tokio::task::spawn_blocking(move || me.secrets.delete(&me.env_entry_name(server)))
+            .await
+            .unwrap_or_else(|_| Err(panicked()))
+    }
+
+    /// What the engine asks for a stdio server's secret environment as a process starts: the
+    /// keyring, read then (a blocking call; the engine runs it off its threads). A name with no
+    /// stored value is an error that names it, never its value.
+    pub fn env_provider(&self) -> crate::engine::EnvSecrets {
+        let me = self.clone();
+        Arc::new(move |server: i64, names: &[String]| {
+            let blob = me
+                .secrets
+                .load(&me.env_entry_name(server))
+                .map_err(|e| e.to_string())?;
+            let map: serde_json::Map<String, serde_json::Value> = match blob {
+                Some(blob) => serde_json::from_str(blob.expose())
+                    .map_err(|_| "the stored secret environment is unreadable".to_owned())?,
+                None => serde_json::Map::new(),
+            };
+            names
+                .iter()
+                .map(|name| match map.get(name).and_then(|v| v.as_str()) {
+                    Some(value) => Ok((name.clone(), Sensitive::new(value.to_owned()))),
+                    None => Err(format!("no value for {name} in the OS keyring")),
+                })
+                .collect()
+        })
+    }
+
     /// What the engine asks for a server's token: the cache, never the keyring.
     pub fn provider(&self) -> TokenProvider {
         let me = self.clone();

@@ -50,6 +50,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0004_settings.sql"),
     include_str!("../migrations/0005_gated_questions.sql"),
     include_str!("../migrations/0006_server_era.sql"),
+    include_str!("../migrations/0007_stdio_servers.sql"),
 ];
 
 /// Errors of the ledger.

@@ -1,9 +1,10 @@
-//! Registered servers: URL, display name, discovered capabilities. Never secrets: a token lives
-//! only in the OS keyring and this table only records that one exists.
+//! Registered servers: URL (or, for a stdio server, its command), display name, discovered
+//! capabilities. Never secrets: a token or a secret environment value lives only in the OS
+//! keyring and this table only records that one exists.
 
 use countersign_mcp::{Era, LegacySession};
 use rusqlite::{params, Connection, OptionalExtension as _, Row};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{now_ms, Error, Result};
@@ -37,10 +38,44 @@ pub struct ServerRecord {
     /// session id is the server's key to this client's tasks, not something to show or send.
     #[serde(skip)]
     pub legacy_session: Option<LegacySession>,
+    /// A stdio server's command; `None` for an HTTP server.
+    pub command: Option<StdioSpec>,
+}
+
+impl ServerRecord {
+    /// Whether Countersign starts this server as a process.
+    pub fn is_stdio(&self) -> bool {
+        self.command.is_some()
+    }
+}
+
+/// A stdio server's command as stored: everything but the secret values.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StdioSpec {
+    /// The program (looked up on `PATH`).
+    pub program: String,
+    /// Its arguments.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Plain environment variables added to the inherited ones.
+    #[serde(default)]
+    pub env: std::collections::BTreeMap<String, String>,
+    /// Names of the variables whose values are in the OS keyring.
+    #[serde(default)]
+    pub secret_env: Vec<String>,
+    /// The working directory, else the engine's.
+    #[serde(default)]
+    pub cwd: Option<String>,
+}
+
+/// The `url` a stdio server is known by.
+pub fn stdio_url(name: &str) -> String {
+    format!("stdio:{name}")
 }
 
 const COLUMNS: &str = "id, name, url, capabilities, server_info, discovered_at, poll_floor_ms, \
-                       has_token, created_at, era, protocol_version, legacy_session";
+                       has_token, created_at, era, protocol_version, legacy_session, command";
 
 fn from_row(row: &Row<'_>) -> rusqlite::Result<ServerRecord> {
     let json = |i: usize| -> rusqlite::Result<Option<Value>> {
@@ -66,6 +101,9 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<ServerRecord> {
         legacy_session: row
             .get::<_, Option<String>>(11)?
             .and_then(|s| serde_json::from_str(&s).ok()),
+        command: row
+            .get::<_, Option<String>>(12)?
+            .and_then(|s| serde_json::from_str(&s).ok()),
     })
 }
 
@@ -85,6 +123,53 @@ pub fn add(conn: &Connection, name: &str, url: &str, has_token: bool) -> Result<
         params![name, url, has_token, now_ms()],
     )?;
     get(conn, conn.last_insert_rowid())
+}
+
+/// Adds a stdio server: names are unique, the program is not empty, names of variables are
+/// plain (no `=`, no NUL).
+pub fn add_stdio(conn: &Connection, name: &str, spec: &StdioSpec) -> Result<ServerRecord> {
+    if name.trim().is_empty() {
+        return Err(Error::Conflict("a server name must not be empty".into()));
+    }
+    check_spec(spec)?;
+    if by_name(conn, name)?.is_some() {
+        return Err(Error::Conflict(format!(
+            "a server named {name:?} already exists"
+        )));
+    }
+    let command = serde_json::to_string(spec).map_err(|e| Error::Invalid(e.to_string()))?;
+    conn.execute(
+        "INSERT INTO servers (name, url, has_token, created_at, command) VALUES (?1, ?2, 0, ?3, ?4)",
+        params![name, stdio_url(name), now_ms(), command],
+    )?;
+    get(conn, conn.last_insert_rowid())
+}
+
+fn check_spec(spec: &StdioSpec) -> Result<()> {
+    if spec.program.trim().is_empty() {
+        return Err(Error::Invalid(
+            "a stdio server needs a command to run".into(),
+        ));
+    }
+    let bad_word = |w: &str| w.contains('\0');
+    if bad_word(&spec.program) || spec.args.iter().any(|a| bad_word(a)) {
+        return Err(Error::Invalid(
+            "a command or argument contains a NUL byte".into(),
+        ));
+    }
+    for key in spec.env.keys().chain(spec.secret_env.iter()) {
+        if key.is_empty() || key.contains('=') || bad_word(key) {
+            return Err(Error::Invalid(format!(
+                "{key:?} is not an environment variable name"
+            )));
+        }
+    }
+    if let Some(key) = spec.secret_env.iter().find(|k| spec.env.contains_key(*k)) {
+        return Err(Error::Invalid(format!(
+            "{key} is given both as plain and as a secret"
+        )));
+    }
+    Ok(())
 }
 
 /// One server by row id.
@@ -171,9 +256,19 @@ pub fn update(
     has_token: bool,
     poll_floor_ms: u64,
 ) -> Result<()> {
-    check_url(url)?;
+    // A stdio server keeps its `stdio:NAME`; only HTTP URLs are checked and changed.
+    let stdio: Option<String> = conn
+        .query_row("SELECT command FROM servers WHERE id = ?1", [id], |r| {
+            r.get(0)
+        })
+        .optional()?
+        .flatten();
+    if stdio.is_none() {
+        check_url(url)?;
+    }
     let n = conn.execute(
-        "UPDATE servers SET url = ?2, has_token = ?3, poll_floor_ms = ?4 WHERE id = ?1",
+        "UPDATE servers SET url = CASE WHEN command IS NULL THEN ?2 ELSE url END, has_token = ?3, \
+         poll_floor_ms = ?4 WHERE id = ?1",
         params![id, url, has_token, super::tasks::sql_ms(poll_floor_ms)],
     )?;
     if n == 0 {

@@ -86,14 +86,28 @@ pub struct StdioServer {
     inner: Arc<Supervisor>,
 }
 
-#[derive(Debug)]
+/// Reads secret environment values (from the OS keyring) as a process starts: a blocking call,
+/// run off the runtime's threads. `Err` says why they could not be read.
+pub type SecretEnv =
+    Arc<dyn Fn() -> std::result::Result<Vec<(String, Sensitive<String>)>, String> + Send + Sync>;
+
 struct Supervisor {
     label: String,
     command: StdioCommand,
+    secret_env: Option<SecretEnv>,
     log: Arc<StderrLog>,
     state: tokio::sync::Mutex<State>,
     /// A copy of what [`StdioServer::status`] shows, readable without waiting.
     shown: std::sync::Mutex<StdioStatus>,
+}
+
+impl std::fmt::Debug for Supervisor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Supervisor")
+            .field("label", &self.label)
+            .field("command", &self.command)
+            .finish_non_exhaustive()
+    }
 }
 
 #[derive(Debug, Default)]
@@ -127,9 +141,29 @@ impl StdioServer {
             inner: Arc::new(Supervisor {
                 label: format!("stdio:{name}"),
                 command,
+                secret_env: None,
                 log: Arc::new(StderrLog::default()),
                 state: tokio::sync::Mutex::new(State::default()),
                 shown: std::sync::Mutex::new(StdioStatus::default()),
+            }),
+        }
+    }
+
+    /// The same server, whose processes also get the values `secret_env` reads (each start
+    /// reads them again, so a changed secret is used from the next start). Call before use.
+    pub fn with_secret_env(self, secret_env: SecretEnv) -> Self {
+        let inner = Arc::try_unwrap(self.inner).unwrap_or_else(|shared| Supervisor {
+            label: shared.label.clone(),
+            command: shared.command.clone(),
+            secret_env: None,
+            log: shared.log.clone(),
+            state: tokio::sync::Mutex::new(State::default()),
+            shown: std::sync::Mutex::new(StdioStatus::default()),
+        });
+        Self {
+            inner: Arc::new(Supervisor {
+                secret_env: Some(secret_env),
+                ..inner
             }),
         }
     }
@@ -203,11 +237,19 @@ impl StdioServer {
         self.inner
             .log
             .note(&format!("starting {}", self.inner.command.display()));
-        match StdioProcess::spawn(
-            &self.inner.label,
-            &self.inner.command,
-            self.inner.log.clone(),
-        ) {
+        let command = match self.command_with_secrets().await {
+            Ok(command) => command,
+            Err(reason) => {
+                state.exits.push_back(Instant::now());
+                self.inner.log.note(&reason);
+                self.show(&state, Some(reason.clone()));
+                return Err(Error::Transport {
+                    url: self.inner.label.clone(),
+                    message: reason,
+                });
+            }
+        };
+        match StdioProcess::spawn(&self.inner.label, &command, self.inner.log.clone()) {
             Ok(process) => {
                 let ended = process.when_ended();
                 let me = Arc::downgrade(&self.inner);
@@ -235,6 +277,18 @@ impl StdioServer {
                 Err(e)
             }
         }
+    }
+
+    async fn command_with_secrets(&self) -> std::result::Result<StdioCommand, String> {
+        let mut command = self.inner.command.clone();
+        if let Some(read) = self.inner.secret_env.clone() {
+            let values = tokio::task::spawn_blocking(move || read())
+                .await
+                .map_err(|_| "reading its secret environment failed".to_owned())?
+                .map_err(|e| format!("its secret environment could not be read: {e}"))?;
+            command.env.extend(values);
+        }
+        Ok(command)
     }
 
     /// Stops the running process (SIGTERM to its group, SIGKILL after [`STOP_GRACE`]) and

@@ -49,7 +49,7 @@ pub(super) async fn close<T>(
 }
 
 /// `discover` of a legacy server: what `initialize` said.
-pub(super) fn discover(session: &LegacyClient, profile: &ServerProfile, json_out: bool) {
+pub(crate) fn discover(session: &LegacyClient, profile: &ServerProfile, json_out: bool) {
     let info = session.session();
     if json_out {
         terminal::json(&json!({
@@ -90,7 +90,7 @@ pub(super) fn discover(session: &LegacyClient, profile: &ServerProfile, json_out
 }
 
 /// `tools` of a legacy server, with each tool's task support.
-pub(super) async fn tools(session: &LegacyClient, json_out: bool) -> Result<u8, CliError> {
+pub(crate) async fn tools(session: &LegacyClient, json_out: bool) -> Result<u8, CliError> {
     let tools = session.list_tools().await?;
     if json_out {
         let tools: Vec<Value> = tools

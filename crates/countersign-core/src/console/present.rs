@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use super::view::{
     AuditEntry, EventVia, EventView, InputKind, InputRequestView, InputState, InputView,
-    Reachability, ServerHealth, ServerView, SignInInfo, TaskView, ToolView,
+    Reachability, ServerHealth, ServerView, SignInInfo, StdioView, TaskView, ToolView,
 };
 
 /// A list row.
@@ -223,7 +223,21 @@ pub fn server(
             None => name.to_owned(),
         })
     });
+    let stdio = s.command.as_ref().map(|spec| StdioView {
+        command: mcp::stdio::StdioCommand {
+            program: spec.program.clone(),
+            args: spec.args.clone(),
+            env: Vec::new(),
+            cwd: None,
+        }
+        .display(),
+        cwd: spec.cwd.clone(),
+        env: spec.env.keys().cloned().collect(),
+        secret_env: spec.secret_env.clone(),
+        process: None,
+    });
     ServerView {
+        stdio,
         id: s.id,
         name: s.name.clone(),
         url: s.url.clone(),

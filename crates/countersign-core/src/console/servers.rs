@@ -44,12 +44,16 @@ impl Console {
         Ok(list
             .iter()
             .map(|s| {
-                present::server(
+                let mut view = present::server(
                     s,
                     seen.iter().find(|r| r.server_id == s.id),
                     sign_ins.iter().find(|r| r.server_id == s.id),
                     self.tokens.sign_in_info(s.id),
-                )
+                );
+                if let Some(stdio) = &mut view.stdio {
+                    stdio.process = self.stdio_process(s);
+                }
+                view
             })
             .collect())
     }
@@ -392,6 +396,13 @@ impl Console {
         if server.has_token {
             self.tokens.delete(server.id).await?;
         }
+        if server
+            .command
+            .as_ref()
+            .is_some_and(|c| !c.secret_env.is_empty())
+        {
+            self.tokens.delete_env(server.id).await?;
+        }
         self.stop_refreshing(server.id);
         // An OAuth sign-in has no flag in the ledger; where there is no keyring there is none.
         match self.tokens.delete_credentials(server.id).await {
@@ -406,8 +417,13 @@ impl Console {
     /// Asks the server what it is again (either era) and records what it says.
     pub async fn check_server(&self, id: i64) -> Result<ServerRecord> {
         let server = self.server(id).await?;
-        let client = self.client(&server).await?;
-        let found = match self.unless_cancelled(mcp::era::check(&client)).await? {
+        let checked = if server.is_stdio() {
+            self.unless_cancelled(self.check_stdio(&server)).await??
+        } else {
+            let client = self.client(&server).await?;
+            self.unless_cancelled(mcp::era::check(&client)).await?
+        };
+        let found = match checked {
             Ok(found) => found,
             Err(e) => {
                 // A server that cannot be reached shows as unreachable, not "unknown" (a server
@@ -438,7 +454,10 @@ impl Console {
     }
 
     /// `work`, unless [`Console::cancel_checks`] is called before it ends.
-    async fn unless_cancelled<T>(&self, work: impl std::future::Future<Output = T>) -> Result<T> {
+    pub(super) async fn unless_cancelled<T>(
+        &self,
+        work: impl std::future::Future<Output = T>,
+    ) -> Result<T> {
         let mut cancelled = self.checks.subscribe();
         tokio::select! {
             done = work => Ok(done),
@@ -449,6 +468,19 @@ impl Console {
     /// The tools of a server.
     pub async fn tools(&self, server_id: i64) -> Result<Vec<ToolView>> {
         let server = self.server(server_id).await?;
+        if let mcp::Peer::Legacy(peer) = self.peer(&server).await? {
+            let tools = peer.client().await?.list_tools().await?;
+            return Ok(tools
+                .into_iter()
+                .map(|t| {
+                    present::tool(&mcp::Tool {
+                        name: t.name,
+                        definition: t.definition,
+                        header_params: Vec::new(),
+                    })
+                })
+                .collect());
+        }
         let list = self.client(&server).await?.list_tools().await?;
         Ok(list.tools.iter().map(present::tool).collect())
     }

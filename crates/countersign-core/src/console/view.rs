@@ -480,6 +480,84 @@ pub struct ServerView {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "ts", ts(optional))]
     pub sign_in: Option<SignInInfo>,
+    /// A stdio server's command and, where this process runs its engine, its process.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub stdio: Option<StdioView>,
+}
+
+/// A stdio server as its page shows it: what runs, never a secret value.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct StdioView {
+    /// The command line (program and arguments, quoted as a shell would need).
+    pub command: String,
+    /// The working directory, when one is set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub cwd: Option<String>,
+    /// Names of the plain environment variables given.
+    pub env: Vec<String>,
+    /// Names of the variables whose values are in the OS keyring.
+    pub secret_env: Vec<String>,
+    /// The process, when the engine that runs it is in this process.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub process: Option<StdioProcessView>,
+}
+
+/// The engine's process of a stdio server, now.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct StdioProcessView {
+    /// Its pid, while one runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub pid: Option<u32>,
+    /// Processes started by this engine.
+    #[cfg_attr(feature = "ts", ts(type = "number"))]
+    pub starts: u64,
+    /// Exits (and failed starts) in the last ten minutes.
+    #[cfg_attr(feature = "ts", ts(type = "number"))]
+    pub recent_exits: usize,
+    /// How the last one ended.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub last_exit: Option<String>,
+    /// It keeps exiting: shown, not hidden.
+    pub crash_loop: bool,
+    /// The end of its stderr (bounded), with Countersign's notes.
+    pub log: Vec<String>,
+}
+
+/// A stdio server to register: `countersign servers add NAME -- COMMAND [ARGS…]`, or the app's
+/// Add server form with "Command".
+#[derive(Debug, Clone, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct StdioAddRequest {
+    /// Unique display name.
+    pub name: String,
+    /// The program.
+    pub program: String,
+    /// Its arguments.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Plain variables, `KEY` → value.
+    #[serde(default)]
+    pub env: Vec<(String, String)>,
+    /// Secret variables: kept in the OS keyring only.
+    #[serde(default)]
+    #[cfg_attr(feature = "ts", ts(type = "Array<[string, string]>"))]
+    pub secret_env: Vec<(String, SecretText)>,
+    /// The working directory.
+    #[serde(default)]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub cwd: Option<String>,
+    /// Start it and ask what it is first, refusing one that does not answer.
+    pub discover: bool,
 }
 
 /// `server_add` request (deserialise-only: it may carry a token).

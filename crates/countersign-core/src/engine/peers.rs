@@ -59,17 +59,49 @@ pub fn make_peer(
     ledger: &Arc<Ledger>,
     signals: Option<mpsc::UnboundedSender<(i64, PeerSignal)>>,
 ) -> Result<Peer, mcp::Error> {
+    let server_id = server.id;
+    let sink = |signals: Option<mpsc::UnboundedSender<(i64, PeerSignal)>>| {
+        signals.map(|tx| {
+            Arc::new(move |signal| {
+                let _ = tx.send((server_id, signal));
+            }) as mcp::SignalSink
+        })
+    };
+    if let Some(spec) = &server.command {
+        // A stdio server is always this era's peer: the process is the session.
+        let command = mcp::stdio::StdioCommand {
+            program: spec.program.clone(),
+            args: spec.args.clone(),
+            env: spec
+                .env
+                .iter()
+                .map(|(k, v)| (k.clone(), mcp::sensitive::Sensitive::new(v.clone())))
+                .collect(),
+            cwd: spec.cwd.as_ref().map(std::path::PathBuf::from),
+        };
+        let mut process = mcp::stdio::StdioServer::new(&server.name, command);
+        if !spec.secret_env.is_empty() {
+            if let Some(secrets) = &config.env_secrets {
+                let (secrets, names) = (secrets.clone(), spec.secret_env.clone());
+                process = process.with_secret_env(Arc::new(move || secrets(server_id, &names)));
+            }
+        }
+        return Ok(Peer::Legacy(LegacyPeer::stdio(
+            process,
+            config.client.clone(),
+            Arc::new(LedgerSessions {
+                ledger: ledger.clone(),
+                server_id,
+            }),
+            sink(signals),
+        )));
+    }
     if server.era != Some(Era::Legacy) {
         return super::make_client(server, config).map(Peer::Modern);
     }
     mcp::client::check_server_url(&server.url)?;
     let token = config.tokens.as_ref().and_then(|t| t(server));
-    let server_id = server.id;
-    let sink = signals.map(|tx| {
-        Arc::new(move |signal| {
-            let _ = tx.send((server_id, signal));
-        }) as mcp::SignalSink
-    });
+    let sink = sink(signals);
     Ok(Peer::Legacy(LegacyPeer::new(
         Endpoint::new(server.url.clone()).with_token(token),
         config.client.clone(),
@@ -138,6 +170,9 @@ impl State {
             let Ok(server) = ledger.read_async(move |c| servers::get(c, server_id)).await else {
                 return;
             };
+            if server.is_stdio() {
+                return; // each new process is probed as it starts
+            }
             let token = config.tokens.as_ref().and_then(|t| t(&server));
             let endpoint = Endpoint::new(server.url.clone()).with_token(token);
             let found = match mcp::era::connect(endpoint, config.client.clone()).await {
