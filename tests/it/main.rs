@@ -26,3 +26,4 @@ mod poll_connections;
 mod push;
 mod settings;
 mod sse_limits;
+mod stdio_servers;

@@ -11,6 +11,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::peer::repo_root;
+
 /// How to install what these tests need.
 pub const SETUP: &str = "bash .ci/setup-tools.sh";
 
@@ -94,4 +96,70 @@ impl Drop for Everything {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The pinned Node, else the one on `PATH`.
+pub fn node() -> PathBuf {
+    let pinned = repo_root().join(".ci/tools/node_modules/.bin/node");
+    if pinned.exists() {
+        pinned
+    } else {
+        PathBuf::from("node")
+    }
+}
+
+/// server-everything's stdio command line, as `servers add NAME -- …` takes it.
+pub fn stdio_command() -> Vec<String> {
+    let script = repo_root()
+        .join(".ci/tools/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    assert!(
+        script.is_file(),
+        "server-everything is not installed at {}: run `{SETUP}`",
+        script.display()
+    );
+    vec![
+        node().display().to_string(),
+        script.display().to_string(),
+        "stdio".into(),
+    ]
+}
+
+/// `@modelcontextprotocol/server-filesystem` 2026.8.31 (stdio only) serving `root`.
+pub fn filesystem_command(root: &Path) -> Vec<String> {
+    let script = repo_root()
+        .join(".ci/tools/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
+    assert!(
+        script.is_file(),
+        "server-filesystem is not installed at {}: run `{SETUP}`",
+        script.display()
+    );
+    vec![
+        node().display().to_string(),
+        script.display().to_string(),
+        root.display().to_string(),
+    ]
+}
+
+/// The pids of live processes whose environment holds `marker` (`KEY=VALUE`): the servers a
+/// test started with `--env`, wherever they are in the process tree.
+pub fn processes_marked(marker: &str) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            // A zombie has exited already: only its parent's reaping is left.
+            let state = stat
+                .rsplit(')')
+                .next()
+                .and_then(|s| s.split_whitespace().next());
+            state != Some("Z")
+                && std::fs::read(format!("/proc/{pid}/environ"))
+                    .map(|env| env.split(|b| *b == 0).any(|v| v == marker.as_bytes()))
+                    .unwrap_or(false)
+        })
+        .collect()
 }
