@@ -174,6 +174,42 @@ async fn kill_9_of_the_engine_takes_its_server_and_the_task_ends_with_the_proces
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_a_killed_engines_server_started_and_left_is_ended_by_the_next_engine() {
+    let dir = DataDir::new("stdio-orphan");
+    let mark = marker("orphan");
+    // The server starts a child that neither reads its stdin nor gets the engine's death signal.
+    let mut command = vec!["sh".to_owned(), "-c".to_owned()];
+    let everything = stdio_command()
+        .iter()
+        .map(|w| format!("'{w}'"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    command.push(format!("sleep 600 & exec {everything}"));
+    add(&dir, "everything", &mark, &command).await;
+    no_process_left(&mark).await;
+    let mut caller = dir.spawn(&[
+        "call",
+        "everything",
+        RESEARCH,
+        r#"{"topic":"python","ambiguous":true}"#,
+    ]);
+    let view = dir.ledger();
+    wait_for("the task handle on disk", SETTLE, || {
+        view.tasks().into_iter().next()
+    })
+    .await;
+    caller.kill9().await;
+    wait_for(
+        "the server itself to die with its engine",
+        Duration::from_secs(5),
+        || (processes_marked(&mark).len() == 1).then_some(()),
+    )
+    .await;
+    let _watch = dir.watch().await;
+    no_process_left(&mark).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_says_who_owns_the_process_instead_of_starting_a_second_one() {
     let dir = DataDir::new("stdio-owner");
     let mark = marker("owner");

@@ -225,6 +225,16 @@ impl Engine {
     pub async fn start(config: EngineConfig) -> Result<Self, Error> {
         let lock = EngineLock::acquire_creating(&config.data_dir)?;
         let ledger = Arc::new(Ledger::open(&config.data_dir)?);
+        // What a killed engine's stdio servers started and left running ends now.
+        tokio::task::spawn_blocking(|| {
+            let swept = mcp::stdio::sweep_orphans();
+            if swept > 0 {
+                tracing::info!(
+                    swept,
+                    "ended processes a killed engine's stdio servers left"
+                );
+            }
+        });
         let links = Links::default();
         let (obs_tx, obs_rx) = mpsc::unbounded_channel();
         let poll = Arc::new(PollSource::start(links.clone(), obs_tx.clone()));

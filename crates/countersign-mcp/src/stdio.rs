@@ -4,11 +4,13 @@
 //! it, starts it again after it exits (with a growing pause, so a crash loop costs little and is
 //! shown, not hidden), keeps its stderr in a bounded [`StderrLog`], and stops it with its whole
 //! process group. Every process is tied to ours (`PR_SET_PDEATHSIG`), so a kill -9 of the engine
-//! takes the server with it. A process is one session: when it ends, its tasks end with it.
+//! takes the server with it; what it started in turn is found and ended by the next engine
+//! ([`sweep_orphans`]). A process is one session: when it ends, its tasks end with it.
 //!
 //! - `stdio/process.rs`: one running process, its framing and the routing of what it writes;
 //! - `stdio/log.rs`: the bounded stderr log;
-//! - `stdio/sys.rs`: the two system calls the standard library lacks.
+//! - `stdio/orphans.rs`: the sweep for processes a killed engine left;
+//! - `stdio/sys.rs`: the system calls the standard library lacks.
 //!
 //! The protocol on top is the legacy client's ([`crate::legacy::LegacyClient::connect_stdio`]),
 //! after the specification's stdio detection: `server/discover` first, then `initialize`.
@@ -24,10 +26,12 @@ use crate::error::{Error, Result};
 use crate::sensitive::Sensitive;
 
 mod log;
+mod orphans;
 mod process;
 mod sys;
 
 pub use log::{StderrLog, MAX_LOG_LINES, MAX_LOG_LINE_BYTES};
+pub use orphans::{sweep as sweep_orphans, OWNER_VAR};
 pub use process::{Exit, StdioProcess};
 
 /// How long a process has between SIGTERM and SIGKILL.

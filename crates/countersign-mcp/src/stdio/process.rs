@@ -118,6 +118,7 @@ impl StdioProcess {
         for (key, value) in &command.env {
             cmd.env(key, value.expose());
         }
+        cmd.env(super::orphans::OWNER_VAR, std::process::id().to_string());
         if let Some(dir) = &command.cwd {
             cmd.current_dir(dir);
         }

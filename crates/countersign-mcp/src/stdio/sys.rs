@@ -50,6 +50,29 @@ pub(super) fn signal_group(pgid: u32, signal: Signal) {
     let _ = (pgid, signal);
 }
 
+/// Sends `signal` to one process.
+pub(super) fn signal_process(pid: u32, signal: Signal) {
+    #[cfg(unix)]
+    {
+        let Ok(pid) = libc::pid_t::try_from(pid) else {
+            return;
+        };
+        if pid <= 1 {
+            return;
+        }
+        let signal = match signal {
+            Signal::Term => libc::SIGTERM,
+            Signal::Kill => libc::SIGKILL,
+        };
+        // SAFETY: `kill` takes plain integers and has no memory effects in this process.
+        unsafe {
+            libc::kill(pid, signal);
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = (pid, signal);
+}
+
 /// Whether the process group `pgid` still has a member.
 pub(super) fn group_alive(pgid: u32) -> bool {
     #[cfg(unix)]
