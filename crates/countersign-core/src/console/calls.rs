@@ -9,6 +9,7 @@ use serde_json::{Map, Value};
 use tokio::time::Instant;
 
 use crate::actions::{self, Called};
+use crate::engine;
 use crate::ledger::servers::ServerRecord;
 use crate::ledger::tasks::TaskRecord;
 use crate::mcp::{self, InputRequired, ToolCall, ToolResult};
@@ -143,6 +144,21 @@ impl Console {
         call: ToolCall,
         rounds: usize,
     ) -> Result<CallStep> {
+        if server.is_stdio() && self.engine().is_none() {
+            // A stdio server's task lives in the process the running engine started: a call
+            // from here would go to a second process, whose task the engine could never see.
+            let held = engine::lock::EngineLock::is_held(&self.config.data_dir)
+                .ok()
+                .flatten();
+            if let Some(pid) = held {
+                let pid =
+                    pid.map_or_else(|| "another process".to_owned(), |p| format!("process {p}"));
+                return Err(Error::Invalid(format!(
+                    "{} is a stdio server run by the engine of {pid}: call it there (the app's resident or `countersign watch`)",
+                    server.name
+                )));
+            }
+        }
         let peer = self.peer(&server).await?;
         if let Some(client) = peer.modern() {
             // tools/list first: the client learns which arguments it mirrors into headers.
