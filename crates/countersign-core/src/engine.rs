@@ -372,12 +372,14 @@ impl Engine {
     /// The server's peer as the engine uses it (for a legacy server: the engine's session and
     /// the questions it holds).
     pub fn peer_for(&self, server: &ServerRecord) -> Result<Peer, mcp::Error> {
+        // A modern client holds nothing but its token: a fresh one carries the token as it is
+        // now (a sign-in a moment ago included), which the engine's link may not have yet.
+        let shared = server.is_stdio() || server.era == Some(Era::Legacy);
         match self.links.get(server.id) {
-            Some(link)
-                if link.peer.url() == server.url
-                    && (server.is_stdio()
-                        || Some(link.peer.era()) == server.era.or(Some(Era::Modern))) =>
-            {
+            Some(link) if shared && link.peer.url() == server.url => {
+                if let Some(token) = self.config.tokens.as_ref().and_then(|t| t(server)) {
+                    link.peer.set_bearer_token(Some(token));
+                }
                 Ok(link.peer)
             }
             _ => make_peer(server, &self.config, &self.ledger, None),
