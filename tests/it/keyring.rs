@@ -831,3 +831,67 @@ async fn a_static_tokens_first_refused_poll_is_recorded() {
     app.remove_server(server.id).await.expect("removed");
     app.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs an unlocked Secret Service: run inside .ci/with-session.sh with --ignored"]
+async fn a_stdio_servers_secret_environment_reaches_its_process_and_lives_only_in_the_keyring() {
+    let dir = DataDir::new("stdio-secret");
+    let secret = format!("stdio-secret-{}", std::process::id());
+    let mut args = vec![
+        "servers",
+        "add",
+        "everything",
+        "--env",
+        "PLAIN_SETTING=visible",
+        "--env-secret",
+        "COUNTERSIGN_TEST_SECRET",
+        "--",
+    ];
+    let command = countersign_tests::everything::stdio_command();
+    args.extend(command.iter().map(String::as_str));
+    dir.run_with_env(&args, &[("COUNTERSIGN_TEST_SECRET", &secret)])
+        .await
+        .expect_code(0);
+
+    let id = dir.ledger().server_id("everything");
+    let entry = format!("env:{id}@{}", dir.path().display());
+    let stored = Secrets::default()
+        .load(&entry)
+        .expect("the keyring answers");
+    assert!(
+        stored.is_some_and(|blob| blob.expose().contains(&secret)),
+        "the value is in the keyring"
+    );
+    for file in ["ledger.sqlite3", "ledger.sqlite3-wal"] {
+        let bytes = std::fs::read(dir.path().join(file)).unwrap_or_default();
+        assert!(
+            !bytes.windows(secret.len()).any(|w| w == secret.as_bytes()),
+            "no secret in {file}"
+        );
+    }
+    // server-everything's get-env prints its environment: the process got both variables.
+    let got = dir.run(&["call", "everything", "get-env", "{}"]).await;
+    got.expect_code(0);
+    assert!(
+        got.stdout.contains(&secret),
+        "the secret reached the process"
+    );
+    assert!(got.stdout.contains("visible"));
+    let listed = dir.run(&["servers", "list", "--json"]).await;
+    assert!(
+        !listed.stdout.contains(&secret),
+        "never shown: {}",
+        listed.stdout
+    );
+
+    dir.run(&["servers", "remove", "everything"])
+        .await
+        .expect_code(0);
+    assert!(
+        Secrets::default()
+            .load(&entry)
+            .expect("the keyring answers")
+            .is_none(),
+        "removed with its server"
+    );
+}
