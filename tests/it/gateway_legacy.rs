@@ -262,3 +262,61 @@ async fn a_session_agent_held_on_a_task_tool_gets_the_report_once_a_person_appro
     );
     assert_eq!(intents_for(&rig, RESEARCH).len(), 1, "sent once");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_allowed_task_tool_runs_as_the_upstreams_task_for_agents_of_both_generations() {
+    let (rig, _server) = legacy_rig(30).await;
+    rig.cli(&["policy", "set", "everything", RESEARCH, "allow"])
+        .await
+        .assert_code(0);
+
+    // fastmcp holds the upstream's task as a 2026-07-28 task: its tasks/get (without Mcp-Name,
+    // as released) is answered from the SEP-1686 task's tasks/get and tasks/result.
+    let modern = rig
+        .agent(
+            "fastmcp-released",
+            &rig.token,
+            RESEARCH,
+            json!({"topic": "handles"}),
+        )
+        .await;
+    assert_eq!(modern["isError"], false, "{modern}");
+    assert!(
+        modern["text"]
+            .as_str()
+            .unwrap_or("")
+            .contains("# Research Report: handles"),
+        "{modern}"
+    );
+
+    // A session agent has no tasks: the gateway waits for the upstream's task on its behalf.
+    let session = rig
+        .ts_agent_with(RESEARCH, json!({"topic": "waiting"}), &["--list"])
+        .await;
+    assert_eq!(session["isError"], false, "{session}");
+    assert!(
+        session["text"]
+            .as_str()
+            .unwrap_or("")
+            .contains("# Research Report: waiting"),
+        "{session}"
+    );
+    assert!(
+        intents_for(&rig, RESEARCH).is_empty(),
+        "allowed calls pass through, none sent on a person's behalf"
+    );
+
+    // 2025-11-25 has no subscriptions: a 2026-07-28 agent is told so, and polls.
+    let (status, listen) = rig
+        .rpc(
+            Some(&rig.token),
+            "subscriptions/listen",
+            json!({"_meta": tasks_meta(), "notifications": {"taskIds": []}}),
+        )
+        .await;
+    assert_eq!(
+        (status, listen["error"]["code"].as_i64()),
+        (404, Some(-32601)),
+        "{listen}"
+    );
+}
