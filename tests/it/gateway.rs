@@ -102,6 +102,62 @@ async fn an_ask_call_waits_as_a_task_and_runs_once_after_approval_in_the_cli() {
     assert_eq!(rig.upstream_calls(), 1, "and it never runs twice");
 }
 
+/// fastmcp 4.1.4's client as released sends no `Mcp-Name` on `tasks/*`: the gateway takes its
+/// polls of a held call's task (the body names the task) and the task comes back.
+#[tokio::test]
+async fn the_released_fastmcp_client_polls_its_task_without_mcp_name_and_gets_the_result() {
+    let rig = GatewayRig::start(5).await;
+    let agent = rig.spawn_agent(
+        "fastmcp-released",
+        "get_time",
+        json!({"why": "as released"}),
+    );
+
+    let task_id = rig.wait_for_pending("get_time").await;
+    rig.approve(&task_id).await;
+    let result = agent.await.expect("the agent task");
+
+    assert_eq!(result["isError"], false, "approved and run: {result}");
+    assert_eq!(disposition(&result), "approved-executed", "{result}");
+    assert_eq!(rig.upstream_calls(), 1, "the approved call ran once");
+}
+
+/// The same client's polls of an upstream's own task (an allowed call) reach the upstream with
+/// the `Mcp-Name` the gateway writes from the body: the demo server, like a strict server,
+/// refuses `tasks/get` without one.
+#[tokio::test]
+async fn the_released_fastmcp_client_polls_an_upstream_task_which_gets_its_mcp_name_upstream() {
+    let rig = GatewayRig::start(5).await;
+    rig.cli(&["policy", "set", "demo", "slow_compute", "allow"])
+        .await
+        .assert_code(0);
+
+    let result = rig
+        .agent(
+            "fastmcp-released",
+            &rig.token,
+            "slow_compute",
+            json!({"seconds": 0.3, "label": "released"}),
+        )
+        .await;
+
+    assert_eq!(
+        result["isError"], false,
+        "the upstream task's result: {result}"
+    );
+    assert!(
+        result["text"].as_str().unwrap_or("").contains("released")
+            || result.to_string().contains("released"),
+        "the result is the upstream's: {result}"
+    );
+    let stats = rig.demo.stats();
+    assert!(
+        stats.requests_for("tasks/get") >= 1,
+        "the agent polled the upstream's task through the gateway"
+    );
+    assert_eq!(rig.upstream_calls(), 1);
+}
+
 #[tokio::test]
 async fn a_declined_call_completes_with_is_error_and_the_disposition_and_never_runs() {
     let rig = GatewayRig::start(5).await;

@@ -17,6 +17,7 @@ mod engine_paused;
 mod faults;
 mod feed;
 mod gateway;
+mod gateway_legacy;
 mod hostile;
 mod interop_fastmcp;
 mod keyring;

@@ -2,7 +2,9 @@
 """An agent that is not ours, calling one tool through the Countersign gateway.
 
 `fastmcp` mode: the fastmcp 4.1.4 client (MCP 2026-07-28, the tasks extension declared on every
-request, `call_tool` polls a task to its end). `session` mode: the `mcp` package's 2025-11-25
+request, `call_tool` polls a task to its end), made to send `Mcp-Name` on `tasks/*` as the
+specification asks. `fastmcp-released` mode: the same client exactly as released, which sends no
+`Mcp-Name` on `tasks/*` (its task requests declare no `name_param`). `session` mode: the `mcp` package's 2025-11-25
 session client (`initialize`, `Mcp-Session-Id`, no tasks). `stdio` mode: the `mcp` package's
 stdio client starting `countersign connect SERVER` (URL is then the countersign binary, and
 --server, --data-dir say which server and ledger), as a stdio-only host would.
@@ -25,18 +27,22 @@ def text_of(content) -> str:
     return " ".join(getattr(block, "text", "") for block in content or [])
 
 
-async def via_fastmcp(url: str, token: str, tool: str, args: dict, timeout: float) -> dict:
+async def via_fastmcp(url: str, token: str, tool: str, args: dict, timeout: float, released: bool) -> dict:
     from fastmcp import Client
     from fastmcp_tasks import client_models
 
-    # fastmcp 4.1.4 sends no Mcp-Name on tasks/*; this makes its own SDK add it (spec digest,
-    # section 5). The gateway does not require it; strict upstreams do.
+    # fastmcp 4.1.4 sends no Mcp-Name on tasks/*; unless the client is to run as released, this
+    # makes its own SDK add it (spec digest, section 5). The gateway accepts either; strict
+    # upstreams require it, and the gateway writes the upstream's copy from the body.
     for request in (
         client_models.GetTaskRequest,
         client_models.UpdateTaskRequest,
         client_models.CancelTaskRequest,
     ):
-        request.name_param = "taskId"
+        if released:
+            assert request.name_param is None, "fastmcp's client now names its tasks/* requests"
+        else:
+            request.name_param = "taskId"
 
     async with Client(url, auth=token, timeout=timeout) as client:
         # As agents do: list first, which is how the client learns the arguments it must mirror
@@ -96,7 +102,7 @@ async def via_stdio(binary: str, token: str, tool: str, args: dict, timeout: flo
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("mode", choices=["fastmcp", "session", "stdio"])
+    parser.add_argument("mode", choices=["fastmcp", "fastmcp-released", "session", "stdio"])
     parser.add_argument("url")
     parser.add_argument("token")
     parser.add_argument("tool")
@@ -108,8 +114,9 @@ def main() -> int:
     try:
         if a.mode == "stdio":
             call = via_stdio(a.url, a.token, a.tool, json.loads(a.args), a.timeout, a.server, a.data_dir)
-        elif a.mode == "fastmcp":
-            call = via_fastmcp(a.url, a.token, a.tool, json.loads(a.args), a.timeout)
+        elif a.mode.startswith("fastmcp"):
+            released = a.mode == "fastmcp-released"
+            call = via_fastmcp(a.url, a.token, a.tool, json.loads(a.args), a.timeout, released)
         else:
             call = via_session(a.url, a.token, a.tool, json.loads(a.args), a.timeout)
         out = asyncio.run(call)

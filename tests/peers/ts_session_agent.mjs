@@ -1,13 +1,15 @@
 // An agent that is not ours: the official MCP TypeScript SDK's client (@modelcontextprotocol/sdk,
 // pinned in .ci/tools/package.json and its lock; the 2025-11-25 session protocol: `initialize`,
 // `Mcp-Session-Id`, no tasks), calling one tool through the Countersign gateway with its bearer
-// token, with the SDK's own request time-out (60 s unless --timeout says otherwise).
+// token, with the SDK's own request time-out (60 s unless --timeout says otherwise). With --list it
+// lists the tools first, as agents do (the SDK then refuses by itself a tool listed as task-only).
 //
-//   node ts_session_agent.mjs URL TOKEN TOOL ARGS_JSON [--timeout SECONDS]
+//   node ts_session_agent.mjs URL TOKEN TOOL ARGS_JSON [--timeout SECONDS] [--list]
 //
 // The SDK is loaded from $COUNTERSIGN_CI_TOOLS (default: <repo>/.ci/tools, installed by
 // .ci/setup-tools.sh). Prints one JSON line: {"isError", "text", "meta", "protocolVersion",
-// "sdkVersion"} for a result, or {"error"} (exit 2) when the call raised.
+// "sdkVersion", "tools"} for a result (`tools`: the names listed, with --list), or {"error"}
+// (exit 2) when the call raised.
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join, resolve } from "node:path";
@@ -15,11 +17,12 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 
 const [url, token, tool, argsJson, ...rest] = process.argv.slice(2);
 if (!url || !token || !tool || argsJson === undefined) {
-  console.error("usage: ts_session_agent.mjs URL TOKEN TOOL ARGS_JSON [--timeout SECONDS]");
+  console.error("usage: ts_session_agent.mjs URL TOKEN TOOL ARGS_JSON [--timeout SECONDS] [--list]");
   process.exit(64);
 }
 const timeoutAt = rest.indexOf("--timeout");
 const timeoutMs = timeoutAt >= 0 ? Number(rest[timeoutAt + 1]) * 1000 : undefined;
+const list = rest.includes("--list");
 
 const tools = process.env.COUNTERSIGN_CI_TOOLS || resolve(dirname(fileURLToPath(import.meta.url)), "../../.ci/tools");
 const require = createRequire(join(tools, "package.json"));
@@ -34,10 +37,11 @@ const transport = new StreamableHTTPClientTransport(new URL(url), {
 const client = new Client({ name: "countersign-test-ts-agent", version: "1.0.0" });
 try {
   await client.connect(transport);
+  const tools = list ? (await client.listTools()).tools.map((t) => t.name) : undefined;
   const result = await client.callTool({ name: tool, arguments: JSON.parse(argsJson) }, undefined, timeoutMs ? { timeout: timeoutMs } : undefined);
   const text = (result.content ?? []).map((b) => b.text ?? "").join(" ");
   console.log(
-    JSON.stringify({ isError: Boolean(result.isError), text, meta: result._meta ?? {}, protocolVersion: transport.protocolVersion, sdkVersion }),
+    JSON.stringify({ isError: Boolean(result.isError), text, meta: result._meta ?? {}, protocolVersion: transport.protocolVersion, sdkVersion, tools }),
   );
   await client.close();
   process.exit(0);

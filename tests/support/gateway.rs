@@ -186,12 +186,19 @@ impl GatewayRig {
     /// session protocol, its own 60 s request time-out) calling `tool` through the gateway: its
     /// result as `{"isError", "text", "meta", "protocolVersion", "sdkVersion"}`, or `{"error"}`.
     pub async fn ts_agent(&self, tool: &str, args: Value) -> Value {
+        self.ts_agent_with(tool, args, &[]).await
+    }
+
+    /// [`GatewayRig::ts_agent`] with the script's options (`--list`: list the tools first, as
+    /// agents do; their names come back as `tools`).
+    pub async fn ts_agent_with(&self, tool: &str, args: Value, options: &[&str]) -> Value {
         let tools = crate::peer::ci_tools();
         let node = tools.join("node_modules/.bin/node");
         let mut command = Command::new(&node);
         command
             .arg(crate::peer::repo_root().join("tests/peers/ts_session_agent.mjs"))
             .args([&self.url, &self.token, tool, &args.to_string()])
+            .args(options)
             .env("COUNTERSIGN_CI_TOOLS", &tools);
         let cannot_run = format!("cannot run {} (run .ci/setup-tools.sh)", node.display());
         agent_result(

@@ -17,6 +17,12 @@
 //!   most [`GatewayConfig::hold`], then answered with an `isError` result saying it awaits
 //!   approval and that the identical call may be repeated; the approval is bound to (agent,
 //!   server, tool, argument digest), so the identical retry after it runs once.
+//!
+//! Upstreams of both generations: a 2026-07-28 server through a client of the gateway's own; a
+//! 2025-11-25 server through its legacy [`Peer`], within the session the engine keeps in the
+//! ledger. A 2026-07-28 agent in front of the latter is translated for: `server/discover` from
+//! the session's `initialize`, `resultType` on results, a task tool's SEP-1686 task shown and
+//! driven as a 2026-07-28 task (`task_json`, `legacy_task_request`).
 
 mod listen;
 mod request;
@@ -49,8 +55,8 @@ use countersign_core::ledger::agents::AgentRecord;
 use countersign_core::ledger::gated::{GatedMode, ToolInfo};
 use countersign_core::ledger::servers::ServerRecord;
 use countersign_core::mcp::headers::header_params;
-use countersign_core::mcp::wire::HeaderParam;
-use countersign_core::mcp::{self, Client};
+use countersign_core::mcp::wire::{CallOutcome, HeaderParam, Task, TaskState};
+use countersign_core::mcp::{self, Era, Peer, ToolCall};
 
 const SESSION_HEADER: &str = "mcp-session-id";
 /// How often the gateway looks for approvals given in another process (the CLI, the app) and
@@ -198,12 +204,45 @@ impl Gateway {
     }
 }
 
-/// A client for one upstream server and what its last `tools/list` said about each tool.
+/// One upstream server as the gateway reaches it, and what its last `tools/list` said about
+/// each tool. A 2026-07-28 server gets a client of the gateway's own; a 2025-11-25 server is
+/// reached through its [`Peer`] (the engine's when it runs here), within the session stored in
+/// the ledger, which the engine's tracking of the same server's tasks shares.
 #[derive(Clone)]
 struct Link {
     url: String,
-    client: Client,
+    era: Option<Era>,
+    peer: Peer,
     tools: Arc<RwLock<HashMap<String, Arc<Listed>>>>,
+}
+
+impl Link {
+    fn is_legacy(&self) -> bool {
+        matches!(self.peer, Peer::Legacy(_))
+    }
+
+    /// Sends `method` upstream with `params` as the agent sent them, the result verbatim. A
+    /// 2025-11-25 server gets no `_meta`: its keys there are 2026-07-28's (version,
+    /// capabilities), which that generation does not know and the session already settled.
+    async fn forward(&self, method: &str, mut params: Map<String, Value>) -> mcp::Result<Value> {
+        if self.is_legacy() {
+            params.remove("_meta");
+        }
+        self.peer.forward(method, params).await
+    }
+
+    /// An upstream task's state as a 2026-07-28 `tasks/get` result shows it (a 2025-11-25
+    /// task as the engine sees it: status from `tasks/get`, the result from `tasks/result`).
+    async fn task(&self, task_id: &str) -> mcp::Result<Value> {
+        match &self.peer {
+            Peer::Modern(_) => {
+                let mut params = Map::new();
+                params.insert("taskId".into(), json!(task_id));
+                self.forward("tasks/get", params).await
+            }
+            Peer::Legacy(_) => self.peer.get_task(task_id).await.map(|t| task_json(&t)),
+        }
+    }
 }
 
 /// What the upstream's `tools/list` said about one tool.
@@ -233,19 +272,35 @@ impl Shared {
             .lock()
             .ok()
             .and_then(|l| l.get(&server.id).cloned())
-            .filter(|l| l.url == server.url)
+            .filter(|l| l.url == server.url && l.era == server.era)
         {
             return Ok(link);
         }
-        let client = self.console.client(server).await?;
+        let peer = if server.era == Some(Era::Legacy) {
+            self.console.peer(server).await?
+        } else {
+            Peer::Modern(self.console.client(server).await?)
+        };
         let link = Link {
             url: server.url.clone(),
-            client,
+            era: server.era,
+            peer,
             tools: Arc::default(),
         };
         // Learn which arguments go into headers and what each tool says it does.
-        if let Ok(list) = link.client.list_tools().await {
-            remember_tools(&link, list.tools.iter().map(|t| &t.definition));
+        match &link.peer {
+            Peer::Modern(client) => {
+                if let Ok(list) = client.list_tools().await {
+                    remember_tools(&link, list.tools.iter().map(|t| &t.definition));
+                }
+            }
+            Peer::Legacy(_) => {
+                if let Ok(list) = link.forward("tools/list", Map::new()).await {
+                    if let Some(tools) = list.get("tools").and_then(Value::as_array) {
+                        remember_tools(&link, tools.iter().filter_map(Value::as_object));
+                    }
+                }
+            }
         }
         if let Ok(mut links) = self.links.lock() {
             links.insert(server.id, link.clone());
@@ -448,23 +503,111 @@ async fn handle(
             let task = shared.console.agent_task(agent.id, &task_id).await;
             task_acknowledged(&request, task.map(|task| task.map(|_| ())))
         }
+        // A 2026-07-28 agent's view of a 2025-11-25 server's task (an allowed call's).
+        ("tasks/get" | "tasks/update" | "tasks/cancel", None)
+            if request.stateless && link.is_legacy() =>
+        {
+            legacy_task_request(&link, &request).await
+        }
         ("subscriptions/listen", _) => listen::listen(&shared, &link, &request).await,
         (method, _) => {
-            let reply = link.client.forward(method, request.upstream_params()).await;
+            let reply = link.forward(method, request.upstream_params()).await;
             forwarded(&request, reply)
         }
     }
 }
 
-/// `tools/list`, forwarded; what it says about each tool is remembered for the calls.
+/// `tasks/get`, `tasks/update` or `tasks/cancel` of a 2025-11-25 server's task, for a
+/// 2026-07-28 agent: the task as that generation shows one (the questions of an
+/// `input_required` task as `inputRequests`, answered by `tasks/update`; the result inline).
+async fn legacy_task_request(link: &Link, request: &Request) -> Response {
+    let Some(task_id) = request.params.get("taskId").and_then(Value::as_str) else {
+        return error_reply(request, -32602, "Invalid params: taskId is required", None);
+    };
+    let acknowledged = |done: mcp::Result<()>| done.map(|()| json!({}));
+    let reply = match request.method.as_str() {
+        "tasks/get" => link.task(task_id).await,
+        "tasks/update" => {
+            let Some(responses) = request
+                .params
+                .get("inputResponses")
+                .and_then(Value::as_object)
+            else {
+                return error_reply(
+                    request,
+                    -32602,
+                    "Invalid params: inputResponses must be an object",
+                    None,
+                );
+            };
+            acknowledged(link.peer.update_task(task_id, responses.clone()).await)
+        }
+        _ => acknowledged(link.peer.cancel_task(task_id).await),
+    };
+    forwarded(request, reply)
+}
+
+/// A task as a 2026-07-28 `tasks/get` result (or, without its payload, a task handle) shows it.
+fn task_json(task: &Task) -> Value {
+    let mut map = Map::new();
+    map.insert("taskId".into(), json!(task.task_id));
+    map.insert("status".into(), json!(task.reported_status().as_str()));
+    for (key, value) in [
+        ("statusMessage", &task.status_message),
+        ("createdAt", &task.created_at),
+        ("lastUpdatedAt", &task.last_updated_at),
+    ] {
+        if let Some(value) = value {
+            map.insert(key.into(), json!(value));
+        }
+    }
+    for (key, value) in [
+        ("ttlMs", task.ttl_ms),
+        ("pollIntervalMs", task.poll_interval_ms),
+    ] {
+        if let Some(value) = value {
+            map.insert(key.into(), json!(value));
+        }
+    }
+    if let Some(meta) = &task.meta {
+        map.insert("_meta".into(), Value::Object(meta.clone()));
+    }
+    match &task.state {
+        TaskState::InputRequired { input_requests } => {
+            map.insert("inputRequests".into(), json!(input_requests));
+        }
+        TaskState::Completed { result } => {
+            map.insert("result".into(), Value::Object(result.0.clone()));
+        }
+        TaskState::Failed { error } => {
+            map.insert("error".into(), json!(error));
+        }
+        TaskState::Working | TaskState::Cancelled => {}
+    }
+    Value::Object(map)
+}
+
+/// `tools/list`, forwarded; what it says about each tool is remembered for the calls. A session
+/// agent is shown no tool's `execution.taskSupport`: its session has no tasks (the gateway
+/// waits for an upstream's task on its behalf), and a client such as the TypeScript SDK's
+/// refuses by itself to call a tool that says it runs only as a task.
 async fn list_tools(link: &Link, request: &Request) -> Response {
-    let reply = link
-        .client
-        .forward("tools/list", request.upstream_params())
-        .await;
-    if let Ok(result) = &reply {
+    let mut reply = link.forward("tools/list", request.upstream_params()).await;
+    if let Ok(result) = &mut reply {
         if let Some(tools) = result.get("tools").and_then(Value::as_array) {
             remember_tools(link, tools.iter().filter_map(Value::as_object));
+        }
+        if !request.stateless {
+            let tools = result.get_mut("tools").and_then(Value::as_array_mut);
+            for tool in tools.into_iter().flatten() {
+                let execution = tool.get_mut("execution").and_then(Value::as_object_mut);
+                if let Some(execution) = execution {
+                    execution.remove("taskSupport");
+                    if execution.is_empty() {
+                        tool.as_object_mut().map(|t| t.remove("execution"));
+                    }
+                }
+            }
         }
     }
     forwarded(request, reply)
@@ -489,9 +632,33 @@ fn unknown_task(request: &Request) -> Response {
     )
 }
 
+/// The reply to a forwarded request. A 2026-07-28 agent's result has the fields that generation's
+/// servers must send, which a 2025-11-25 upstream's results lack: its `resultType` (they are
+/// complete) and, on the cacheable ones (listings, `resources/read`), how they may be cached
+/// (`private`, for no time: the gateway knows nothing of the upstream's caching).
 fn forwarded(request: &Request, reply: mcp::Result<Value>) -> Response {
     match reply {
-        Ok(result) => json_reply(StatusCode::OK, rpc_result(&request.id, result)),
+        Ok(mut result) => {
+            if let Some(result) = result.as_object_mut().filter(|_| request.stateless) {
+                result
+                    .entry("resultType")
+                    .or_insert_with(|| json!("complete"));
+                if matches!(
+                    request.method.as_str(),
+                    "tools/list"
+                        | "prompts/list"
+                        | "resources/list"
+                        | "resources/templates/list"
+                        | "resources/read"
+                ) {
+                    result
+                        .entry("cacheScope")
+                        .or_insert_with(|| json!("private"));
+                    result.entry("ttlMs").or_insert_with(|| json!(0));
+                }
+            }
+            json_reply(StatusCode::OK, rpc_result(&request.id, result))
+        }
         Err(e) => {
             let body = upstream_error(&request.id, &e);
             json_reply(error_status(&body, request.stateless), body)
@@ -500,11 +667,14 @@ fn forwarded(request: &Request, reply: mcp::Result<Value>) -> Response {
 }
 
 async fn discover(link: &Link, request: &Request) -> Response {
-    match link
-        .client
-        .forward("server/discover", request.upstream_params())
-        .await
-    {
+    let discovered = match &link.peer {
+        Peer::Legacy(peer) => peer.session().await.map(|s| legacy_discover(&s)),
+        Peer::Modern(_) => {
+            link.forward("server/discover", request.upstream_params())
+                .await
+        }
+    };
+    match discovered {
         Ok(mut result) => {
             // Countersign serves tasks for the calls it holds, whatever the upstream does.
             if let Some(result) = result.as_object_mut() {
@@ -523,6 +693,27 @@ async fn discover(link: &Link, request: &Request) -> Response {
         }
         Err(e) => json_reply(StatusCode::OK, upstream_error(&request.id, &e)),
     }
+}
+
+/// What a 2025-11-25 server told the gateway at `initialize`, as a 2026-07-28 `server/discover`
+/// result (the gateway speaks that generation to the agent and the server's to the server).
+/// Its capabilities without `tasks` (that generation's task capability; the tasks extension
+/// is added as for every server), its `serverInfo` where 2026-07-28 puts it.
+fn legacy_discover(session: &mcp::LegacySession) -> Value {
+    let mut capabilities = session
+        .server_capabilities
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    capabilities.remove("tasks");
+    json!({
+        "resultType": "complete",
+        "supportedVersions": ["2026-07-28"],
+        "capabilities": capabilities,
+        "ttlMs": 0,
+        "cacheScope": "private",
+        "_meta": {"io.modelcontextprotocol/serverInfo": session.server_info},
+    })
 }
 
 // ---- tools/call ---------------------------------------------------------------------------
@@ -586,23 +777,26 @@ async fn call(
         .await;
     match gate {
         Err(e) => json_reply(StatusCode::OK, console_error(&request.id, &e)),
+        Ok(Gate::Allow) if link.is_legacy() => {
+            allowed_legacy(
+                &shared,
+                link,
+                request,
+                mode,
+                ToolCall::new(tool, Some(arguments)),
+            )
+            .await
+        }
         Ok(Gate::Allow) => {
-            let reply = link
-                .client
-                .forward("tools/call", request.upstream_params())
-                .await;
+            let reply = link.forward("tools/call", request.upstream_params()).await;
             match reply {
                 // An agent without tasks cannot hold the upstream's task: wait for it here.
                 Ok(result)
                     if mode == GatedMode::Held
                         && result.get("resultType").and_then(Value::as_str) == Some("task") =>
                 {
-                    let hold = shared.config.hold;
-                    let keep_alive = shared.config.keep_alive;
-                    let id = request.id.clone();
-                    session::held_reply(keep_alive, request.progress_token(), async move {
-                        rpc_result(&id, wait_upstream(&link, &result, hold).await)
-                    })
+                    let task_id = result.get("taskId").and_then(Value::as_str);
+                    held_upstream(&shared, link, &request, task_id.map(str::to_owned))
                 }
                 other => forwarded(&request, other),
             }
@@ -632,6 +826,55 @@ async fn call(
     }
 }
 
+/// An allowed call to a 2025-11-25 server, sent through its peer: a tool that supports tasks
+/// runs as that generation's task (`params.task`; a `required` one cannot run otherwise),
+/// which a 2026-07-28 agent with tasks gets as a task handle (its `tasks/*` are translated, see
+/// [`legacy_task_request`]) and the gateway waits for on behalf of an agent without tasks.
+async fn allowed_legacy(
+    shared: &Arc<Shared>,
+    link: Link,
+    request: Request,
+    mode: GatedMode,
+    call: ToolCall,
+) -> Response {
+    match link.peer.call_tool(&call).await {
+        Ok(CallOutcome::Complete(result)) => forwarded(&request, Ok(Value::Object(result.0))),
+        Ok(CallOutcome::Task(task)) if mode == GatedMode::Task => {
+            let mut handle = task_json(&task);
+            handle["resultType"] = json!("task");
+            json_reply(StatusCode::OK, rpc_result(&request.id, handle))
+        }
+        Ok(CallOutcome::Task(task)) => held_upstream(shared, link, &request, Some(task.task_id)),
+        // That generation has no such round; its peer never answers so.
+        Ok(CallOutcome::InputRequired(_)) => json_reply(
+            StatusCode::OK,
+            rpc_error(
+                &request.id,
+                -32603,
+                "the upstream asked questions before running the tool, which Countersign cannot relay on this path",
+                None,
+            ),
+        ),
+        Err(e) => forwarded(&request, Err(e)),
+    }
+}
+
+/// The held reply of an allowed call whose upstream answered with a task, for an agent without
+/// tasks: the gateway waits for the task within the hold.
+fn held_upstream(
+    shared: &Shared,
+    link: Link,
+    request: &Request,
+    task_id: Option<String>,
+) -> Response {
+    let hold = shared.config.hold;
+    let keep_alive = shared.config.keep_alive;
+    let id = request.id.clone();
+    session::held_reply(keep_alive, request.progress_token(), async move {
+        rpc_result(&id, wait_upstream(&link, task_id.as_deref(), hold).await)
+    })
+}
+
 /// The result an agent without tasks gets from a finished task view.
 fn task_outcome(task: &Value) -> Value {
     match task["status"].as_str() {
@@ -652,18 +895,16 @@ fn task_outcome(task: &Value) -> Value {
 
 /// Polls an upstream task (allowed call of an agent without tasks) until it ends or the hold is
 /// over, and returns its result.
-async fn wait_upstream(link: &Link, created: &Value, hold: Duration) -> Value {
-    let Some(task_id) = created.get("taskId").and_then(Value::as_str) else {
+async fn wait_upstream(link: &Link, task_id: Option<&str>, hold: Duration) -> Value {
+    let Some(task_id) = task_id else {
         return outcome::refusal(
             "the upstream answered with a task without an id",
             Disposition::OutcomeUnknown,
         );
     };
     let deadline = tokio::time::Instant::now() + hold;
-    let mut params = Map::new();
-    params.insert("taskId".into(), json!(task_id));
     loop {
-        match link.client.forward("tasks/get", params.clone()).await {
+        match link.task(task_id).await {
             Ok(task) if matches!(task["status"].as_str(), Some("completed" | "failed" | "cancelled")) => {
                 return task_outcome(&task)
             }

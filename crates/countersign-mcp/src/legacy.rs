@@ -289,6 +289,13 @@ impl LegacyClient {
         ToolOutcome::parse(result).map_err(|reason| invalid("tools/call", reason))
     }
 
+    /// Any request, in this session, with `params` as given: the result verbatim (a JSON-RPC
+    /// error as [`Error`]). The gateway's pass-through of a session agent's methods; server
+    /// requests arriving meanwhile are refused, as for every request of this client.
+    pub async fn forward(&self, method: &str, params: Map<String, Value>) -> Result<Value> {
+        self.request(method, params).await
+    }
+
     /// `tasks/get`: the task's state. A task the server does not know (in this session) is
     /// [`Error::UnknownTask`].
     pub async fn get_task(&self, task_id: &str) -> Result<Task> {

@@ -73,6 +73,15 @@ impl Peer {
         }
     }
 
+    /// Any request with `params` as an agent sent them, the result verbatim: the gateway's
+    /// pass-through ([`Client::forward`]; a legacy server gets it within its session).
+    pub async fn forward(&self, method: &str, params: Map<String, Value>) -> Result<Value> {
+        match self {
+            Self::Modern(client) => client.forward(method, params).await,
+            Self::Legacy(peer) => peer.forward(method, params).await,
+        }
+    }
+
     /// The task's state as a modern [`crate::Task`], or [`Polled::Unchanged`] when it is the
     /// same as the answer `last` digested.
     pub async fn poll_task(&self, task_id: &str, last: Option<Digest>) -> Result<Polled> {
@@ -117,6 +126,18 @@ impl Peer {
             Self::Modern(client) => client.cancel_task(task_id).await,
             Self::Legacy(peer) => peer.cancel_task(task_id).await,
         }
+    }
+}
+
+impl From<&Client> for Peer {
+    fn from(client: &Client) -> Self {
+        Self::Modern(client.clone())
+    }
+}
+
+impl From<&Peer> for Peer {
+    fn from(peer: &Peer) -> Self {
+        peer.clone()
     }
 }
 

@@ -22,7 +22,7 @@ use crate::ledger::gated::{
 use crate::ledger::rules::{self, NewRule, RuleAction, RuleRecord};
 use crate::ledger::servers::ServerRecord;
 use crate::ledger::{self, events, now_ms, tasks, EventKind, Via, WriteCtx};
-use crate::mcp::{self, Client, ToolCall};
+use crate::mcp::{self, ToolCall};
 use crate::sensitive::Sensitive;
 
 /// At most this many of one agent's calls wait for a person at once; more are refused (not
@@ -703,9 +703,16 @@ impl Console {
     /// call intent on disk first), and records what came back: a result, or the upstream task
     /// that will carry it (the engine tracks it). A request that may have reached the server
     /// without an answer is `outcome_unknown`, never sent again.
-    pub async fn run_gated(&self, call: &GatedRecord, client: &Client) -> Result<GatedRecord> {
+    ///
+    /// `upstream` is the server's peer of its era (a client, for a 2026-07-28 server): a legacy
+    /// server's task tools run as its 2025-11-25 tasks, within its session.
+    pub async fn run_gated(
+        &self,
+        call: &GatedRecord,
+        upstream: impl Into<mcp::Peer>,
+    ) -> Result<GatedRecord> {
         let tool_call = ToolCall::new(call.tool.clone(), Some(call.arguments.clone()));
-        self.send_gated(call, client, tool_call, 1).await
+        self.send_gated(call, &upstream.into(), tool_call, 1).await
     }
 
     /// Sends the next round of a call whose upstream asked questions, once the person answered
@@ -714,7 +721,7 @@ impl Console {
     pub async fn resend_gated(
         &self,
         call: &GatedRecord,
-        client: &Client,
+        upstream: impl Into<mcp::Peer>,
     ) -> Result<Option<GatedRecord>> {
         let id = call.id;
         let Some((questions, answers)) = self
@@ -730,7 +737,7 @@ impl Console {
             input_responses: Some(answers),
             request_state: questions.request_state,
         };
-        self.send_gated(call, client, tool_call, questions.rounds + 1)
+        self.send_gated(call, &upstream.into(), tool_call, questions.rounds + 1)
             .await
             .map(Some)
     }
@@ -741,7 +748,7 @@ impl Console {
     async fn send_gated(
         &self,
         call: &GatedRecord,
-        client: &Client,
+        peer: &mcp::Peer,
         tool_call: ToolCall,
         rounds: usize,
     ) -> Result<GatedRecord> {
@@ -751,8 +758,7 @@ impl Console {
             call.decided_by.as_deref().unwrap_or(&self.actor),
             call.agent
         );
-        let peer = mcp::Peer::Modern(client.clone());
-        let outcome = actions::call(&self.ledger, &peer, &server, &tool_call, &actor).await;
+        let outcome = actions::call(&self.ledger, peer, &server, &tool_call, &actor).await;
         enum Recorded {
             Finished(Option<Value>, Option<i64>),
             Asked(GatedQuestions),

@@ -14,7 +14,7 @@ use countersign_core::mcp::subscription::{DEFAULT_IDLE_TIMEOUT, META_SUBSCRIPTIO
 use countersign_core::mcp::{self, RelayedListen};
 
 use super::request::Request;
-use super::{error_status, forwarded, json_reply, rpc_error, Link, Shared};
+use super::{error_reply, error_status, forwarded, json_reply, rpc_error, Link, Shared};
 
 /// `subscriptions/listen`, relayed to the upstream as a stream: the agent's filter goes up, each
 /// message comes back retagged with the agent's own subscription id (the agent's request id;
@@ -36,7 +36,16 @@ pub(super) async fn listen(shared: &Shared, link: &Link, request: &Request) -> R
     {
         ids.retain(|id| !id.as_str().is_some_and(|id| id.starts_with(TASK_PREFIX)));
     }
-    match link.client.relay_listen(params).await {
+    // 2025-11-25 has no subscriptions: the agent polls, as after any server's -32601.
+    let Some(client) = link.peer.modern() else {
+        return error_reply(
+            request,
+            -32601,
+            "Method not found: the upstream speaks MCP 2025-11-25, which has no subscriptions/listen",
+            None,
+        );
+    };
+    match client.relay_listen(params).await {
         Err(e) => forwarded(request, Err(e)),
         Ok(RelayedListen::Message { id, text }) => match serde_json::from_str::<Value>(&text) {
             Ok(message) => {

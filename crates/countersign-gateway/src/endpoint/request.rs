@@ -221,22 +221,8 @@ impl Request {
         if header("mcp-method") != Some(self.method.as_str()) {
             return mismatch("Mcp-Method (missing or different)");
         }
-        // The name a request routes by must come as `Mcp-Name` too (plain, or the
-        // `=?base64?…?=` form), equal to the body's.
-        let routing = match self.method.as_str() {
-            "tools/call" | "prompts/get" => Some("name"),
-            "resources/read" => Some("uri"),
-            "tasks/get" | "tasks/update" | "tasks/cancel" => Some("taskId"),
-            _ => None,
-        };
-        if let Some(name) = routing
-            .and_then(|f| self.params.get(f))
-            .and_then(Value::as_str)
-        {
-            match header("mcp-name").map(countersign_core::mcp::headers::decode_header_value) {
-                Some(Some(sent)) if sent == name => {}
-                _ => return mismatch("Mcp-Name (missing or different)"),
-            }
+        if !self.name_header_agrees(header("mcp-name")) {
+            return mismatch("Mcp-Name (missing or different)");
         }
         if version != STATELESS_VERSION {
             return Err(error_reply(
@@ -265,6 +251,29 @@ impl Request {
             ));
         }
         Ok(())
+    }
+
+    /// Whether the `Mcp-Name` the agent sent (`None`: none) agrees with the name its body routes
+    /// by. The name must come as `Mcp-Name` too (plain, or the `=?base64?…?=` form), equal to
+    /// the body's; on `tasks/*` a missing one is accepted, as fastmcp's server accepts it, since
+    /// released clients (fastmcp 4.1.4) send none there: the body names the task, and the
+    /// gateway's client writes the upstream's copy from the body. A header that contradicts
+    /// the body is refused everywhere.
+    fn name_header_agrees(&self, sent: Option<&str>) -> bool {
+        let (field, optional) = match self.method.as_str() {
+            "tools/call" | "prompts/get" => ("name", false),
+            "resources/read" => ("uri", false),
+            "tasks/get" | "tasks/update" | "tasks/cancel" => ("taskId", true),
+            _ => return true,
+        };
+        let Some(name) = self.params.get(field).and_then(Value::as_str) else {
+            return true;
+        };
+        match sent.map(countersign_core::mcp::headers::decode_header_value) {
+            Some(Some(sent)) => sent == name,
+            Some(None) => false,
+            None => optional,
+        }
     }
 
     /// The `_meta.progressToken` the agent sent, if any (a string or a number).
@@ -335,4 +344,101 @@ pub(super) fn bearer(headers: &HeaderMap) -> Option<&str> {
         .eq_ignore_ascii_case("bearer")
         .then_some(token.trim())
         .filter(|t| !t.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::http::{HeaderMap, HeaderValue, StatusCode};
+    use serde_json::{json, Value};
+
+    use super::Request;
+
+    fn request(method: &str, params: Value) -> Request {
+        let mut params = params.as_object().cloned().unwrap_or_default();
+        params.insert(
+            "_meta".into(),
+            json!({
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}},
+            }),
+        );
+        Request {
+            id: json!(1),
+            method: method.into(),
+            params,
+            stateless: true,
+        }
+    }
+
+    fn headers(method: &str, name: Option<&str>) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            "mcp-protocol-version",
+            HeaderValue::from_static("2026-07-28"),
+        );
+        headers.insert(
+            "mcp-method",
+            HeaderValue::from_str(method).expect("a value"),
+        );
+        if let Some(name) = name {
+            headers.insert("mcp-name", HeaderValue::from_str(name).expect("a value"));
+        }
+        headers
+    }
+
+    fn refused(result: Result<(), axum::response::Response>) -> Option<StatusCode> {
+        result.err().map(|r| r.status())
+    }
+
+    #[test]
+    fn a_tasks_request_without_mcp_name_is_accepted_as_its_body_names_the_task() {
+        for method in ["tasks/get", "tasks/update", "tasks/cancel"] {
+            let req = request(method, json!({"taskId": "csg-1"}));
+            assert_eq!(
+                refused(req.check_stateless(&headers(method, None))),
+                None,
+                "{method}"
+            );
+            assert_eq!(
+                refused(req.check_stateless(&headers(method, Some("csg-1")))),
+                None,
+                "{method} with the same name"
+            );
+        }
+    }
+
+    #[test]
+    fn a_tasks_request_whose_mcp_name_contradicts_its_body_is_refused() {
+        for method in ["tasks/get", "tasks/update", "tasks/cancel"] {
+            let req = request(method, json!({"taskId": "csg-1"}));
+            assert_eq!(
+                refused(req.check_stateless(&headers(method, Some("csg-2")))),
+                Some(StatusCode::BAD_REQUEST),
+                "{method}"
+            );
+            // A sentinel that does not decode says nothing that agrees.
+            assert_eq!(
+                refused(req.check_stateless(&headers(method, Some("=?base64?!!?=")))),
+                Some(StatusCode::BAD_REQUEST),
+                "{method} with a malformed sentinel"
+            );
+        }
+    }
+
+    #[test]
+    fn a_tool_call_still_needs_its_mcp_name() {
+        let req = request("tools/call", json!({"name": "echo", "arguments": {}}));
+        assert_eq!(
+            refused(req.check_stateless(&headers("tools/call", None))),
+            Some(StatusCode::BAD_REQUEST)
+        );
+        assert_eq!(
+            refused(req.check_stateless(&headers("tools/call", Some("other")))),
+            Some(StatusCode::BAD_REQUEST)
+        );
+        assert_eq!(
+            refused(req.check_stateless(&headers("tools/call", Some("echo")))),
+            None
+        );
+    }
 }

@@ -92,7 +92,7 @@ pub(super) fn spawn_for_call(
                         claim_and_run(&shared, &link, call.id).await;
                     }
                     Round::Answered => {
-                        if let Err(e) = shared.console.resend_gated(&call, &link.client).await {
+                        if let Err(e) = shared.console.resend_gated(&call, &link.peer).await {
                             // Taken but not recorded: the row stays `running` without
                             // questions, and the next start calls it outcome_unknown.
                             tracing::error!(task = %call.task_id, "recording a gated call's next round failed: {e}");
@@ -110,7 +110,7 @@ pub(super) fn spawn_for_call(
 /// Claims an approved call and sends it once. `None` when it was not ours to send.
 pub(super) async fn claim_and_run(shared: &Shared, link: &Link, id: i64) -> Option<GatedRecord> {
     match shared.console.claim_gated(id).await {
-        Ok(Claim::Run(call)) => match shared.console.run_gated(&call, &link.client).await {
+        Ok(Claim::Run(call)) => match shared.console.run_gated(&call, &link.peer).await {
             Ok(done) => Some(done),
             Err(e) => {
                 // The row stays `running`: the next start calls it outcome_unknown.

@@ -272,6 +272,25 @@ impl LegacyPeer {
         Ok(self.current().await?.client)
     }
 
+    /// Any request sent as given within the session (renewed when the server ended it), the
+    /// result verbatim: the gateway's pass-through to a legacy server. A task of an ended
+    /// session is unknown to the new one, which says so.
+    pub async fn forward(&self, method: &str, params: Map<String, Value>) -> Result<Value> {
+        let method = method.to_owned();
+        self.request(move |c| {
+            let (method, params) = (method.clone(), params.clone());
+            async move { c.forward(&method, params).await }
+        })
+        .await?
+        .value
+    }
+
+    /// The session as the server described it at `initialize` (its capabilities, its
+    /// `serverInfo`); initialized first if there is none.
+    pub async fn session(&self) -> Result<LegacySession> {
+        Ok(self.current().await?.client.session())
+    }
+
     /// `tools/call`: task-augmented (`params.task`) when the tool's `taskSupport` is `required`
     /// or `optional`, plainly otherwise. A task handle comes back as a modern handle.
     pub async fn call_tool(&self, call: &ToolCall) -> Result<CallOutcome> {
