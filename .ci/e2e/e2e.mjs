@@ -11,7 +11,7 @@ import { execFileSync, spawn, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { App, NotificationLog, screenshot, sleep, startServer, until, windowTitled, stepper } from "./wd.mjs";
+import { App, NotificationLog, screenshot, sleep, startServer, until, waitingCounts, windowTitled, stepper } from "./wd.mjs";
 import { alive, askResident, residentsOn, trayMenuOf } from "./procs.mjs";
 
 const root = resolve(import.meta.dirname, "../..");
@@ -618,8 +618,14 @@ await step("an agent's call through the app's gateway waits in the inbox with a 
   agent.stdout.on("data", (d) => (out += d));
   const exited = new Promise((r) => agent.on("exit", (code) => r(code)));
   await ui.go("#/inbox");
-  await until("the agent's call in the inbox", () => ui.exists('[data-testid="gated-calls"] [data-testid="gated-approve"]'), 30000);
-  const card = await ui.text(".gated-call");
+  const item = '.inbox-item[data-kind="call"]';
+  await until("the agent's call in the inbox", () => ui.exists(item), 30000);
+  // Opened like a question: selected in the list, its card in the detail pane.
+  await ui.click(item);
+  await until("the call open in the detail pane", () => ui.exists('.inbox-detail [data-testid="gated-call"] [data-testid="gated-approve"]'));
+  assert.equal(await ui.js(`return document.querySelector(arguments[0]).getAttribute("aria-current");`, item), "true");
+  assert.equal(await until("the counts to agree", () => waitingCounts(ui), 10000), 1, "header, badge, list and window title: 1");
+  const card = await ui.text(".inbox-detail .gated-call");
   assert.match(card, /e2e-agent wants to run get_time on secure-demo/, card);
   assert.match(card, /e2e <b>audit<\/b>/, "the exact arguments, shown as text");
   assert.equal(await ui.js(`return document.querySelector(".gated-call b") === null;`), true, "agent text never becomes markup");
@@ -632,7 +638,8 @@ await step("an agent's call through the app's gateway waits in the inbox with a 
   assert.equal(code, 0, `the agent's call ends once approved: ${out}`);
   const result = JSON.parse(out.trim().split("\n").pop());
   assert.equal(result.isError, false, `the tool ran and answered: ${out}`);
-  await until("the card gone", async () => !(await ui.exists('[data-testid="gated-calls"]')));
+  await until("the call gone", async () => !(await ui.exists(item)));
+  await until("every count to say 0 (header, badge, list, window title)", async () => (await waitingCounts(ui)) === 0, 10000);
   assert.equal(notifications.fresh("e2e-agent wants to run secure-demo · get_time").length, 1, "one notification for the call");
   // The Agents view: the agent, the rule "Always allow" created (visible, removable), the call
   // with its decision; revoking the agent.
@@ -725,18 +732,18 @@ async function step_notificationOpensTheCall(taskId, card) {
     const menu = readFileSync(join(process.env.XDG_RUNTIME_DIR, "dunst-menu.log"), "utf8");
     throw new Error(`${e.message}; the window is at ${await ui.js(`return location.hash;`)}; the daemon offered:\n${menu}`);
   });
-  const shown = await until("the call's card focused and highlighted", () =>
+  const shown = await until("the call open in the detail pane, its card focused", () =>
     ui.js(
-      `const c = document.querySelector(arguments[0]);
+      `const c = document.querySelector(".inbox-detail " + arguments[0]);
        if (!c || document.activeElement !== c) return null;
        const r = c.getBoundingClientRect();
-       return { focused: c.classList.contains("focused"), current: c.getAttribute("aria-current"), others: document.querySelectorAll(".gated-call.focused").length,
+       return { selected: [...document.querySelectorAll('.inbox-item[aria-current="true"]')].map((i) => i.dataset.taskId),
                 inView: r.top >= 0 && r.top < window.innerHeight };`,
       card,
     ),
     10000,
   );
-  assert.deepEqual(shown, { focused: true, current: "true", others: 1, inView: true }, "that call, and only it, is highlighted, focused and in view");
+  assert.deepEqual(shown, { selected: [taskId], inView: true }, "that call, and only it, is selected, open, focused and in view");
   await ui.shot(join(shots, "inbox-call-from-notification.png"));
 }
 
@@ -749,7 +756,14 @@ await step("the first-launch demo: its agent's call waits in the inbox with a no
   ui = await App.launch(app, ["--demo", "--data-dir", join(work, "demo-ledger")]);
   await ui.go("#/inbox");
   const card = '.gated-call[aria-label="demo-agent wants to run batch_export on demo"]';
-  await until("the demo agent's call in the inbox", () => ui.exists(card), 60000);
+  // The demo's deployment question and its agent's held call: two entries, and every count says 2.
+  const item = '.inbox-item[data-kind="call"]';
+  await until("the demo agent's call in the inbox", () => ui.exists(item), 60000);
+  await until("the deployment's question in the inbox", () => ui.exists('.inbox-item[data-kind="question"]'), 60000);
+  assert.equal(await until("the counts to agree", () => waitingCounts(ui), 10000), 2, "header, badge, list and window title: 2");
+  await ui.click(item);
+  await until("the call open in the detail pane", () => ui.exists(`.inbox-detail ${card}`), 10000);
+  assert.equal(await ui.exists(".inbox-detail .empty"), false, "no \"Select a request\" beside a held call");
   assert.match(await ui.text(card), /"rows": 20000/, "its exact arguments");
   // What the demo server's tools/list says about batch_export, with its annotations in words.
   assert.match(await ui.text(`${card} [data-testid="gated-description"]`), /^Exports `rows` rows to object storage/);
@@ -761,8 +775,14 @@ await step("the first-launch demo: its agent's call waits in the inbox with a no
   const taskId = await ui.js(`return document.querySelector(arguments[0]).dataset.taskId;`, card);
   assert.match(taskId, /^csg-/, "the card names Countersign's task id");
   await step_notificationOpensTheCall(taskId, card);
-  await ui.click(`${card} [data-testid="gated-approve"]`);
+  await ui.keys("a"); // the shortcut asks first, as on a question
+  await until("a to ask first", () => ui.exists(`${card} [data-testid="armed"][data-armed="approve"]`));
+  await ui.keys("a");
   await until("the card gone", async () => !(await ui.exists(card)));
+  await until("the question open next", () => ui.exists('.inbox-item[data-kind="question"][aria-current="true"]'), 10000);
+  assert.equal(await ui.exists(".inbox-detail .elicitation"), true, "the next entry, the question, is open");
+  assert.equal(await until("the counts to agree", () => waitingCounts(ui), 10000), 1, "header, badge, list and window title: 1");
+  await ui.shot(join(shots, "inbox-demo-after-approve.png"));
   await ui.go("#/agents");
   await until("the demo agent listed", () => ui.exists('[data-testid="agents"] tr[data-agent="demo-agent"]'));
   const rule = await ui.text('[data-testid="rules"]');

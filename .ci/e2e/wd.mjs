@@ -206,20 +206,38 @@ export class App {
  * name of each step that passed.
  */
 /**
- * The demo's deployment question, in a window started with `--demo`: it reaches the inbox (a
- * screenshot to `shot`), is approved there, and its task completes.
+ * The demo's deployment question, in a window started with `--demo`: it reaches the inbox (beside
+ * the demo agent's held call), opens, is approved there (a screenshot to `shot` first), and its
+ * task completes.
  */
 export async function demoApprovalCompletes(ui, shot) {
   await ui.go("#/inbox");
-  const count = async () => Number(await ui.text('[data-testid="inbox-count"]'));
-  await until("the demo deployment's question in the inbox", async () => (await count()) === 1, 30000);
+  const question = '.inbox-item[data-kind="question"]';
+  const questions = () => ui.js(`return document.querySelectorAll(arguments[0]).length;`, question);
+  await until("the demo deployment's question in the inbox", async () => (await questions()) === 1, 30000);
+  await ui.click(question);
+  await until("the question open", () => ui.exists('.inbox-detail [data-testid="approve"]'));
   await ui.shot(shot);
-  await ui.click('[data-testid="approve"]');
-  await until("an empty inbox", async () => (await count()) === 0, 15000);
+  await ui.click('.inbox-detail [data-testid="approve"]');
+  await until("no question left in the inbox", async () => (await questions()) === 0, 15000);
   await ui.go("#/tasks");
   await until("the approved deployment to complete", async () =>
     ui.js(`return [...document.querySelectorAll(".task-row")].some((r) =>
       r.querySelector(".tool code")?.textContent === "deploy_service" && r.querySelector(".status.s-completed"));`), 30000);
+}
+
+/**
+ * Every count of what waits, once they agree: the inbox's header, the navigation's badge (none
+ * for 0), the entries listed and the window title's. Null while they differ (a list in flight).
+ */
+export async function waitingCounts(ui) {
+  const seen = await ui.js(
+    `return { header: Number(document.querySelector('[data-testid="inbox-count"]')?.textContent ?? NaN),
+              badge: Number(document.querySelector('[data-testid="nav-pending"]')?.textContent ?? 0),
+              listed: document.querySelectorAll(".inbox-item").length };`,
+  );
+  const title = seen.header === 0 ? "Countersign" : `Countersign — ${seen.header} waiting`;
+  return seen.header === seen.badge && seen.header === seen.listed && windowTitled(title) ? seen.header : null;
 }
 
 export function stepper(failureShot, onPass = () => {}) {

@@ -1146,6 +1146,14 @@ async fn an_approved_call_whose_upstream_asks_first_puts_its_questions_in_the_in
     // it runs; re-sent with the answer, it creates a task whose result greets that name.
     let agent = rig.spawn_agent("fastmcp", "test_tool_with_task", json!({}));
     let task_id = rig.wait_for_pending("test_tool_with_task").await;
+    // The window's console on the same ledger: its count (the tray's and the title's) is one
+    // per entry of the inbox, whether the call waits for a decision or for answers.
+    let mut setup = countersign_core::console::Setup::new(rig.dir.path());
+    setup.start = countersign_core::console::Start::WhenNeeded;
+    let window = countersign_core::console::Console::open(setup)
+        .await
+        .expect("a second console opens on the gateway's ledger");
+    assert_eq!(window.waiting_count().await, 1, "the held call");
     rig.approve(&task_id).await;
 
     let asked = eventually(
@@ -1170,6 +1178,11 @@ async fn an_approved_call_whose_upstream_asks_first_puts_its_questions_in_the_in
         "the agent's task stays working, the question is not the agent's: {seen}"
     );
     assert_eq!(rig.upstream_calls(), 1, "one round so far");
+    assert_eq!(
+        window.waiting_count().await,
+        1,
+        "the approved call with its question, counted as the inbox shows it"
+    );
 
     rig.cli(&["answer", &task_id, "--accept", r#"{"name": "Ada"}"#])
         .await
@@ -1194,6 +1207,7 @@ async fn an_approved_call_whose_upstream_asks_first_puts_its_questions_in_the_in
         rig.pending_questions().await.is_empty(),
         "nothing left to answer"
     );
+    assert_eq!(window.waiting_count().await, 0, "nothing waits");
 }
 
 #[tokio::test]

@@ -13,6 +13,7 @@ import type { ShellState } from "../bindings/ShellState";
 import type { TaskView } from "../bindings/TaskView";
 import type { ViewRequest } from "../bindings/ViewRequest";
 import { call, listen, type CommandError } from "../ipc";
+import { waitingItems, type WaitingItem } from "./waiting";
 
 /** The identity of a question: keys are unique within a task only. */
 export function inputId(i: { taskRow: number; key: string }): string {
@@ -30,12 +31,22 @@ export class ConsoleStore {
   gated: GatedCallView[] = $state([]);
   /** Approved agents' calls whose upstream asks questions before running them, oldest first. */
   asking: GatedQuestionsView[] = $state([]);
+  /**
+   * Everything that waits for a person, oldest first: the inbox lists these, and their number is
+   * the one count the window shows (the inbox's header, the navigation badge).
+   */
+  readonly items: WaitingItem[] = $derived(waitingItems(this.inputs, this.gated, this.asking));
   /** The lists were read once (a call missing from them after that is not waiting). */
   loaded = $state(false);
   /** Set when the shell cannot be reached (e.g. running outside the app). */
   offline: CommandError | undefined = $state();
   /** The question the user asked to see from a notification. */
   focus: InputFocusRequested | undefined = $state();
+
+  /** How many entries wait for a person: the inbox's header and the navigation badge show this. */
+  get waiting(): number {
+    return this.items.length;
+  }
 
   private stops: (() => void)[] = [];
   private rowIndex = new Map<number, number>();

@@ -31,9 +31,10 @@ impl Console {
             .collect())
     }
 
-    /// How much waits for a person: the inbox's questions and the agents' calls held for a
-    /// decision (the tray's and the window title's count). A list that cannot be read counts as
-    /// empty: the count is a hint, the inbox says the rest.
+    /// How much waits for a person, one per entry of the window's inbox: the servers'
+    /// questions, the agents' calls held for a decision, and the approved calls whose upstream
+    /// asks first (the tray's and the window title's count, the same number as the inbox's). A
+    /// list that cannot be read counts as empty: the count is a hint, the inbox says the rest.
     pub async fn waiting_count(&self) -> u32 {
         let questions = self.inbox().await.map(|l| l.len()).unwrap_or(0);
         let calls = self
@@ -41,7 +42,12 @@ impl Console {
             .await
             .map(|l| l.len())
             .unwrap_or(0);
-        u32::try_from(questions + calls).unwrap_or(u32::MAX)
+        let asking = self
+            .gated_questions_views()
+            .await
+            .map(|l| l.len())
+            .unwrap_or(0);
+        u32::try_from(questions + calls + asking).unwrap_or(u32::MAX)
     }
 
     /// Every pending question, oldest first.

@@ -5,6 +5,7 @@ import type { GatedQuestionsView } from "../../bindings/GatedQuestionsView";
 import { buttonByText, click, render, settle, type } from "../../test/mount";
 import GatedQuestions from "./GatedQuestions.svelte";
 import Inbox from "./Inbox.svelte";
+import { callItemId, waitingItems } from "../../app/waiting";
 
 const nameForm = { type: "object", properties: { name: { type: "string", title: "Name" } }, required: ["name"] };
 
@@ -33,9 +34,8 @@ const asking = (questions: GatedQuestionsView["questions"]): GatedQuestionsView 
 /** The inbox with no server questions, and `extra` (agents' calls, what to focus). */
 const renderInbox = (extra: Partial<ComponentProps<typeof Inbox>>) =>
   render(Inbox, {
-    inputs: [],
-    selectedRow: undefined,
-    selectedKey: undefined,
+    items: [],
+    selectedId: undefined,
     onselect: () => {},
     onanswer: async () => {},
     oncancel: async () => {},
@@ -56,7 +56,7 @@ describe("GatedQuestions", () => {
       { key: "user_name", request: { mode: "form", message: "What is your name?", requestedSchema: nameForm } },
       { key: "proceed", request: { mode: "form", message: "Proceed?", requestedSchema: { type: "object", properties: {} } } },
     ]);
-    const r = render(GatedQuestions, { asking: [entry], onanswer });
+    const r = render(GatedQuestions, { entry, onanswer });
     destroy = r.destroy;
     const text = r.target.textContent ?? "";
     expect(text).toContain("ci-bot");
@@ -85,37 +85,47 @@ describe("GatedQuestions", () => {
     ]);
   });
 
-  it("appears in the inbox beside the other questions, which is then not empty", () => {
+  it("is an entry of the inbox, counted, and opens in its detail pane", () => {
     const entry = asking([{ key: "user_name", request: { mode: "form", message: "What is your name?", requestedSchema: nameForm } }]);
-    const r = renderInbox({ asking: [entry], onanswercall: async () => {} });
+    const r = renderInbox({ items: waitingItems([], [], [entry]), onanswercall: async () => {} });
     destroy = r.destroy;
-    expect(r.target.querySelector('[data-testid="gated-questions"] [data-task-id="csg-1"]')).not.toBeNull();
+    expect(r.target.querySelector('[data-testid="inbox-count"]')?.textContent).toBe("1");
+    expect(r.target.querySelector('.inbox-item.selected[data-kind="asking"]')?.getAttribute("data-task-id")).toBe("csg-1");
+    expect(r.target.querySelector('.inbox-detail [data-testid="gated-questions"][data-task-id="csg-1"]')).not.toBeNull();
+    expect(r.target.querySelector(".inbox-detail")?.textContent).toContain("What is your name?");
     expect(r.target.textContent).not.toContain("Nothing waits for you.");
   });
 });
 
 describe("an agent's call opened from its notification (#/inbox/call/ID)", () => {
   const waiting = (task_id: string, tool: string): GatedQuestionsView["call"] => ({ ...asking([]).call, task_id, tool, state: "pending", decided_by: null, decided_at: null });
+  // As the app routes it: the route's call is both the entry opened and the one focused.
   const inbox = (focusCall: string | undefined, callsLoaded = true) =>
     renderInbox({
-      gated: [waiting("csg-a", "first_tool"), waiting("csg-b", "second_tool")],
+      items: waitingItems(
+        [],
+        [waiting("csg-a", "first_tool"), waiting("csg-b", "second_tool")],
+        [asking([{ key: "user_name", request: { mode: "form", message: "What is your name?", requestedSchema: nameForm } }])],
+      ),
+      selectedId: focusCall === undefined ? undefined : callItemId(focusCall),
       ondecide: async () => {},
-      asking: [asking([{ key: "user_name", request: { mode: "form", message: "What is your name?", requestedSchema: nameForm } }])],
       onanswercall: async () => {},
       focusCall,
       callsLoaded,
     });
-  const card = (root: HTMLElement, id: string) => root.querySelector<HTMLElement>(`.gated-call[data-task-id="${id}"]`);
+  const shown = (root: HTMLElement) => root.querySelector<HTMLElement>(".inbox-detail .gated-call");
+  const item = (root: HTMLElement, id: string) => root.querySelector<HTMLElement>(`.inbox-item[data-task-id="${id}"]`);
 
-  it("highlights and focuses that call's card, and only that one", async () => {
+  it("opens that call in the detail pane, selected in the list, its card focused", async () => {
     const r = inbox("csg-b");
     destroy = r.destroy;
     await settle();
-    const b = card(r.target, "csg-b");
-    expect(b?.classList.contains("focused"), "the asked-for call is highlighted").toBe(true);
-    expect(b?.getAttribute("aria-current")).toBe("true");
+    const b = shown(r.target);
+    expect(b?.dataset.taskId, "the asked-for call is open").toBe("csg-b");
+    expect(b?.textContent).toContain("second_tool");
+    expect(item(r.target, "csg-b")?.getAttribute("aria-current")).toBe("true");
+    expect(item(r.target, "csg-a")?.getAttribute("aria-current"), "another call is not selected").toBe("false");
     expect(document.activeElement, "focus moves to the call's card").toBe(b);
-    expect(card(r.target, "csg-a")?.classList.contains("focused"), "another call is not").toBe(false);
     expect(r.target.querySelector('[data-testid="call-gone"]')).toBeNull();
   });
 
@@ -123,8 +133,9 @@ describe("an agent's call opened from its notification (#/inbox/call/ID)", () =>
     const r = inbox("csg-1");
     destroy = r.destroy;
     await settle();
-    const asked = r.target.querySelector<HTMLElement>('[data-testid="gated-questions"] .gated-call[data-task-id="csg-1"]');
-    expect(asked?.classList.contains("focused")).toBe(true);
+    const asked = shown(r.target);
+    expect(asked?.dataset.testid).toBe("gated-questions");
+    expect(asked?.dataset.taskId).toBe("csg-1");
     expect(document.activeElement).toBe(asked);
   });
 
@@ -137,6 +148,7 @@ describe("an agent's call opened from its notification (#/inbox/call/ID)", () =>
     destroy = r.destroy;
     await settle();
     expect(r.target.querySelector('[data-testid="call-gone"]')?.textContent).toContain("no longer waits");
-    expect(r.target.querySelectorAll(".gated-call.focused").length).toBe(0);
+    expect(r.target.querySelector('[data-testid="inbox-count"]')?.textContent, "the calls still waiting").toBe("3");
+    expect(shown(r.target)?.dataset.taskId, "the first entry is open instead").toBe("csg-a");
   });
 });

@@ -2,6 +2,7 @@ import { flushSync } from "svelte";
 import { afterEach, describe, expect, it } from "vitest";
 import type { InputRequestView } from "../../bindings/InputRequestView";
 import type { InputResponse } from "../../bindings/InputResponse";
+import { questionItemId, waitingItems, type WaitingItem } from "../../app/waiting";
 import { render, settle } from "../../test/mount";
 import Inbox from "./Inbox.svelte";
 
@@ -26,10 +27,9 @@ function press(key: string) {
 }
 
 type Props = {
-  inputs: InputRequestView[];
-  selectedRow: number | undefined;
-  selectedKey: string | undefined;
-  onselect: (i: InputRequestView | undefined) => void;
+  items: WaitingItem[];
+  selectedId: string | undefined;
+  onselect: (i: WaitingItem | undefined) => void;
   onanswer: (i: InputRequestView, r: InputResponse) => Promise<void>;
   oncancel: (row: number) => Promise<void>;
 };
@@ -38,16 +38,14 @@ function setup(inputs: InputRequestView[]) {
   const sent: [number, InputResponse][] = [];
   const cancelled: number[] = [];
   const props: Props = $state({
-    inputs,
-    selectedRow: inputs[0]?.taskRow,
-    selectedKey: inputs[0]?.key,
+    items: waitingItems(inputs, [], []),
+    selectedId: inputs[0] ? questionItemId(inputs[0]) : undefined,
     onselect: (i) => {
-      props.selectedRow = i?.taskRow;
-      props.selectedKey = i?.key;
+      props.selectedId = i?.id;
     },
     onanswer: async (i, r) => {
       sent.push([i.taskRow, r]);
-      props.inputs = props.inputs.filter((x) => x.taskRow !== i.taskRow);
+      props.items = props.items.filter((x) => x.kind !== "question" || x.input.taskRow !== i.taskRow);
     },
     oncancel: async (row) => {
       cancelled.push(row);
@@ -77,7 +75,7 @@ describe("Inbox keyboard", () => {
     press("a");
     await settle();
     expect(sent).toEqual([[1, { action: "accept", content: { ok: true } }]]);
-    expect(props.selectedRow, "the next request is selected after answering").toBe(2);
+    expect(props.selectedId, "the next request is selected after answering").toBe("q/2/approval");
     expect(r.target.querySelector('[data-testid="announce"]')?.textContent).toMatch(/^Approved: answer sent\. Next: beta\./);
     expect(document.activeElement?.id, "focus moves to the next question's first field").toBe("f-why");
 

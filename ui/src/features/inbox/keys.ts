@@ -1,6 +1,7 @@
-// Keyboard-first inbox: j/k move, Enter opens the form, a approves and n denies an approval
-// question (each asks for the same key again before sending), a reviews then sends other forms,
-// d declines the question (after a second d), Esc steps back and, with nothing left to step back
+// Keyboard-first inbox: j/k move between questions and agents' calls alike, Enter opens the form,
+// a approves and n denies an approval question (each asks for the same key again before sending),
+// a reviews then sends other forms, d declines the question (after a second d); on an agent's
+// held call a approves and d (or n) declines it, each after a second press, Esc steps back and, with nothing left to step back
 // from, asks whether to cancel the whole task (a button confirms; Esc again keeps it), ? toggles
 // help. Keys typed into a text field are left alone, except Esc.
 
@@ -36,9 +37,9 @@ export const INBOX_KEYS: readonly [string, string][] = [
   ["j / ↓", "next request"],
   ["k / ↑", "previous request"],
   ["Enter", "open the form (focus first field)"],
-  ["a", "Approve (press again to send); on other forms: review the answer, press again to send"],
+  ["a", "Approve (press again to send); on other forms: review the answer, press again to send; on an agent's call: Approve (press again)"],
   ["n", "Deny an approval question (press again to send)"],
-  ["d", "Decline this question (press again to confirm); the task goes on"],
+  ["d", "Decline this question (press again to confirm); the task goes on; on an agent's call: Decline (press again)"],
   ["Esc", "back: leave the field, the review, or this help; otherwise ask whether to cancel the whole task"],
   ["?", "show or hide this help"],
 ];
