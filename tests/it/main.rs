@@ -18,6 +18,7 @@ mod faults;
 mod feed;
 mod gateway;
 mod gateway_legacy;
+mod gateway_stdio;
 mod hostile;
 mod interop_fastmcp;
 mod keyring;
