@@ -18,6 +18,7 @@ mod faults;
 mod feed;
 mod gateway;
 mod hostile;
+mod hosts_import;
 mod interop_fastmcp;
 mod keyring;
 mod ledger_write;
