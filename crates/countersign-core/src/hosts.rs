@@ -134,6 +134,16 @@ impl Route {
     }
 }
 
+/// `path` with a leading `~/` (or a lone `~`) as the home directory, as a shell would.
+pub fn expand_home(path: &str) -> PathBuf {
+    let home = std::env::var_os("HOME").filter(|h| !h.is_empty());
+    match (path, home) {
+        ("~", Some(home)) => PathBuf::from(home),
+        (p, Some(home)) if p.starts_with("~/") => PathBuf::from(home).join(&p[2..]),
+        (p, _) => PathBuf::from(p),
+    }
+}
+
 /// `s` percent-encoded as `encodeURIComponent` does, so a name with spaces or slashes stays one
 /// path segment.
 fn path_segment(s: &str) -> String {
