@@ -515,7 +515,11 @@ pub(crate) async fn agents_import(
         } else if r.diff.is_empty() {
             say!("nothing to rewrite");
         } else {
-            say!("{}", r.diff.trim_end());
+            // Line by line: each line is the file's own text, shown with its control
+            // characters escaped.
+            for line in r.diff.lines() {
+                say!("{line}");
+            }
             match &r.backup {
                 Some(backup) => say!("already imported (the original is {backup}); --undo first"),
                 None => say!("apply with: countersign agents import {} --apply", r.path),

@@ -105,6 +105,23 @@ fn claude_codes_mcp_json_is_read_and_rewritten_keeping_every_other_key() {
         "four-space indentation kept:\n{text}"
     );
     assert!(text.ends_with("}\n"), "the trailing newline kept");
+    assert!(
+        text.contains(
+            r#""args": ["-y", "@modelcontextprotocol/server-filesystem", "/home/me/src"],"#
+        ),
+        "an entry not rewritten stays byte for byte, its inline array too:\n{text}"
+    );
+    let docs_at = file.text.find("\"docs\"").expect("docs");
+    let files_at = file.text.find("\"files\"").expect("files");
+    assert_eq!(
+        &text[..docs_at],
+        &file.text[..docs_at],
+        "before the entry, nothing changes"
+    );
+    assert!(
+        text.ends_with(&file.text[files_at - 8..]),
+        "after the entry, nothing changes:\n{text}"
+    );
     let before: Value = serde_json::from_str(&file.text).expect("JSON");
     let after: Value = serde_json::from_str(&text).expect("the rewrite is JSON");
     assert_eq!(
@@ -223,6 +240,10 @@ fn codexs_config_toml_is_edited_in_place_with_its_comments() {
     ] {
         assert!(text.contains(comment), "comment {comment:?} kept:\n{text}");
     }
+    assert!(
+        text.contains("[mcp_servers.docs]\n# The docs server, over HTTP.\nurl = \"http://127.0.0.1:8788/mcp/docs\"\nhttp_headers = "),
+        "the gateway's keys where the old ones were, under their comment:\n{text}"
+    );
     let doc: toml::Table = toml::from_str(&text).expect("the rewrite is TOML");
     let docs = &doc["mcp_servers"]["docs"];
     assert_eq!(docs["url"].as_str(), Some("http://127.0.0.1:8788/mcp/docs"));
@@ -371,4 +392,28 @@ fn the_diff_shows_the_change_and_masks_every_secret() {
     for secret in ["docs-s3cr3t-token", TOKEN, "ghp_verysecretvalue"] {
         assert!(!diff.contains(secret), "{secret} masked:\n{diff}");
     }
+}
+
+#[test]
+fn an_inline_codex_entry_is_rewritten_too() {
+    let path = temp_dir("hosts").join("config.toml");
+    std::fs::write(
+        &path,
+        "[mcp_servers]\n# inline\ndocs = { url = \"https://docs.example.com/mcp\", tool_timeout_sec = 5 }\n",
+    )
+    .expect("write");
+    let file = config::read(&path).expect("parses");
+    assert_eq!(
+        http_url(entry(&file, "docs")).0,
+        "https://docs.example.com/mcp"
+    );
+    let text = rewrite::rewrite(&file, &names(&["docs"]), &route());
+    assert!(text.contains("# inline"), "{text}");
+    let doc: toml::Table = toml::from_str(&text).expect("TOML");
+    let docs = &doc["mcp_servers"]["docs"];
+    assert_eq!(docs["url"].as_str(), Some("http://127.0.0.1:8788/mcp/docs"));
+    assert_eq!(docs["tool_timeout_sec"].as_integer(), Some(5));
+    assert!(docs["http_headers"]["Authorization"]
+        .as_str()
+        .is_some_and(|a| a.ends_with(TOKEN)));
 }

@@ -29,12 +29,8 @@ pub struct HostFile {
 /// The parsed document, kept for the rewrite.
 #[derive(Debug, Clone)]
 pub(crate) enum Document {
-    /// JSON, its indentation unit and whether it ended with a newline.
-    Json {
-        value: Value,
-        indent: String,
-        trailing_newline: bool,
-    },
+    /// JSON and its indentation unit.
+    Json { value: Value, indent: String },
     /// TOML with its comments and layout.
     Toml(toml_edit::DocumentMut),
 }
@@ -137,7 +133,6 @@ pub fn parse(path: &Path, text: String) -> Result<HostFile, Error> {
         document: Document::Json {
             value,
             indent: indent_of(&text),
-            trailing_newline: text.ends_with('\n'),
         },
         text,
     })
