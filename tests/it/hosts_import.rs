@@ -23,6 +23,10 @@ fn mcp_json(demo_url: &str) -> String {
                 "-y",
                 "@modelcontextprotocol/server-everything"
             ]
+        }},
+        "down": {{
+            "type": "http",
+            "url": "http://127.0.0.1:9/mcp"
         }}
     }},
     "x-team": {{
@@ -96,6 +100,12 @@ async fn agents_import_puts_a_claude_code_file_behind_the_gateway_and_undoes_it(
     assert_eq!(applied["agent"], "claude-code");
     assert_eq!(applied["items"][0]["action"], "registered");
     assert_eq!(applied["items"][1]["action"], "needs_stdio_support");
+    assert_eq!(applied["items"][2]["name"], "down");
+    assert_eq!(
+        applied["items"][2]["action"], "failed",
+        "an unreachable server is not registered: {applied}"
+    );
+    assert_eq!(applied["items"][2]["rewritten"], false);
     assert_eq!(
         std::fs::read_to_string(&backup).expect("a backup"),
         original
@@ -119,6 +129,11 @@ async fn agents_import_puts_a_claude_code_file_behind_the_gateway_and_undoes_it(
         after["mcpServers"]["everything"],
         json!({"command": "npx", "args": ["-y", "@modelcontextprotocol/server-everything"]}),
         "the stdio entry left as it was"
+    );
+    assert_eq!(
+        after["mcpServers"]["down"],
+        json!({"type": "http", "url": "http://127.0.0.1:9/mcp"}),
+        "a server that could not be registered is left as it was"
     );
     let token = entry["headers"]["Authorization"]
         .as_str()

@@ -242,6 +242,22 @@ impl Console {
             .into());
         }
         let mut items = self.plan(&file).await?;
+        let mut report = ImportReport {
+            path: path.display().to_string(),
+            host: file.host,
+            items: Vec::new(),
+            diff: String::new(),
+            applied: false,
+            backup: None,
+            agent: None,
+        };
+        if rewritten_names(&items).is_empty() {
+            report.items = items;
+            return Ok(report);
+        }
+        // The agent first: a name that cannot be used stops the import before anything is
+        // registered.
+        let (agent, token) = self.import_agent(&file, target).await?;
         for (item, found) in items.iter_mut().zip(&file.servers) {
             let (ImportAction::Register, Entry::Server(spec)) = (&item.action, &found.entry) else {
                 continue;
@@ -258,19 +274,12 @@ impl Console {
             };
         }
         let names = rewritten_names(&items);
-        let mut report = ImportReport {
-            path: path.display().to_string(),
-            host: file.host,
-            items,
-            diff: String::new(),
-            applied: false,
-            backup: None,
-            agent: None,
-        };
+        report.items = items;
         if names.is_empty() {
+            // Its token would be in no file: an agent nobody can use.
+            let _ = self.remove_agent(&agent).await;
             return Ok(report);
         }
-        let (agent, token) = self.import_agent(&file, target).await?;
         let route = route(target, token);
         let text = hosts::rewrite::rewrite(&file, &names, &route);
         let mut secrets = file::secrets_of(&file);
