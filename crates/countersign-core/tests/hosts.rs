@@ -417,3 +417,48 @@ fn an_inline_codex_entry_is_rewritten_too() {
         .as_str()
         .is_some_and(|a| a.ends_with(TOKEN)));
 }
+
+#[cfg(unix)]
+#[test]
+fn a_symlinked_file_stays_a_link_through_write_and_undo() {
+    let real = placed("cursor.mcp.json", "dotfiles/cursor-mcp.json");
+    let original = std::fs::read_to_string(&real).expect("read");
+    let dir = real
+        .parent()
+        .and_then(Path::parent)
+        .expect("dir")
+        .join(".cursor");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let link = dir.join("mcp.json");
+    std::os::unix::fs::symlink(&real, &link).expect("symlink");
+    let file = config::read(&link).expect("parses");
+    assert_eq!(
+        file.host,
+        Host::Cursor,
+        "the host is told by the path given"
+    );
+    let text = rewrite::rewrite(&file, &names(&["linear"]), &route());
+    file::write(&file, &text, None).expect("written");
+    assert!(
+        link.symlink_metadata()
+            .expect("meta")
+            .file_type()
+            .is_symlink(),
+        "still a link"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&real).expect("target"),
+        text,
+        "its target changed"
+    );
+    file::undo(&link).expect("undone");
+    assert!(
+        link.symlink_metadata()
+            .expect("meta")
+            .file_type()
+            .is_symlink(),
+        "still a link after undo"
+    );
+    assert_eq!(std::fs::read_to_string(&real).expect("target"), original);
+    assert!(!file::backup_path(&link).exists());
+}

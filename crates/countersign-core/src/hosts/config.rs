@@ -140,7 +140,7 @@ pub fn parse(path: &Path, text: String) -> Result<HostFile, Error> {
 
 /// 1-based line and column of byte `offset` in `text`.
 fn line_column(text: &str, offset: usize) -> (usize, usize) {
-    let before = &text[..offset.min(text.len())];
+    let before = text.get(..offset).unwrap_or(text);
     let line = before.matches('\n').count() + 1;
     let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
     (line, column)

@@ -97,6 +97,12 @@ fn write_atomic(
     Ok(())
 }
 
+/// The file `path` names, through any symlinks: a dotfile linked from a repository stays a link
+/// and its target is what changes.
+fn resolved(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned())
+}
+
 /// Whether `path` has a backup from an earlier import.
 pub fn imported(path: &Path) -> bool {
     backup_path(path).exists()
@@ -128,14 +134,14 @@ pub fn write(file: &HostFile, text: &str, agent: Option<&str>) -> Result<PathBuf
     // which undo refuses and says where the original is; never a rewritten file without a note.
     let note_text = serde_json::to_vec_pretty(&note).unwrap_or_default();
     write_atomic(&note_path(path), &note_text, Some(&perms))?;
-    write_atomic(path, text.as_bytes(), Some(&perms))?;
+    write_atomic(&resolved(path), text.as_bytes(), Some(&perms))?;
     Ok(backup)
 }
 
 /// What undo did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Restored {
-    /// The backup restored from (now gone: it is the file again).
+    /// The backup restored from (removed once the file holds it again).
     pub backup: PathBuf,
     /// The agent created by the import, to revoke.
     pub agent: Option<String>,
@@ -161,7 +167,13 @@ pub fn undo(path: &Path) -> Result<Restored, Error> {
     if digest(&now) != note.sha256 {
         return Err(changed());
     }
-    std::fs::rename(&backup, path).map_err(io(path))?;
+    // Written back rather than renamed over the file, so a symlinked file stays a link.
+    let original = std::fs::read(&backup).map_err(io(&backup))?;
+    let perms = std::fs::metadata(&backup)
+        .map_err(io(&backup))?
+        .permissions();
+    write_atomic(&resolved(path), &original, Some(&perms))?;
+    std::fs::remove_file(&backup).map_err(io(&backup))?;
     let _ = std::fs::remove_file(note_path(path));
     Ok(Restored {
         backup,
