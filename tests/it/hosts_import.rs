@@ -212,3 +212,26 @@ async fn agents_import_leaves_a_file_that_does_not_parse_untouched_and_says_wher
     assert_eq!(std::fs::read_to_string(&file).expect("file"), broken);
     assert!(!rig.dir.path().join(".mcp.json.countersign-backup").exists());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_print_config_is_the_stdio_entry_on_this_data_directory() {
+    let dir = countersign_tests::procs::DataDir::new("print-config");
+    let run = dir.run(&["connect", "demo", "--print-config"]).await;
+    run.expect_code(0);
+    let entry = &run.json()["mcpServers"]["demo"];
+    let data_dir = dir.path().display().to_string();
+    assert_eq!(
+        entry["args"],
+        json!(["--data-dir", data_dir, "connect", "demo"]),
+        "the relay finds this data directory's gateway: {entry}"
+    );
+    assert!(
+        entry["command"]
+            .as_str()
+            .is_some_and(|c| c.ends_with("countersign")),
+        "{entry}"
+    );
+    assert!(entry["env"]["COUNTERSIGN_AGENT_TOKEN"]
+        .as_str()
+        .is_some_and(|t| t.starts_with('<')));
+}

@@ -373,14 +373,19 @@ pub(crate) async fn connect(
     print_config: bool,
 ) -> Result<u8, CliError> {
     if print_config {
-        let exe = std::env::current_exe()
-            .map(|p| p.display().to_string())
-            .unwrap_or_else(|_| "countersign".into());
-        terminal::json(&json!({"mcpServers": {server: {
-            "command": exe,
-            "args": ["connect", server],
-            "env": {"COUNTERSIGN_AGENT_TOKEN": "<the token from `countersign agents add NAME`>"},
-        }}}));
+        // The same entry the Agents view and `agents import` write for stdio hosts.
+        let route = hosts::Route {
+            gateway_url: hosts::DEFAULT_GATEWAY_URL.to_owned(),
+            token: countersign_core::sensitive::Sensitive::new(
+                "<the token from `countersign agents add NAME`>".to_owned(),
+            ),
+            command: std::env::current_exe()
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|_| "countersign".into()),
+            data_dir: global.data_dir.as_ref().map(|d| d.display().to_string()),
+        };
+        let entry = hosts::entry_json(hosts::Host::Stdio, &route, server).unwrap_or_default();
+        terminal::json(&json!({"mcpServers": {server: entry}}));
         return Ok(EXIT_COMPLETED);
     }
     let token = std::env::var("COUNTERSIGN_AGENT_TOKEN")
