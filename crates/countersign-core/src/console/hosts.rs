@@ -8,7 +8,7 @@
 //! them, their bearer token to the keyring; stdio servers are reported as needing stdio
 //! support until the console can register them.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::Serialize;
 
@@ -395,9 +395,4 @@ fn route(target: &ImportTarget, token: Sensitive<String>) -> Route {
         command: target.command.clone(),
         data_dir: target.data_dir.clone(),
     }
-}
-
-/// The default backup path of `path`, for the faces' messages.
-pub fn backup_of(path: &Path) -> PathBuf {
-    file::backup_path(path)
 }
