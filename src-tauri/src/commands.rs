@@ -6,17 +6,20 @@
 //! [`Console`](countersign_core::console::Console), the one the CLI uses too.
 
 use countersign_core::browser::OpenError;
+use countersign_core::console::hosts::ImportTarget;
 use countersign_core::console::{Console, Error as ConsoleError};
+use countersign_core::hosts;
 use countersign_core::mcp::ToolCall;
 
 use crate::ipc::{
     AdoptableTasks, AgentCreated, AgentRef, AgentView, AgentsPage, AppInfo, AuditEntry,
     AuditExport, AuditExportRequest, CommandError, DndRequest, ErrorCode, GatedAnswerRequest,
     GatedCallView, GatedDecideRequest, GatedQuestionsView, GatedRef, GatedTimeline,
-    InputAnswerRequest, InputRequestView, PaintedRequest, RuleRef, ServerAddRequest, ServerRef,
-    ServerUpdateRequest, ServerView, ShellState, TaskAdoptRequest, TaskDetail, TaskListRequest,
-    TaskRef, TaskView, ToolCallAnswerRequest, ToolCallOutcome, ToolCallRequest, ToolView,
-    UrlOpenRequest, ViewRequest, ZoomRequest,
+    HostImportRequest, ImportReport, ImportUndone, InputAnswerRequest, InputRequestView,
+    PaintedRequest, RuleRef, ServerAddRequest, ServerRef, ServerSnippets, ServerUpdateRequest,
+    ServerView, ShellState, TaskAdoptRequest, TaskDetail, TaskListRequest, TaskRef, TaskView,
+    ToolCallAnswerRequest, ToolCallOutcome, ToolCallRequest, ToolView, UrlOpenRequest, ViewRequest,
+    ZoomRequest,
 };
 use crate::Shell;
 use countersign_desktop_ipc::{ControlError, Request};
@@ -330,11 +333,98 @@ pub async fn agents_get(shell: State<'_, Shell>) -> Result<AgentsPage> {
 #[tauri::command]
 pub async fn agent_add(shell: State<'_, Shell>, request: AgentRef) -> Result<AgentCreated> {
     let (agent, token) = ipc(shell.console.add_agent(&request.name).await)?;
+    let gateway_url = shell.resident_state().gateway_url;
+    let route = hosts::Route {
+        gateway_url: gateway_url
+            .clone()
+            .unwrap_or_else(|| hosts::DEFAULT_GATEWAY_URL.to_owned()),
+        token: token.clone(),
+        command: "countersign".into(),
+        data_dir: Some(shell.console.data_dir().display().to_string()),
+    };
+    let mut servers: Vec<String> = ipc(shell.console.server_records().await)?
+        .into_iter()
+        .map(|s| s.name)
+        .collect();
+    if servers.is_empty() {
+        servers.push("SERVER".into());
+    }
+    let snippets = servers
+        .into_iter()
+        .map(|server| ServerSnippets {
+            snippets: hosts::snippets(&route, &server),
+            server,
+        })
+        .collect();
     Ok(AgentCreated {
         agent,
         token: token.expose().clone(),
-        gateway_url: shell.resident_state().gateway_url,
+        gateway_url,
+        snippets,
     })
+}
+
+/// Where a host import's entries point: the gateway this app runs, else the README's port.
+fn import_target(shell: &Shell) -> ImportTarget {
+    ImportTarget {
+        gateway_url: shell
+            .resident_state()
+            .gateway_url
+            .unwrap_or_else(|| hosts::DEFAULT_GATEWAY_URL.to_owned()),
+        command: "countersign".into(),
+        data_dir: Some(shell.console.data_dir().display().to_string()),
+        agent: None,
+    }
+}
+
+/// The file a host import names: `~/` expanded, and a full path (the app's own working
+/// directory means nothing to a person).
+fn import_path(request: &HostImportRequest) -> Result<std::path::PathBuf> {
+    let path = hosts::expand_home(request.path.trim());
+    if !path.is_absolute() {
+        return Err(ConsoleError::Invalid(format!(
+            "give the file's full path (or ~/…), not {:?}",
+            request.path
+        ))
+        .into());
+    }
+    Ok(path)
+}
+
+/// What importing a host's file would do: its servers and the diff; nothing written.
+#[tauri::command]
+pub async fn host_import_preview(
+    shell: State<'_, Shell>,
+    request: HostImportRequest,
+) -> Result<ImportReport> {
+    let path = import_path(&request)?;
+    ipc(shell
+        .console
+        .import_preview(&path, &import_target(&shell))
+        .await)
+}
+
+/// Registers a host file's servers and rewrites it through the gateway (a backup beside it).
+#[tauri::command]
+pub async fn host_import_apply(
+    shell: State<'_, Shell>,
+    request: HostImportRequest,
+) -> Result<ImportReport> {
+    let path = import_path(&request)?;
+    ipc(shell
+        .console
+        .import_apply(&path, &import_target(&shell))
+        .await)
+}
+
+/// Restores a host's file from its backup and revokes the agent the import added.
+#[tauri::command]
+pub async fn host_import_undo(
+    shell: State<'_, Shell>,
+    request: HostImportRequest,
+) -> Result<ImportUndone> {
+    let path = import_path(&request)?;
+    ipc(shell.console.import_undo(&path).await)
 }
 
 /// Revokes an agent's token: its next request gets 401.

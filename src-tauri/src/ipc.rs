@@ -7,7 +7,9 @@
 //! per type, plus `Contract.ts`, the typed command/event map the UI's `call`/`listen` use); the
 //! test at the bottom fails on any drift (refresh with `cargo xtask bless`).
 
+pub use countersign_core::console::hosts::{ImportReport, ImportUndone};
 pub use countersign_core::console::view::*;
+pub use countersign_core::hosts::Snippet;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use ts_rs::TS;
@@ -129,6 +131,9 @@ contract! {
         agents_get: () => AgentsPage,
         agent_add: AgentRef => AgentCreated,
         agent_remove: AgentRef => AgentView,
+        host_import_preview: HostImportRequest => ImportReport,
+        host_import_apply: HostImportRequest => ImportReport,
+        host_import_undo: HostImportRequest => ImportUndone,
         rule_remove: RuleRef => (),
         tool_list: ServerRef => Vec<ToolView>,
         tool_call: ToolCallRequest => ToolCallOutcome,
@@ -283,6 +288,27 @@ pub struct AgentCreated {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[ts(optional)]
     pub gateway_url: Option<String>,
+    /// The configuration to paste for each host, per registered server (they carry the token
+    /// too: made here, once, from the same reply).
+    pub snippets: Vec<ServerSnippets>,
+}
+
+/// The snippets for one server.
+#[derive(Clone, Serialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct ServerSnippets {
+    /// The server's name (the gateway path's last segment).
+    pub server: String,
+    /// One per host.
+    pub snippets: Vec<Snippet>,
+}
+
+/// `host_import_*` request: a host's configuration file (`~/` is the home directory).
+#[derive(Debug, Clone, Deserialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct HostImportRequest {
+    /// The file's full path.
+    pub path: String,
 }
 
 impl std::fmt::Debug for AgentCreated {
@@ -291,6 +317,7 @@ impl std::fmt::Debug for AgentCreated {
             .field("agent", &self.agent)
             .field("token", &"<redacted>")
             .field("gateway_url", &self.gateway_url)
+            .field("snippets", &self.snippets.len())
             .finish()
     }
 }

@@ -1092,6 +1092,33 @@ fn an_agent_created_in_the_window_gets_its_token_once_and_nothing_else_carries_i
         );
     }
 
+    // The snippets to paste, one set per server, made with the token for every host.
+    let sets = created["snippets"].as_array().expect("snippets");
+    let hosts: Vec<&str> = sets[0]["snippets"]
+        .as_array()
+        .expect("one per host")
+        .iter()
+        .filter_map(|s| s["id"].as_str())
+        .collect();
+    assert_eq!(
+        hosts,
+        [
+            "claude-code",
+            "cursor",
+            "vscode",
+            "codex",
+            "goose",
+            "zed",
+            "stdio"
+        ]
+    );
+    assert!(
+        sets[0]["snippets"].as_array().is_some_and(|s| s
+            .iter()
+            .all(|s| s["text"].as_str().is_some_and(|t| t.contains(&token)))),
+        "every snippet carries the new token: {created}"
+    );
+
     let twice = invoke(
         &fx.window,
         "agent_add",
@@ -1102,6 +1129,90 @@ fn an_agent_created_in_the_window_gets_its_token_once_and_nothing_else_carries_i
     let bad = invoke(&fx.window, "agent_add", json!({"request": {"name": "a b"}}))
         .expect_err("a name with a space");
     assert_eq!(bad["code"], "invalid_input", "{bad}");
+}
+
+#[test]
+fn a_hosts_file_is_put_behind_the_gateway_from_the_window_and_undone() {
+    let (fx, url) = app_with_demo("host-import");
+    let project = fx.dir.join("project");
+    std::fs::create_dir_all(&project).expect("mkdir");
+    let file = project.join(".mcp.json");
+    let original = format!(
+        "{{\n  \"mcpServers\": {{\n    \"upstream\": {{ \"type\": \"http\", \"url\": \"{url}\" }},\n    \"fs\": {{ \"command\": \"npx\", \"args\": [\"server-filesystem\"], \"env\": {{ \"API_KEY\": \"sk-never-crosses-ipc\" }} }}\n  }}\n}}\n"
+    );
+    std::fs::write(&file, &original).expect("write");
+    let request = json!({"request": {"path": file.display().to_string()}});
+
+    let preview = invoke(&fx.window, "host_import_preview", request.clone()).expect("preview");
+    assert_eq!(preview["host"], "claude-code", "{preview}");
+    assert_eq!(preview["items"][0]["action"], "register", "{preview}");
+    assert_eq!(
+        preview["items"][1]["action"], "needs_stdio_support",
+        "{preview}"
+    );
+    assert_eq!(
+        preview["items"][1]["server"]["env_keys"],
+        json!(["API_KEY"])
+    );
+    assert!(
+        preview["diff"]
+            .as_str()
+            .is_some_and(|d| d.contains("http://127.0.0.1:8788/mcp/upstream")),
+        "without a gateway here, the README's port: {preview}"
+    );
+    assert!(
+        !preview.to_string().contains("sk-never-crosses-ipc"),
+        "no environment value crosses IPC"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&file).expect("file"),
+        original,
+        "a preview writes nothing"
+    );
+
+    let applied = invoke(&fx.window, "host_import_apply", request.clone()).expect("apply");
+    assert_eq!(applied["applied"], true, "{applied}");
+    assert_eq!(applied["items"][0]["action"], "registered", "{applied}");
+    let rewritten = std::fs::read_to_string(&file).expect("file");
+    let after: Value = serde_json::from_str(&rewritten).expect("JSON");
+    let token = after["mcpServers"]["upstream"]["headers"]["Authorization"]
+        .as_str()
+        .and_then(|a| a.strip_prefix("Bearer "))
+        .expect("the agent's token in the file")
+        .to_owned();
+    assert!(
+        !applied.to_string().contains(&token),
+        "the token is in the file, not in the reply"
+    );
+    assert!(file.with_file_name(".mcp.json.countersign-backup").exists());
+    let servers = invoke(&fx.window, "server_list", json!({})).expect("server_list");
+    assert!(servers.to_string().contains("\"upstream\""), "{servers}");
+
+    let undone = invoke(&fx.window, "host_import_undo", request).expect("undo");
+    assert_eq!(undone["agent_revoked"], "claude-code", "{undone}");
+    assert_eq!(std::fs::read_to_string(&file).expect("file"), original);
+
+    let relative = invoke(
+        &fx.window,
+        "host_import_preview",
+        json!({"request": {"path": "project/.mcp.json"}}),
+    )
+    .expect_err("a relative path means nothing to a person");
+    assert_eq!(relative["code"], "invalid_input", "{relative}");
+    std::fs::write(&file, "{ \"mcpServers\": ").expect("write");
+    let broken = invoke(
+        &fx.window,
+        "host_import_preview",
+        json!({"request": {"path": file.display().to_string()}}),
+    )
+    .expect_err("does not parse");
+    assert_eq!(broken["code"], "invalid_input", "{broken}");
+    assert!(
+        broken["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("line 1")),
+        "{broken}"
+    );
 }
 
 /// The resident's pid, as it answers on `dir`.

@@ -895,3 +895,80 @@ async fn a_stdio_servers_secret_environment_reaches_its_process_and_lives_only_i
         "removed with its server"
     );
 }
+
+/// `agents import --apply`: a bearer token a host's file gave its server goes to the keyring as
+/// that server's token (discovery carried it), and to no ledger file and no output.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs an unlocked Secret Service: run inside .ci/with-session.sh with --ignored"]
+async fn agents_import_keeps_a_files_bearer_token_in_the_keyring_only() {
+    const SECRET: &str = "tok-imported-secret";
+    let seen: Seen = Default::default();
+    let upstream = server(Some(SECRET), seen.clone()).await;
+    let dir = DataDir::new("keyring-import");
+    let file = dir.path().join(".mcp.json");
+    std::fs::write(
+        &file,
+        format!(
+            "{{\n  \"mcpServers\": {{\n    \"imp\": {{\n      \"type\": \"http\",\n      \"url\": \"{}\",\n      \"headers\": {{ \"Authorization\": \"Bearer {SECRET}\" }}\n    }}\n  }}\n}}\n",
+            upstream.url()
+        ),
+    )
+    .expect("write");
+    let path = file.display().to_string();
+    let preview = dir.run(&["agents", "import", &path]).await;
+    preview.expect_code(0);
+    let applied = dir
+        .run(&["--json", "agents", "import", &path, "--apply"])
+        .await;
+    applied.expect_code(0);
+    assert_eq!(
+        applied.json()["items"][0]["action"],
+        "registered",
+        "{applied}"
+    );
+    for out in [
+        &preview.stdout,
+        &preview.stderr,
+        &applied.stdout,
+        &applied.stderr,
+    ] {
+        assert!(
+            !out.contains(SECRET),
+            "the file's token is never printed: {out}"
+        );
+    }
+    assert!(
+        seen.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .any(|(m, auth)| m == "server/discover"
+                && auth.as_deref() == Some(&format!("Bearer {SECRET}"))),
+        "discovery carried the file's token"
+    );
+    let id = dir.ledger().server_id("imp");
+    let entry = format!("{id}@{}", dir.path().display());
+    assert_eq!(
+        Secrets::default()
+            .load(&entry)
+            .expect("the keyring answers")
+            .map(|t| t.expose().clone())
+            .as_deref(),
+        Some(SECRET),
+        "the token is the server's, in the keyring"
+    );
+    for name in ["ledger.sqlite3", "ledger.sqlite3-wal"] {
+        let bytes = std::fs::read(dir.path().join(name)).unwrap_or_default();
+        assert!(
+            !bytes.windows(SECRET.len()).any(|w| w == SECRET.as_bytes()),
+            "no token in {name}"
+        );
+    }
+    dir.run(&["agents", "import", &path, "--undo"])
+        .await
+        .expect_code(0);
+    dir.run(&["servers", "remove", "imp"]).await.expect_code(0);
+    assert!(
+        Secrets::default().load(&entry).expect("keyring").is_none(),
+        "the test leaves no keyring entry"
+    );
+}

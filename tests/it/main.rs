@@ -20,6 +20,7 @@ mod gateway;
 mod gateway_legacy;
 mod gateway_stdio;
 mod hostile;
+mod hosts_import;
 mod interop_fastmcp;
 mod keyring;
 mod ledger_write;

@@ -385,6 +385,28 @@ pub(crate) enum AgentsCommand {
     },
     /// List agents.
     List,
+    /// Put a host's servers behind Countersign: reads FILE (`.mcp.json`, `.cursor/mcp.json`,
+    /// `.vscode/mcp.json`, Codex's `config.toml`, or any JSON with `mcpServers`), prints what
+    /// would be registered and the diff of the file; `--apply` registers them, adds an agent
+    /// and rewrites FILE so each goes through the gateway (the original kept as
+    /// FILE.countersign-backup); `--undo` restores it.
+    Import {
+        /// The host's configuration file.
+        file: std::path::PathBuf,
+        /// Register the servers and rewrite the file.
+        #[arg(long, conflicts_with = "undo")]
+        apply: bool,
+        /// Restore the file from its backup and revoke the agent the import added.
+        #[arg(long)]
+        undo: bool,
+        /// The agent to add for the file (default: the host's name, e.g. claude-code).
+        #[arg(long, conflicts_with = "undo")]
+        agent: Option<String>,
+        /// The gateway's base URL the entries point at (default: the running gateway's, else
+        /// http://127.0.0.1:8788/mcp/).
+        #[arg(long, conflicts_with = "undo")]
+        gateway_url: Option<String>,
+    },
 }
 
 #[derive(Subcommand, Debug)]

@@ -4,7 +4,7 @@
 
 use countersign_core::console;
 use countersign_core::console::view::ErrorCode;
-use countersign_core::{actions, auth, engine, ledger, mcp};
+use countersign_core::{actions, auth, engine, hosts, ledger, mcp};
 
 /// Exit code: the outcome was completed.
 pub const EXIT_COMPLETED: u8 = 0;
@@ -101,6 +101,15 @@ impl CliError {
             Self::Console(console::Error::Engine(engine::Error::Lock(_))) => {
                 Some("engine_elsewhere")
             }
+            Self::Console(console::Error::Hosts(e)) => Some(match e {
+                hosts::Error::Parse { .. } => "parse_error",
+                hosts::Error::UnknownFormat { .. } => "unknown_format",
+                hosts::Error::Io { .. } => "io",
+                hosts::Error::AlreadyImported { .. } => "already_imported",
+                hosts::Error::NothingToUndo { .. } => "nothing_to_undo",
+                hosts::Error::ChangedSince { .. } => "changed_since",
+                hosts::Error::Raced { .. } => "changed_while_writing",
+            }),
             Self::Console(_) => None,
         }
     }

@@ -1,13 +1,15 @@
 //! The gateway's commands: `gateway` (the engine plus the local MCP endpoint agents connect
-//! to), `agents`, `policy`, and the gated calls in `inbox` and `answer`. Every action is a
+//! to), `agents` (with `agents import`, a host's file put behind the gateway), `policy`, and the gated calls in `inbox` and `answer`. Every action is a
 //! core [`Console`] method; this module only prints.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use countersign_core::console::hosts::{ImportAction, ImportItem, ImportTarget, ImportedServer};
 use countersign_core::console::view::{GatedCallView, GatedDecision, RuleAction, RuleSetRequest};
 use countersign_core::console::Console;
+use countersign_core::hosts;
 use countersign_core::ledger;
 use countersign_gateway::endpoint::{self, Gateway, GatewayConfig};
 use countersign_gateway::relay;
@@ -371,14 +373,19 @@ pub(crate) async fn connect(
     print_config: bool,
 ) -> Result<u8, CliError> {
     if print_config {
-        let exe = std::env::current_exe()
-            .map(|p| p.display().to_string())
-            .unwrap_or_else(|_| "countersign".into());
-        terminal::json(&json!({"mcpServers": {server: {
-            "command": exe,
-            "args": ["connect", server],
-            "env": {"COUNTERSIGN_AGENT_TOKEN": "<the token from `countersign agents add NAME`>"},
-        }}}));
+        // The same entry the Agents view and `agents import` write for stdio hosts.
+        let route = hosts::Route {
+            gateway_url: hosts::DEFAULT_GATEWAY_URL.to_owned(),
+            token: countersign_core::sensitive::Sensitive::new(
+                "<the token from `countersign agents add NAME`>".to_owned(),
+            ),
+            command: std::env::current_exe()
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|_| "countersign".into()),
+            data_dir: global.data_dir.as_ref().map(|d| d.display().to_string()),
+        };
+        let entry = hosts::entry_json(hosts::Host::Stdio, &route, server).unwrap_or_default();
+        terminal::json(&json!({"mcpServers": {server: entry}}));
         return Ok(EXIT_COMPLETED);
     }
     let token = std::env::var("COUNTERSIGN_AGENT_TOKEN")
@@ -445,4 +452,123 @@ fn std_stream(stream: &impl std::os::windows::io::AsHandle) -> Result<std::fs::F
     Ok(std::fs::File::from(
         stream.as_handle().try_clone_to_owned()?,
     ))
+}
+
+/// How `agents import` was asked to run.
+pub(crate) struct Import {
+    pub(crate) apply: bool,
+    pub(crate) undo: bool,
+    pub(crate) agent: Option<String>,
+    pub(crate) gateway_url: Option<String>,
+}
+
+/// `agents import FILE [--apply | --undo]`: a preview (what would be registered, the diff of
+/// the file), the import itself, or its undo.
+pub(crate) async fn agents_import(
+    desk: &Desk,
+    file: &std::path::Path,
+    how: Import,
+    json_out: bool,
+) -> Result<u8, CliError> {
+    let console = desk.console();
+    if how.undo {
+        let undone = console.import_undo(file).await?;
+        return report(json_out, &undone, |undone| {
+            say!("{} restored from its backup", undone.path);
+            if let Some(agent) = &undone.agent_revoked {
+                say!("agent {agent} revoked (its token was only in the rewritten file)");
+            }
+            say!("the servers it registered stay (`countersign servers remove NAME`)");
+        });
+    }
+    let data_dir = console.data_dir();
+    // The running gateway's URL, when there is one: the entries must point where agents can
+    // reach it.
+    let running = std::fs::read_to_string(data_dir.join(relay::URL_FILE))
+        .ok()
+        .map(|u| u.trim().to_owned())
+        .filter(|u| !u.is_empty());
+    let target = ImportTarget {
+        gateway_url: how
+            .gateway_url
+            .or(running)
+            .unwrap_or_else(|| hosts::DEFAULT_GATEWAY_URL.to_owned()),
+        command: std::env::current_exe()
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|_| "countersign".into()),
+        data_dir: (data_dir != ledger::default_data_dir()).then(|| data_dir.display().to_string()),
+        agent: how.agent,
+    };
+    let imported = if how.apply {
+        console.import_apply(file, &target).await?
+    } else {
+        console.import_preview(file, &target).await?
+    };
+    report(json_out, &imported, |r| {
+        say!("{} ({})", r.path, r.host.id());
+        if r.items.is_empty() {
+            say!("  no servers in it");
+        }
+        for item in &r.items {
+            say!("  {}", import_line(item, r.applied));
+        }
+        if r.applied {
+            if let (Some(agent), Some(backup)) = (&r.agent, &r.backup) {
+                say!("rewritten for agent {agent} (its token is in the file); the original is {backup}");
+                say!("undo: countersign agents import {} --undo", r.path);
+            }
+        } else if r.diff.is_empty() {
+            say!("nothing to rewrite");
+        } else {
+            // Line by line: each line is the file's own text, shown with its control
+            // characters escaped.
+            for line in r.diff.lines() {
+                say!("{line}");
+            }
+            match &r.backup {
+                Some(backup) => say!("already imported (the original is {backup}); --undo first"),
+                None => say!("apply with: countersign agents import {} --apply", r.path),
+            }
+        }
+    })
+}
+
+/// One entry of an import, for a person.
+fn import_line(item: &ImportItem, applied: bool) -> String {
+    let how = match &item.server {
+        ImportedServer::Http { url, has_token } => {
+            format!(
+                "{url}{}",
+                if *has_token {
+                    " (token → OS keyring)"
+                } else {
+                    ""
+                }
+            )
+        }
+        ImportedServer::Stdio { command, args, .. } => std::iter::once(command.as_str())
+            .chain(args.iter().map(String::as_str))
+            .collect::<Vec<_>>()
+            .join(" "),
+        ImportedServer::Other => String::new(),
+    };
+    let what = match &item.action {
+        ImportAction::Register if applied => "registered".to_owned(),
+        ImportAction::Register => "register with Countersign, then through the gateway".to_owned(),
+        ImportAction::Registered => "registered; now through the gateway".to_owned(),
+        ImportAction::Reuse => "already registered; through the gateway".to_owned(),
+        ImportAction::AlreadyBehind => "already through Countersign".to_owned(),
+        ImportAction::NeedsStdioSupport => {
+            "needs stdio support (Countersign cannot start stdio servers yet): left as it is"
+                .to_owned()
+        }
+        ImportAction::Conflict { reason }
+        | ImportAction::Unsupported { reason }
+        | ImportAction::Failed { reason } => format!("left as it is: {reason}"),
+    };
+    if how.is_empty() {
+        format!("{}: {what}", item.name)
+    } else {
+        format!("{} {how}: {what}", item.name)
+    }
 }

@@ -299,6 +299,21 @@ async fn on_ledger(
             gateway::agents_remove(desk, &name, json).await
         }
         Command::Agents(AgentsCommand::List) => gateway::agents_list(desk, json).await,
+        Command::Agents(AgentsCommand::Import {
+            file,
+            apply,
+            undo,
+            agent,
+            gateway_url,
+        }) => {
+            let how = gateway::Import {
+                apply,
+                undo,
+                agent,
+                gateway_url,
+            };
+            gateway::agents_import(desk, &file, how, json).await
+        }
         Command::Policy(PolicyCommand::List) => gateway::policy_list(desk, json).await,
         Command::Policy(PolicyCommand::Set {
             server,

@@ -21,6 +21,7 @@ mod audit;
 mod calls;
 pub mod feed;
 pub mod gateway;
+pub mod hosts;
 mod inbox;
 pub mod link;
 pub mod notifications;
@@ -101,6 +102,9 @@ pub enum Error {
     /// The person stopped the check before the server answered ([`Console::cancel_checks`]).
     #[error("stopped before the server answered")]
     Cancelled,
+    /// A host's configuration file could not be read, rewritten or restored.
+    #[error(transparent)]
+    Hosts(#[from] crate::hosts::Error),
     /// A file the person asked for could not be written.
     #[error("cannot write {}: {source}", path.display())]
     Write {
@@ -153,6 +157,8 @@ impl Error {
             )) => ErrorCode::Unavailable,
             Self::SignIn(_) => ErrorCode::SignIn,
             Self::Cancelled => ErrorCode::Cancelled,
+            Self::Hosts(crate::hosts::Error::Io { .. }) => ErrorCode::Internal,
+            Self::Hosts(_) => ErrorCode::InvalidInput,
             Self::Ledger(_) | Self::Engine(_) | Self::Write { .. } => ErrorCode::Internal,
         }
     }

@@ -21,6 +21,8 @@
 //!   loopback browser step, refresh);
 //! - [`gateway`]: the local MCP gateway agents connect through: policy per agent, server and tool,
 //!   calls held for a person's approval, the Streamable HTTP endpoint;
+//! - [`hosts`]: agent hosts' configuration: the snippets to paste, and reading, rewriting (through
+//!   the gateway) and restoring a host's file;
 //! - [`secrets`]: bearer tokens in the OS keyring (Secret Service / Keychain / Credential Manager).
 //!
 //! The CLI (`crates/countersign-cli`) and the desktop shell (`src-tauri`) drive this crate;
@@ -38,6 +40,7 @@ pub use countersign_ledger::decision;
 pub mod diagnosis;
 pub mod engine;
 pub mod gateway;
+pub mod hosts;
 /// The durable ledger (`crates/countersign-ledger`), re-exported for the layers above it.
 pub use countersign_ledger as ledger;
 /// The MCP client (`crates/countersign-mcp`), re-exported: its wire types are the vocabulary of
