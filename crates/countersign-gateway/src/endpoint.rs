@@ -919,3 +919,38 @@ async fn wait_upstream(link: &Link, task_id: Option<&str>, hold: Duration) -> Va
         tokio::time::sleep(WATCH_INTERVAL * 5).await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::{task_json, Task};
+
+    /// A 2025-11-25 task, once its peer has read it as a 2026-07-28 task, goes to the agent as
+    /// that generation's `tasks/get` result: every field it was read from, as it was.
+    #[test]
+    fn a_task_goes_to_the_agent_as_the_task_it_was_read_from() {
+        for sent in [
+            json!({"taskId": "t1", "status": "working", "statusMessage": "Gathering sources...",
+                   "createdAt": "2026-12-07T10:00:00Z", "lastUpdatedAt": "2026-12-07T10:00:01Z",
+                   "ttlMs": 300000, "pollIntervalMs": 1000}),
+            json!({"taskId": "t2", "status": "input_required",
+                   "inputRequests": {"7": {"method": "elicitation/create", "params": {"message": "Which?"}}}}),
+            json!({"taskId": "t3", "status": "completed",
+                   "result": {"content": [{"type": "text", "text": "# Research Report: rust"}]}}),
+            json!({"taskId": "t4", "status": "failed", "error": {"code": -32603, "message": "boom"}}),
+            json!({"taskId": "t5", "status": "cancelled"}),
+        ] {
+            let task = Task::parse_full(&sent).expect("a task");
+            assert_eq!(task_json(&task), sent);
+        }
+    }
+
+    /// A handle without its payload keeps the status the server reported.
+    #[test]
+    fn a_finished_handle_keeps_its_reported_status() {
+        let sent = json!({"taskId": "t6", "status": "completed"});
+        let task = Task::parse_handle(&sent).expect("a handle");
+        assert_eq!(task_json(&task), sent);
+    }
+}
