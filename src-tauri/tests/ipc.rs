@@ -1138,7 +1138,7 @@ fn a_hosts_file_is_put_behind_the_gateway_from_the_window_and_undone() {
     std::fs::create_dir_all(&project).expect("mkdir");
     let file = project.join(".mcp.json");
     let original = format!(
-        "{{\n  \"mcpServers\": {{\n    \"upstream\": {{ \"type\": \"http\", \"url\": \"{url}\" }},\n    \"fs\": {{ \"command\": \"npx\", \"args\": [\"server-filesystem\"], \"env\": {{ \"API_KEY\": \"sk-never-crosses-ipc\" }} }}\n  }}\n}}\n"
+        "{{\n  \"mcpServers\": {{\n    \"upstream\": {{ \"type\": \"http\", \"url\": \"{url}\" }},\n    \"fs\": {{ \"command\": \"/nonexistent/countersign-mcp-server\", \"args\": [\"--root\"], \"env\": {{ \"API_KEY\": \"sk-never-crosses-ipc\" }} }}\n  }}\n}}\n"
     );
     std::fs::write(&file, &original).expect("write");
     let request = json!({"request": {"path": file.display().to_string()}});
@@ -1146,10 +1146,7 @@ fn a_hosts_file_is_put_behind_the_gateway_from_the_window_and_undone() {
     let preview = invoke(&fx.window, "host_import_preview", request.clone()).expect("preview");
     assert_eq!(preview["host"], "claude-code", "{preview}");
     assert_eq!(preview["items"][0]["action"], "register", "{preview}");
-    assert_eq!(
-        preview["items"][1]["action"], "needs_stdio_support",
-        "{preview}"
-    );
+    assert_eq!(preview["items"][1]["action"], "register", "{preview}");
     assert_eq!(
         preview["items"][1]["server"]["env_keys"],
         json!(["API_KEY"])
@@ -1173,6 +1170,15 @@ fn a_hosts_file_is_put_behind_the_gateway_from_the_window_and_undone() {
     let applied = invoke(&fx.window, "host_import_apply", request.clone()).expect("apply");
     assert_eq!(applied["applied"], true, "{applied}");
     assert_eq!(applied["items"][0]["action"], "registered", "{applied}");
+    // A stdio server whose command cannot start is left as it was, with the reason.
+    assert_eq!(applied["items"][1]["action"], "failed", "{applied}");
+    assert!(
+        applied["items"][1]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("could not start")),
+        "{applied}"
+    );
+    assert!(!applied.to_string().contains("sk-never-crosses-ipc"));
     let rewritten = std::fs::read_to_string(&file).expect("file");
     let after: Value = serde_json::from_str(&rewritten).expect("JSON");
     let token = after["mcpServers"]["upstream"]["headers"]["Authorization"]

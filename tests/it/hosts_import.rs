@@ -6,9 +6,16 @@
 use countersign_tests::gateway::{tasks_meta, GatewayRig};
 use serde_json::{json, Value};
 
-/// The person's `.mcp.json`: the demo server over HTTP, a stdio server, a key of their own;
-/// four-space indented, as they wrote it.
+/// The person's `.mcp.json`: the demo server over HTTP, the real server-everything on stdio, a
+/// key of their own; four-space indented, as they wrote it.
 fn mcp_json(demo_url: &str) -> String {
+    let stdio = countersign_tests::everything::stdio_command();
+    let (command, args) = (&stdio[0], &stdio[1..]);
+    let args = args
+        .iter()
+        .map(|a| format!("\"{a}\""))
+        .collect::<Vec<_>>()
+        .join(",\n                ");
     format!(
         r#"{{
     "mcpServers": {{
@@ -18,10 +25,9 @@ fn mcp_json(demo_url: &str) -> String {
             "timeout": 30000
         }},
         "everything": {{
-            "command": "npx",
+            "command": "{command}",
             "args": [
-                "-y",
-                "@modelcontextprotocol/server-everything"
+                {args}
             ]
         }},
         "down": {{
@@ -63,8 +69,8 @@ async fn agents_import_puts_a_claude_code_file_behind_the_gateway_and_undoes_it(
     );
     assert_eq!(items[1]["name"], "everything");
     assert_eq!(
-        items[1]["action"], "needs_stdio_support",
-        "no stdio registration yet: reported, not failed"
+        items[1]["action"], "register",
+        "a stdio server is registered and started by Countersign"
     );
     let gateway_base = rig.url.trim_end_matches("demo").to_owned();
     let diff = preview["diff"].as_str().expect("a diff");
@@ -99,7 +105,7 @@ async fn agents_import_puts_a_claude_code_file_behind_the_gateway_and_undoes_it(
     assert_eq!(applied["applied"], true, "{applied}");
     assert_eq!(applied["agent"], "claude-code");
     assert_eq!(applied["items"][0]["action"], "registered");
-    assert_eq!(applied["items"][1]["action"], "needs_stdio_support");
+    assert_eq!(applied["items"][1]["action"], "registered", "{applied}");
     assert_eq!(applied["items"][2]["name"], "down");
     assert_eq!(
         applied["items"][2]["action"], "failed",
@@ -126,9 +132,9 @@ async fn agents_import_puts_a_claude_code_file_behind_the_gateway_and_undoes_it(
         "the file's own keys kept"
     );
     assert_eq!(
-        after["mcpServers"]["everything"],
-        json!({"command": "npx", "args": ["-y", "@modelcontextprotocol/server-everything"]}),
-        "the stdio entry left as it was"
+        after["mcpServers"]["everything"]["url"],
+        format!("{gateway_base}everything"),
+        "the stdio entry now goes through the gateway, which starts the server: {rewritten}"
     );
     assert_eq!(
         after["mcpServers"]["down"],
@@ -166,6 +172,19 @@ async fn agents_import_puts_a_claude_code_file_behind_the_gateway_and_undoes_it(
             .as_array()
             .is_some_and(|t| !t.is_empty()),
         "{body}"
+    );
+
+    // And the stdio server's: the gateway's engine starts it on this first request.
+    rig.url = format!("{gateway_base}everything");
+    let (status, body) = rig
+        .rpc(Some(&token), "tools/list", json!({"_meta": tasks_meta()}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body["result"]["tools"]
+            .as_array()
+            .is_some_and(|t| t.iter().any(|t| t["name"] == "echo")),
+        "server-everything's tools through the gateway: {body}"
     );
 
     // Importing again is refused: the only copy of the original would be overwritten.

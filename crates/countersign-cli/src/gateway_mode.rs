@@ -558,10 +558,6 @@ fn import_line(item: &ImportItem, applied: bool) -> String {
         ImportAction::Registered => "registered; now through the gateway".to_owned(),
         ImportAction::Reuse => "already registered; through the gateway".to_owned(),
         ImportAction::AlreadyBehind => "already through Countersign".to_owned(),
-        ImportAction::NeedsStdioSupport => {
-            "needs stdio support (Countersign cannot start stdio servers yet): left as it is"
-                .to_owned()
-        }
         ImportAction::Conflict { reason }
         | ImportAction::Unsupported { reason }
         | ImportAction::Failed { reason } => format!("left as it is: {reason}"),

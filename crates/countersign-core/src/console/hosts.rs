@@ -3,16 +3,15 @@
 //! agent's token, and undone. The CLI's `agents import` and the app's Agents view both come
 //! here.
 //!
-//! Registering one server is one seam, [`Console::register_imported`] (with
-//! [`Console::can_register`] for the preview): HTTP servers are added as `servers add` adds
-//! them, their bearer token to the keyring; stdio servers are reported as needing stdio
-//! support until the console can register them.
+//! Registering one server is one seam, [`Console::register_imported`]: HTTP servers are added
+//! as `servers add NAME URL` adds them, their bearer token to the keyring; stdio servers as
+//! `servers add NAME -- COMMAND` does, their whole environment to the keyring.
 
 use std::path::Path;
 
 use serde::Serialize;
 
-use super::view::{SecretText, ServerAddRequest};
+use super::view::{SecretText, ServerAddRequest, StdioAddRequest};
 use super::{Console, Result};
 use crate::hosts::{self, config::HostFile, file, Entry, Host, Route, ServerSpec};
 use crate::ledger::servers::ServerRecord;
@@ -75,8 +74,6 @@ pub enum ImportAction {
     Reuse,
     /// It already goes through Countersign: nothing to do.
     AlreadyBehind,
-    /// A stdio server: left as it is until Countersign can start stdio servers itself.
-    NeedsStdioSupport,
     /// A server of that name is registered with another URL: left as it is.
     Conflict {
         /// Why.
@@ -151,8 +148,6 @@ pub struct ImportUndone {
 pub enum Registration {
     /// Added.
     Added(ServerRecord),
-    /// Not registrable yet (a stdio server).
-    NeedsStdioSupport,
 }
 
 fn shown(entry: &Entry) -> ImportedServer {
@@ -182,27 +177,43 @@ fn same_url(a: &str, b: &str) -> bool {
 }
 
 impl Console {
-    /// Whether [`Console::register_imported`] can register `spec` (the preview's question).
-    pub fn can_register(&self, spec: &ServerSpec) -> bool {
-        matches!(spec, ServerSpec::Http { .. })
-    }
-
-    /// Registers one server found in a host's file under `name`: an HTTP server as `servers
-    /// add` does (asked what it is first; its token to the keyring only); a stdio server is
-    /// reported, not registered, until the console can start stdio servers.
+    /// Registers one server found in a host's file under `name`, as `servers add` does: asked
+    /// what it is first (a stdio server: started once for that), its token or environment to
+    /// the keyring only. A stdio server's whole environment is taken as secret: hosts' files
+    /// put API keys there.
     pub async fn register_imported(&self, name: &str, spec: &ServerSpec) -> Result<Registration> {
-        match spec {
-            ServerSpec::Http { url, token } => Ok(Registration::Added(
+        let record = match spec {
+            ServerSpec::Http { url, token } => {
                 self.add_server(ServerAddRequest {
                     name: name.to_owned(),
                     url: url.clone(),
                     token: token.clone().map(SecretText),
                     discover: true,
                 })
-                .await?,
-            )),
-            ServerSpec::Stdio { .. } => Ok(Registration::NeedsStdioSupport),
-        }
+                .await?
+            }
+            ServerSpec::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            } => {
+                self.add_stdio_server(StdioAddRequest {
+                    name: name.to_owned(),
+                    program: command.clone(),
+                    args: args.clone(),
+                    env: Vec::new(),
+                    secret_env: env
+                        .iter()
+                        .map(|(k, v)| (k.clone(), SecretText(v.clone())))
+                        .collect(),
+                    cwd: cwd.clone(),
+                    discover: true,
+                })
+                .await?
+            }
+        };
+        Ok(Registration::Added(record))
     }
 
     /// What importing `path` would do: its entries and the diff of the file, nothing written.
@@ -264,7 +275,6 @@ impl Console {
             };
             (item.action, item.rewritten) = match self.register_imported(&found.name, spec).await {
                 Ok(Registration::Added(_)) => (ImportAction::Registered, true),
-                Ok(Registration::NeedsStdioSupport) => (ImportAction::NeedsStdioSupport, false),
                 Err(e) => (
                     ImportAction::Failed {
                         reason: e.to_string(),
@@ -334,6 +344,14 @@ impl Console {
                     {
                         (ImportAction::Reuse, true)
                     }
+                    (Some(existing), ServerSpec::Stdio { command, args, .. })
+                        if existing
+                            .command
+                            .as_ref()
+                            .is_some_and(|c| &c.program == command && &c.args == args) =>
+                    {
+                        (ImportAction::Reuse, true)
+                    }
                     (Some(existing), _) => (
                         ImportAction::Conflict {
                             reason: format!(
@@ -343,8 +361,7 @@ impl Console {
                         },
                         false,
                     ),
-                    (None, spec) if self.can_register(spec) => (ImportAction::Register, true),
-                    (None, _) => (ImportAction::NeedsStdioSupport, false),
+                    (None, _) => (ImportAction::Register, true),
                 },
             };
             items.push(ImportItem {

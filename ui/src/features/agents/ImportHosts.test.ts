@@ -10,7 +10,7 @@ const planned: ImportReport = {
   host: "claude-code",
   items: [
     { name: "docs", server: { transport: "http", url: "https://docs.example/mcp", has_token: true }, action: "register", rewritten: true },
-    { name: "fs", server: { transport: "stdio", command: "npx", args: ["server-filesystem"], env_keys: [] }, action: "needs_stdio_support", rewritten: false },
+    { name: "fs", server: { transport: "stdio", command: "npx", args: ["server-filesystem"], env_keys: [] }, action: "register", rewritten: true },
   ],
   diff: `--- ${PATH}\n+++ ${PATH}\n-      "url": "https://docs.example/mcp",\n+      "url": "http://127.0.0.1:8788/mcp/docs",\n`,
   applied: false,
@@ -48,7 +48,7 @@ describe("ImportHosts", () => {
     expect(r.target.textContent).toContain("Claude Code's file");
     const docs = r.target.querySelector('[data-import-item="docs"]');
     expect(docs?.textContent).toContain("its token goes to the OS keyring");
-    expect(r.target.querySelector('[data-import-item="fs"]')?.textContent).toContain("cannot start stdio servers yet");
+    expect(r.target.querySelector('[data-import-item="fs"]')?.textContent).toContain("Registered with Countersign, then reached through the gateway");
     expect(r.target.querySelector('[data-testid="import-diff"]')?.textContent).toContain("+      \"url\": \"http://127.0.0.1:8788/mcp/docs\"");
     expect(onchanged, "a preview changes nothing").not.toHaveBeenCalled();
 

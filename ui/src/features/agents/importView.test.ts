@@ -9,10 +9,10 @@ describe("import wording", () => {
     expect(outcome(item)).toContain("through the gateway");
   });
 
-  it("shows a stdio server's command line and why it is left as it is", () => {
-    const item: ImportItem = { name: "fs", server: { transport: "stdio", command: "npx", args: ["-y", "server-filesystem"], env_keys: ["TOKEN"] }, action: "needs_stdio_support", rewritten: false };
+  it("shows a stdio server's command line and what happens to it", () => {
+    const item: ImportItem = { name: "fs", server: { transport: "stdio", command: "npx", args: ["-y", "server-filesystem"], env_keys: ["TOKEN"] }, action: "register", rewritten: true };
     expect(how(item)).toBe("npx -y server-filesystem");
-    expect(outcome(item)).toBe("Left as it is: Countersign cannot start stdio servers yet");
+    expect(outcome(item)).toBe("Registered with Countersign, then reached through the gateway");
     expect(outcome({ ...item, action: "unsupported", reason: "it sends a X-Api-Key header" })).toBe("Left as it is: it sends a X-Api-Key header");
   });
 });

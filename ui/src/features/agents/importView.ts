@@ -41,7 +41,6 @@ export function outcome(item: ImportItem): string {
     case "registered": return "Registered; now reached through the gateway";
     case "reuse": return "Already registered; reached through the gateway";
     case "already_behind": return "Already goes through Countersign";
-    case "needs_stdio_support": return "Left as it is: Countersign cannot start stdio servers yet";
     case "conflict":
     case "unsupported":
     case "failed":
