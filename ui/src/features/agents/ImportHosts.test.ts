@@ -89,7 +89,11 @@ describe("ImportHosts", () => {
 
   it("says so when nothing in the file can go through Countersign", async () => {
     const actions: ImportActions = {
-      preview: vi.fn(async () => ({ ...planned, items: [planned.items[1]!], diff: "" })),
+      preview: vi.fn(async () => ({
+        ...planned,
+        items: [{ name: "odd", server: { transport: "http", url: "https://odd.example/mcp", has_token: false }, action: "unsupported", reason: "it sends a X-Api-Key header", rewritten: false }],
+        diff: "",
+      })),
       apply: vi.fn(async () => applied),
       undo: vi.fn(async () => ({ path: PATH })),
     };
