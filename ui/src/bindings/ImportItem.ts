@@ -16,7 +16,7 @@ server: ImportedServer,
 /**
  * Whether its entry (will) go through the gateway.
  */
-rewritten: boolean, } & ({ "action": "register" } | { "action": "registered" } | { "action": "reuse" } | { "action": "already_behind" } | { "action": "needs_stdio_support" } | { "action": "conflict", 
+rewritten: boolean, } & ({ "action": "register" } | { "action": "registered" } | { "action": "reuse" } | { "action": "already_behind" } | { "action": "conflict", 
 /**
  * Why.
  */

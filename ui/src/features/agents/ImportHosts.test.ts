@@ -89,7 +89,7 @@ describe("ImportHosts", () => {
 
   it("says so when nothing in the file can go through Countersign", async () => {
     const actions: ImportActions = {
-      preview: vi.fn(async () => ({
+      preview: vi.fn(async (): Promise<ImportReport> => ({
         ...planned,
         items: [{ name: "odd", server: { transport: "http", url: "https://odd.example/mcp", has_token: false }, action: "unsupported", reason: "it sends a X-Api-Key header", rewritten: false }],
         diff: "",
