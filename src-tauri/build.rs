@@ -19,6 +19,7 @@ const COMMANDS: &[&str] = &[
     "task_link",
     "server_list",
     "server_add",
+    "server_add_stdio",
     "server_update",
     "server_remove",
     "server_check",

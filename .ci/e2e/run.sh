@@ -71,6 +71,8 @@ status=0
 node "$here/e2e.mjs" || status=$?
 echo "e2e: the Settings page (autostart entry, do-not-disturb in the real daemon, poll floor, gateway)"
 E2E_HOME="$E2E_WORK/home" node "$here/settings.mjs" || status=$?
+echo "e2e: a stdio server added with the Add server form's Command choice (server-everything on stdio)"
+E2E_CI_TOOLS="${COUNTERSIGN_CI_TOOLS:-$root/.ci/tools}" node "$here/stdio.mjs" || status=$?
 echo "e2e: background mode (window closed: WebKit's processes end, the engine goes on; reopening)"
 E2E_LOGS="$logs" node "$here/background.mjs" || status=$?
 echo "e2e: the tray menu over D-Bus (Open rebuilds the window, Quit ends every process)"

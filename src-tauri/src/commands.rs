@@ -17,9 +17,9 @@ use crate::ipc::{
     GatedCallView, GatedDecideRequest, GatedQuestionsView, GatedRef, GatedTimeline,
     HostImportRequest, ImportReport, ImportUndone, InputAnswerRequest, InputRequestView,
     PaintedRequest, RuleRef, ServerAddRequest, ServerRef, ServerSnippets, ServerUpdateRequest,
-    ServerView, ShellState, TaskAdoptRequest, TaskDetail, TaskListRequest, TaskRef, TaskView,
-    ToolCallAnswerRequest, ToolCallOutcome, ToolCallRequest, ToolView, UrlOpenRequest, ViewRequest,
-    ZoomRequest,
+    ServerView, ShellState, StdioAddRequest, TaskAdoptRequest, TaskDetail, TaskListRequest,
+    TaskRef, TaskView, ToolCallAnswerRequest, ToolCallOutcome, ToolCallRequest, ToolView,
+    UrlOpenRequest, ViewRequest, ZoomRequest,
 };
 use crate::Shell;
 use countersign_desktop_ipc::{ControlError, Request};
@@ -205,10 +205,32 @@ pub async fn task_adoptable(shell: State<'_, Shell>, request: ServerRef) -> Resu
     ipc(shell.console.adoptable(request.server_id).await)
 }
 
-/// Registered servers.
+/// Registered servers, each stdio server with its process as the resident runs it.
 #[tauri::command]
 pub async fn server_list(shell: State<'_, Shell>) -> Result<Vec<ServerView>> {
-    ipc(shell.console.servers().await)
+    let mut servers = ipc(shell.console.servers().await)?;
+    crate::resident::fill_stdio_processes(&shell, &mut servers).await;
+    Ok(servers)
+}
+
+/// One server's view, a stdio server's with its process as the resident runs it.
+async fn server_view(shell: &Shell, id: i64) -> Result<ServerView> {
+    let mut view = ipc(shell.console.server_view(id).await)?;
+    crate::resident::fill_stdio_processes(shell, std::slice::from_mut(&mut view)).await;
+    Ok(view)
+}
+
+/// Registers a stdio server: a command the engine starts when it needs the server. Its secret
+/// variables go to the OS keyring only, and the view returned names them without their values.
+/// With `discover`, the command is started once here and asked what it is, and one that does not
+/// answer is not added (its last words on stderr are in the error).
+#[tauri::command]
+pub async fn server_add_stdio(
+    shell: State<'_, Shell>,
+    request: StdioAddRequest,
+) -> Result<ServerView> {
+    let record = ipc(shell.console.add_stdio_server(request).await)?;
+    server_view(&shell, record.id).await
 }
 
 /// Registers a server (its token goes to the OS keyring only); an OAuth-protected one is added
@@ -241,7 +263,7 @@ pub async fn server_remove(shell: State<'_, Shell>, request: ServerRef) -> Resul
 #[tauri::command]
 pub async fn server_check(shell: State<'_, Shell>, request: ServerRef) -> Result<ServerView> {
     let record = ipc(shell.console.check_server(request.server_id).await)?;
-    ipc(shell.console.server_view(record.id).await)
+    server_view(&shell, record.id).await
 }
 
 /// Tools of one server.

@@ -53,7 +53,8 @@ async fn publish<R: Runtime>(app: &AppHandle<R>, changes: Changes, last: &mut Sh
         }
     }
     if changes.servers {
-        if let Ok(servers) = console.servers().await {
+        if let Ok(mut servers) = console.servers().await {
+            crate::resident::fill_stdio_processes(&shell, &mut servers).await;
             emit(app, event::SERVERS_CHANGED, servers);
         }
     }

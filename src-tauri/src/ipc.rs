@@ -115,6 +115,7 @@ contract! {
         task_link: TaskRef => String,
         server_list: () => Vec<ServerView>,
         server_add: ServerAddRequest => ServerView,
+        server_add_stdio: StdioAddRequest => ServerView,
         server_update: ServerUpdateRequest => ServerView,
         server_remove: ServerRef => (),
         server_check: ServerRef => ServerView,

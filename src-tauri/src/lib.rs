@@ -284,6 +284,7 @@ pub fn builder<R: Runtime>(builder: tauri::Builder<R>, shell: Shell) -> tauri::B
             commands::task_link,
             commands::server_list,
             commands::server_add,
+            commands::server_add_stdio,
             commands::server_update,
             commands::server_remove,
             commands::server_check,

@@ -13,7 +13,7 @@ use countersign_desktop_ipc::{
 };
 use tauri::{AppHandle, Manager, Runtime};
 
-use crate::ipc::ResidentLink;
+use crate::ipc::{ResidentLink, ServerView};
 use crate::{Error, Options, Shell};
 
 /// How long a resident just started may take to answer (it opens the ledger first; a debug
@@ -346,6 +346,39 @@ pub async fn tell_viewing<R: Runtime>(app: &AppHandle<R>) {
     if let Some(writer) = viewer.as_mut() {
         if let Err(e) = writer.tell(&request).await {
             tracing::debug!("cannot tell the background process what is on screen: {e}");
+        }
+    }
+}
+
+/// How long the server list waits for the resident's stdio processes: the list itself comes
+/// from the ledger, so a busy or hung resident must not hold it up.
+const PROCESSES_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Fills each stdio server's `process` from the resident, whose engine runs those processes
+/// (this process runs none). Left empty, and logged, when the resident does not answer: the
+/// page then says it cannot tell.
+pub async fn fill_stdio_processes(shell: &Shell, views: &mut [ServerView]) {
+    if !views.iter().any(|v| v.stdio.is_some()) {
+        return;
+    }
+    let dir = shell.console.data_dir();
+    let mut processes =
+        match tokio::time::timeout(PROCESSES_TIMEOUT, resident::stdio_processes(dir)).await {
+            Ok(Ok(processes)) => processes,
+            Ok(Err(e)) => {
+                tracing::debug!("no stdio processes from the background process: {e}");
+                return;
+            }
+            Err(_) => {
+                tracing::debug!("the background process did not say its stdio processes in time");
+                return;
+            }
+        };
+    for view in views {
+        if let Some(stdio) = &mut view.stdio {
+            if let Some(process) = processes.remove(&view.id) {
+                stdio.process = Some(process);
+            }
         }
     }
 }

@@ -1434,3 +1434,178 @@ fn a_launch_while_the_resident_runs_asks_it_for_the_window_at_the_page_or_link()
     )));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// server-everything's stdio command (`node …/dist/index.js stdio`) from the Node tools
+/// `.ci/setup-tools.sh` installs: `$COUNTERSIGN_CI_TOOLS`, else `<repo>/.ci/tools`.
+fn everything_stdio() -> (String, Vec<String>) {
+    let tools = std::env::var_os("COUNTERSIGN_CI_TOOLS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".ci/tools"));
+    let modules = tools.join("node_modules");
+    let script = modules.join("@modelcontextprotocol/server-everything/dist/index.js");
+    assert!(
+        script.is_file(),
+        "server-everything is not installed at {}: run .ci/setup-tools.sh (or set COUNTERSIGN_CI_TOOLS)",
+        script.display()
+    );
+    let pinned = modules.join(".bin/node");
+    let node = if pinned.exists() {
+        pinned.display().to_string()
+    } else {
+        "node".to_owned()
+    };
+    (node, vec![script.display().to_string(), "stdio".into()])
+}
+
+#[test]
+fn a_stdio_server_added_from_the_window_shows_its_command_and_the_residents_process() {
+    let fx = app("stdio-add");
+    let (node, args) = everything_stdio();
+    let cwd = fx.dir.display().to_string();
+    let added = invoke(
+        &fx.window,
+        "server_add_stdio",
+        json!({"request": {
+            "name": "everything",
+            "program": node,
+            "args": args,
+            "env": [["EVERYTHING_MODE", "plain value"]],
+            "secretEnv": [],
+            "cwd": cwd,
+            "discover": true,
+        }}),
+    )
+    .unwrap_or_else(|e| panic!("server-everything on stdio is added after answering: {e}"));
+    assert_eq!(added["name"], "everything", "{added}");
+    assert_eq!(
+        added["era"], "legacy",
+        "a stdio server speaks 2025-11-25: {added}"
+    );
+    assert!(
+        added["identity"]
+            .as_str()
+            .is_some_and(|i| i.contains("Everything")),
+        "the probe asked it what it is: {added}"
+    );
+    let stdio = &added["stdio"];
+    assert_eq!(
+        stdio["command"],
+        format!("{node} {} stdio", args[0]),
+        "the command line as run: {added}"
+    );
+    assert_eq!(stdio["cwd"], cwd.as_str());
+    assert_eq!(
+        stdio["env"],
+        json!(["EVERYTHING_MODE"]),
+        "names only: {added}"
+    );
+    assert!(
+        !added.to_string().contains("plain value"),
+        "the view names variables, never their values: {added}"
+    );
+
+    // The process is the resident's (this window's console runs no engine): the view has it
+    // only because the resident answered.
+    let console = fx.console();
+    let record = block_on(console.server_named("everything"))
+        .expect("the ledger answers")
+        .expect("registered");
+    assert_eq!(
+        console.stdio_process(&record),
+        None,
+        "the window process runs no engine"
+    );
+    let process = &added["stdio"]["process"];
+    assert_eq!(
+        (
+            &process["starts"],
+            &process["crashLoop"],
+            process.get("pid")
+        ),
+        (&json!(0), &json!(false), None),
+        "the resident's engine starts it when it needs it, not before: {added}"
+    );
+    let listed = invoke(&fx.window, "server_list", json!({})).expect("server_list");
+    assert_eq!(
+        listed[0]["stdio"]["process"], *process,
+        "server_list has it from the resident too: {listed}"
+    );
+    let asked =
+        block_on(countersign_desktop_ipc::stdio_processes(&fx.dir)).expect("the resident answers");
+    assert_eq!(
+        asked.keys().copied().collect::<Vec<_>>(),
+        vec![record.id],
+        "the control socket lists each stdio server's process by its id"
+    );
+
+    let twice = invoke(
+        &fx.window,
+        "server_add_stdio",
+        json!({"request": {"name": "everything", "program": "true", "discover": false}}),
+    )
+    .expect_err("one server per name");
+    assert_eq!(twice["code"], "invalid_input", "{twice}");
+    let failing = invoke(
+        &fx.window,
+        "server_add_stdio",
+        json!({"request": {"name": "nothing", "program": "false", "discover": true}}),
+    )
+    .expect_err("a command that ends at once does not answer");
+    assert!(
+        failing["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("exit status 1")),
+        "the refusal says how it ended: {failing}"
+    );
+    let listed = invoke(&fx.window, "server_list", json!({})).expect("server_list");
+    assert_eq!(
+        listed.as_array().map(Vec::len),
+        Some(1),
+        "what does not answer is not added: {listed}"
+    );
+}
+
+#[test]
+#[ignore = "needs an unlocked Secret Service: run inside .ci/with-session.sh with --ignored"]
+fn a_stdio_servers_secret_variable_goes_to_the_keyring_and_no_ipc_payload_carries_it() {
+    let fx = app("stdio-secret");
+    let (node, args) = everything_stdio();
+    let secret = format!("sk-test-{}-never-shown", std::process::id());
+    let added = invoke(
+        &fx.window,
+        "server_add_stdio",
+        json!({"request": {
+            "name": "everything",
+            "program": node,
+            "args": args,
+            "secretEnv": [["EVERYTHING_API_KEY", secret]],
+            "discover": true,
+        }}),
+    )
+    .unwrap_or_else(|e| panic!("added with its secret in the keyring: {e}"));
+    assert_eq!(
+        added["stdio"]["secretEnv"],
+        json!(["EVERYTHING_API_KEY"]),
+        "{added}"
+    );
+    let listed = invoke(&fx.window, "server_list", json!({})).expect("server_list");
+    let checked = invoke(
+        &fx.window,
+        "server_check",
+        json!({"request": {"serverId": added["id"]}}),
+    )
+    .expect("server_check starts it with its secret");
+    for (what, payload) in [("add", &added), ("list", &listed), ("check", &checked)] {
+        assert!(
+            !payload.to_string().contains(&secret),
+            "the {what} reply does not carry the secret value: {payload}"
+        );
+    }
+    for file in ["ledger.sqlite3", "ledger.sqlite3-wal"] {
+        let bytes = std::fs::read(fx.dir.join(file)).unwrap_or_default();
+        assert!(
+            !bytes.windows(secret.len()).any(|w| w == secret.as_bytes()),
+            "the secret is not in {file}"
+        );
+    }
+}

@@ -15,8 +15,10 @@
 //! Only the two desktop processes use this crate; the CLI never compiles it.
 #![deny(missing_docs)]
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use countersign_core::console::view::StdioProcessView;
 use serde::{Deserialize, Serialize};
 
 pub mod launch;
@@ -156,6 +158,9 @@ pub enum Request {
     /// Keep this connection: a [`Reply::State`] now and at every change, [`Reply::Quit`] at the
     /// end. While it is open the sender counts as a window (its [`Request::Viewing`] holds).
     Watch,
+    /// The stdio servers' processes as the resident's engine runs them (the window process runs
+    /// no engine, so only the resident knows them): answered with [`Reply::StdioProcesses`].
+    StdioProcesses,
 }
 
 /// What the resident applied and knows, for the window's tray-like state, Settings and Agents.
@@ -211,11 +216,27 @@ pub enum Reply {
     },
     /// The resident ends (on a watch): windows end too.
     Quit,
+    /// To [`Request::StdioProcesses`]: each stdio server's process (a server the engine has not
+    /// run yet is missing or not started), logs cut by [`fit_logs`].
+    StdioProcesses {
+        /// The processes, by server (a list: this enum's tag leaves no room for integer keys).
+        processes: Vec<ServerProcess>,
+    },
     /// The request could not be carried out.
     Failed {
         /// Why, for a person.
         message: String,
     },
+}
+
+/// One stdio server's process, as [`Reply::StdioProcesses`] lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ServerProcess {
+    /// The server's row.
+    pub server_id: i64,
+    /// Its process now.
+    pub process: StdioProcessView,
 }
 
 /// Why talking to the resident failed.
@@ -280,6 +301,91 @@ pub async fn ask_state(data_dir: &Path, request: &Request) -> Result<ResidentSta
         Reply::State { state } => Ok(state),
         other => Err(ControlError::Failed {
             message: format!("the background process answered {other:?} where its state was due"),
+        }),
+    }
+}
+
+/// The bytes of stdio logs one [`Reply::StdioProcesses`] carries at most, as JSON: the rest of
+/// [`MAX_LINE`] is left for the other fields of each process.
+pub const LOG_BUDGET: usize = 48 * 1024;
+
+/// Cuts the processes' logs so that the reply fits one line: each keeps its newest lines within
+/// an even share of [`LOG_BUDGET`] (a person reads the end of a log first; a newest line longer
+/// than that is cut at its end), and says how many earlier lines are not shown. A process's own
+/// log is bounded, but several of them, or lines of escaped control characters, would not fit.
+pub fn fit_logs(processes: &mut BTreeMap<i64, StdioProcessView>) {
+    let logged = processes.values().filter(|p| !p.log.is_empty()).count();
+    if logged == 0 {
+        return;
+    }
+    // Room is kept for the note saying what was cut.
+    let room = (LOG_BUDGET / logged).saturating_sub(NOTE_ROOM);
+    for process in processes.values_mut() {
+        let mut used = 0;
+        let mut kept = 0;
+        for line in process.log.iter().rev() {
+            // As it crosses: quoted, escaped, and a comma.
+            let cost = json_len(line) + 1;
+            if used + cost > room {
+                break;
+            }
+            used += cost;
+            kept += 1;
+        }
+        if kept == 0 {
+            if let Some(newest) = process.log.last_mut() {
+                cut_to(newest, room);
+                kept = 1;
+            }
+        }
+        let dropped = process.log.len() - kept;
+        if dropped > 0 {
+            process.log.drain(..dropped);
+            process.log.insert(
+                0,
+                format!("[countersign] {dropped} earlier lines not shown"),
+            );
+        }
+    }
+}
+
+/// `s`'s length as a JSON string.
+fn json_len(s: &str) -> usize {
+    serde_json::to_string(s).map_or(s.len() * 6, |j| j.len())
+}
+
+/// Cuts `line` at a character boundary so that it takes at most `room` bytes as JSON, with `…`.
+fn cut_to(line: &mut String, room: usize) {
+    let mut used = json_len("…") + 1;
+    let mut end = 0;
+    for (at, c) in line.char_indices() {
+        let cost = json_len(c.encode_utf8(&mut [0; 4])) - 2;
+        if used + cost > room {
+            break;
+        }
+        used += cost;
+        end = at + c.len_utf8();
+    }
+    line.truncate(end);
+    line.push('…');
+}
+
+/// The most the note of [`fit_logs`] takes, as JSON.
+const NOTE_ROOM: usize = 64;
+
+/// The stdio servers' processes the resident's engine runs, by server id.
+pub async fn stdio_processes(
+    data_dir: &Path,
+) -> Result<BTreeMap<i64, StdioProcessView>, ControlError> {
+    match ask(data_dir, &Request::StdioProcesses).await? {
+        Reply::StdioProcesses { processes } => Ok(processes
+            .into_iter()
+            .map(|p| (p.server_id, p.process))
+            .collect()),
+        other => Err(ControlError::Failed {
+            message: format!(
+                "the background process answered {other:?} where its stdio processes were due"
+            ),
         }),
     }
 }
@@ -444,5 +550,110 @@ mod tests {
             state
         );
         assert!(serde_json::from_str::<Request>(r#"{"ask":"rm -rf"}"#).is_err());
+    }
+
+    fn process(log: Vec<String>) -> StdioProcessView {
+        StdioProcessView {
+            pid: Some(41),
+            starts: 3,
+            recent_exits: 2,
+            last_exit: Some("exit status: 1".into()),
+            crash_loop: true,
+            log,
+        }
+    }
+
+    #[test]
+    fn stdio_processes_cross_by_server_id_and_round_trip() {
+        let request = serde_json::to_value(Request::StdioProcesses).expect("serializes");
+        assert_eq!(request, json!({"ask": "stdioProcesses"}));
+        let reply = Reply::StdioProcesses {
+            processes: vec![ServerProcess {
+                server_id: 7,
+                process: process(vec!["boom".into()]),
+            }],
+        };
+        let wire = serde_json::to_value(&reply).expect("serializes");
+        assert_eq!(
+            wire,
+            json!({"reply": "stdioProcesses", "processes": [{"serverId": 7, "process": {
+                "pid": 41, "starts": 3, "recentExits": 2, "lastExit": "exit status: 1",
+                "crashLoop": true, "log": ["boom"]
+            }}]})
+        );
+        assert_eq!(
+            serde_json::from_value::<Reply>(wire).expect("parses"),
+            reply
+        );
+        let not_started = json!({"reply": "stdioProcesses", "processes": [{"serverId": 2, "process": {
+            "starts": 0, "recentExits": 0, "crashLoop": false, "log": []
+        }}]});
+        let Reply::StdioProcesses { processes } =
+            serde_json::from_value::<Reply>(not_started).expect("parses")
+        else {
+            panic!("a stdio processes reply")
+        };
+        assert_eq!(
+            processes[0].process.pid, None,
+            "a process not started has no pid"
+        );
+    }
+
+    #[test]
+    fn full_stdio_logs_of_many_servers_are_cut_to_one_line_keeping_the_newest() {
+        // Each at the bound a process keeps (200 lines of 2 KiB), one of escaped control bytes.
+        let long = |n: usize, c: char| -> Vec<String> {
+            (0..200)
+                .map(|i| format!("{n}:{i}:{}", c.to_string().repeat(2040)))
+                .collect()
+        };
+        let mut processes: BTreeMap<i64, StdioProcessView> = (1..=5)
+            .map(|n| (n, process(long(n as usize, 'x'))))
+            .collect();
+        processes.insert(6, process(long(6, '\u{1}')));
+        processes.insert(7, process(Vec::new()));
+        fit_logs(&mut processes);
+        let reply = Reply::StdioProcesses {
+            processes: processes
+                .iter()
+                .map(|(&server_id, p)| ServerProcess {
+                    server_id,
+                    process: p.clone(),
+                })
+                .collect(),
+        };
+        let line = serde_json::to_string(&reply).expect("serializes");
+        assert!(
+            line.len() <= MAX_LINE,
+            "the reply fits one line the window reads ({} bytes)",
+            line.len()
+        );
+        for (id, p) in &processes {
+            if *id == 7 {
+                assert!(p.log.is_empty(), "an empty log stays empty");
+                continue;
+            }
+            let last = p.log.last().expect("the newest lines are kept");
+            assert!(
+                last.starts_with(&format!("{id}:199:")),
+                "the newest line is last, got {:.20}",
+                last
+            );
+            if *id == 6 {
+                assert!(
+                    last.ends_with('…') && p.log.len() == 2,
+                    "a newest line too long for its share is cut, not dropped"
+                );
+            }
+            assert!(
+                p.log[0].starts_with("[countersign] ")
+                    && p.log[0].ends_with("earlier lines not shown"),
+                "what was cut is said, got {:?}",
+                p.log[0]
+            );
+        }
+        let mut short = BTreeMap::from([(1, process(vec!["a".into(), "b".into()]))]);
+        fit_logs(&mut short);
+        assert_eq!(short[&1].log, ["a", "b"], "a log that fits is left whole");
     }
 }

@@ -1,11 +1,12 @@
 //! The control socket ([`countersign_desktop_ipc`]): one JSON line in, one out; a watch stays
 //! open and gets the state at every change, and `Quit` when the resident ends.
 
+use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::sync::Arc;
 
-use countersign_desktop_ipc::{Reply, Request, MAX_LINE};
+use countersign_desktop_ipc::{Reply, Request, ServerProcess, MAX_LINE};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::unix::OwnedWriteHalf;
 use tokio::net::{UnixListener, UnixStream};
@@ -106,8 +107,33 @@ async fn answer(resident: &Arc<Resident>, request: Request) -> Reply {
             set_viewing(resident, task_row, key);
             Reply::Done
         }
+        Request::StdioProcesses => stdio_processes(resident).await,
         // Handled by `connection`.
         Request::Watch => Reply::Done,
+    }
+}
+
+/// Each stdio server's process as this process's engine runs it, logs cut to fit one line.
+async fn stdio_processes(resident: &Resident) -> Reply {
+    let servers = match resident.console.server_records().await {
+        Ok(servers) => servers,
+        Err(e) => {
+            return Reply::Failed {
+                message: format!("cannot read the servers: {e}"),
+            }
+        }
+    };
+    let mut processes: BTreeMap<i64, _> = servers
+        .iter()
+        .filter(|s| s.is_stdio())
+        .filter_map(|s| Some((s.id, resident.console.stdio_process(s)?)))
+        .collect();
+    countersign_desktop_ipc::fit_logs(&mut processes);
+    Reply::StdioProcesses {
+        processes: processes
+            .into_iter()
+            .map(|(server_id, process)| ServerProcess { server_id, process })
+            .collect(),
     }
 }
 

@@ -35,6 +35,7 @@ import type { ShellState } from "./ShellState";
 import type { SignInPlan } from "./SignInPlan";
 import type { SignInPlanRequest } from "./SignInPlanRequest";
 import type { SignInRequest } from "./SignInRequest";
+import type { StdioAddRequest } from "./StdioAddRequest";
 import type { TaskAdoptRequest } from "./TaskAdoptRequest";
 import type { TaskDetail } from "./TaskDetail";
 import type { TaskListRequest } from "./TaskListRequest";
@@ -66,6 +67,7 @@ export interface Commands {
   task_link: { req: TaskRef; res: string };
   server_list: { req: null; res: Array<ServerView> };
   server_add: { req: ServerAddRequest; res: ServerView };
+  server_add_stdio: { req: StdioAddRequest; res: ServerView };
   server_update: { req: ServerUpdateRequest; res: ServerView };
   server_remove: { req: ServerRef; res: null };
   server_check: { req: ServerRef; res: ServerView };

@@ -507,8 +507,9 @@ pub struct StdioView {
     pub process: Option<StdioProcessView>,
 }
 
-/// The engine's process of a stdio server, now.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// The engine's process of a stdio server, now. Read back too: the resident, which runs the
+/// engine, sends it to the window over its control socket.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct StdioProcessView {
