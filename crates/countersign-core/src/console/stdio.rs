@@ -91,10 +91,17 @@ impl Console {
         match connected {
             Ok(client) => Ok(mcp::Connection::Legacy(client)),
             Err(e) => {
+                // A process that ended before answering: say that, not the session's words.
+                let e = match e {
+                    mcp::Error::SessionExpired { url, message, .. } => {
+                        mcp::Error::Transport { url, message }
+                    }
+                    other => other,
+                };
                 // What the process said on stderr is usually the reason: the last lines of it.
                 let said: Vec<&String> = log
                     .iter()
-                    .filter(|l| !l.starts_with("[countersign] starting"))
+                    .filter(|l| !l.starts_with("[countersign]"))
                     .rev()
                     .take(3)
                     .collect();
