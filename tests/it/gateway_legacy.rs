@@ -320,3 +320,65 @@ async fn an_allowed_task_tool_runs_as_the_upstreams_task_for_agents_of_both_gene
         "{listen}"
     );
 }
+
+/// A session agent that declares 2025-11-25 tasks (as VS Code does): the official TypeScript
+/// SDK's `callToolStream` with `params.task`. Its held call is a task of Countersign's at once
+/// (the agent is not held on an open request); after approval the upstream's own task runs, its
+/// clarification reaches the person's inbox, and the agent's `tasks/result` brings the report.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_agent_that_declares_tasks_gets_a_task_and_the_clarification_reaches_the_inbox() {
+    let (rig, _server) = legacy_rig(30).await;
+    let args = json!({"topic": "python", "ambiguous": true});
+    let (result, ()) = tokio::join!(
+        rig.ts_agent_with(RESEARCH, args, &["--list", "--task"]),
+        async {
+            let task_id = rig.wait_for_pending(RESEARCH).await;
+            let mode: String = rig
+                .open_ledger()
+                .query_row(
+                    "SELECT mode FROM gated_calls WHERE task_id = ?1",
+                    [&task_id],
+                    |r| r.get(0),
+                )
+                .expect("the gated call");
+            assert_eq!(mode, "task", "the agent follows a task, it is not held");
+            rig.approve(&task_id).await;
+            let question = countersign_tests::gateway::eventually(
+                "the upstream's clarification never reached the inbox",
+                Duration::from_secs(60),
+                Duration::from_millis(200),
+                || async {
+                    rig.pending_questions()
+                        .await
+                        .into_iter()
+                        .find(|q| q["kind"] != "tool_call_questions")
+                },
+            )
+            .await;
+            let upstream = question["task_id"].as_str().expect("the upstream task id");
+            rig.cli(&[
+                "answer",
+                upstream,
+                "--accept",
+                r#"{"interpretation": "programming"}"#,
+            ])
+            .await
+            .assert_code(0);
+        }
+    );
+    assert_eq!(result["protocolVersion"], "2025-11-25", "{result}");
+    let task_id = result["taskId"].as_str().unwrap_or("");
+    assert!(
+        task_id.starts_with("csg-"),
+        "Countersign's own task: {result}"
+    );
+    assert_eq!(result["isError"], false, "{result}");
+    assert!(
+        result["text"]
+            .as_str()
+            .unwrap_or("")
+            .contains("python (programming)"),
+        "the report after the person's clarification: {result}"
+    );
+    assert_eq!(intents_for(&rig, RESEARCH).len(), 1, "sent once");
+}

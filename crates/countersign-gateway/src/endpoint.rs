@@ -28,6 +28,7 @@ mod listen;
 mod request;
 mod sender;
 mod session;
+mod session_tasks;
 
 use request::{Admitted, Request};
 use session::Session;
@@ -470,10 +471,21 @@ async fn handle(
             "tasks/* needs the tasks extension (io.modelcontextprotocol/tasks) declared in _meta",
         );
     }
+    if !request.stateless
+        && matches!(
+            request.method.as_str(),
+            "tasks/get" | "tasks/result" | "tasks/list" | "tasks/cancel"
+        )
+    {
+        return session_tasks::handle(shared, &agent, &server, request).await;
+    }
     match (request.method.as_str(), task_id) {
         ("ping", _) => json_reply(StatusCode::OK, rpc_result(&request.id, json!({}))),
         ("server/discover", _) => discover(&link, &request).await,
-        ("tools/list", _) => list_tools(&link, &request).await,
+        ("tools/list", _) => {
+            let taskable = session::declared_tasks(&shared, &headers);
+            list_tools(&link, &request, taskable).await
+        }
         ("tools/call", _) => {
             if request.stateless {
                 let tool = request.params.get("name").and_then(Value::as_str);
@@ -591,7 +603,10 @@ fn task_json(task: &Task) -> Value {
 /// agent is shown no tool's `execution.taskSupport`: its session has no tasks (the gateway
 /// waits for an upstream's task on its behalf), and a client such as the TypeScript SDK's
 /// refuses by itself to call a tool that says it runs only as a task.
-async fn list_tools(link: &Link, request: &Request) -> Response {
+/// `tools/list`, passed through. A session agent is shown no `taskSupport` of the upstream's
+/// (the gateway follows the upstream's tasks itself); one that declared tasks sees every tool
+/// as `optional`, since Countersign can hand it a task of its own for any call.
+async fn list_tools(link: &Link, request: &Request, taskable: bool) -> Response {
     let mut reply = link.forward("tools/list", request.upstream_params()).await;
     if let Ok(result) = &mut reply {
         if let Some(tools) = result.get("tools").and_then(Value::as_array) {
@@ -600,6 +615,15 @@ async fn list_tools(link: &Link, request: &Request) -> Response {
         if !request.stateless {
             let tools = result.get_mut("tools").and_then(Value::as_array_mut);
             for tool in tools.into_iter().flatten() {
+                if taskable {
+                    if let Some(tool) = tool.as_object_mut() {
+                        let execution = tool.entry("execution").or_insert_with(|| json!({}));
+                        if let Some(execution) = execution.as_object_mut() {
+                            execution.insert("taskSupport".into(), json!("optional"));
+                        }
+                    }
+                    continue;
+                }
                 let execution = tool.get_mut("execution").and_then(Value::as_object_mut);
                 if let Some(execution) = execution {
                     execution.remove("taskSupport");
@@ -775,6 +799,10 @@ async fn call(
             &policy,
         )
         .await;
+    // A session agent's task is Countersign's own, for a call a person decides; an allowed
+    // call is answered as for any session agent.
+    let session_task = session_tasks::asks_for_task(&request);
+    let allow_mode = if session_task { GatedMode::Held } else { mode };
     match gate {
         Err(e) => json_reply(StatusCode::OK, console_error(&request.id, &e)),
         Ok(Gate::Allow) if link.is_legacy() => {
@@ -782,7 +810,7 @@ async fn call(
                 &shared,
                 link,
                 request,
-                mode,
+                allow_mode,
                 ToolCall::new(tool, Some(arguments)),
             )
             .await
@@ -792,7 +820,7 @@ async fn call(
             match reply {
                 // An agent without tasks cannot hold the upstream's task: wait for it here.
                 Ok(result)
-                    if mode == GatedMode::Held
+                    if allow_mode == GatedMode::Held
                         && result.get("resultType").and_then(Value::as_str) == Some("task") =>
                 {
                     let task_id = result.get("taskId").and_then(Value::as_str);
@@ -809,6 +837,13 @@ async fn call(
                     &outcome::not_run_text(&call),
                     Disposition::DeniedNotExecuted,
                 ),
+            ),
+        ),
+        Ok(Gate::Held(call)) if mode == GatedMode::Task && session_task => json_reply(
+            StatusCode::OK,
+            rpc_result(
+                &request.id,
+                session_tasks::created(&outcome::agent_task(&call, None)),
             ),
         ),
         Ok(Gate::Held(call)) if mode == GatedMode::Task => {

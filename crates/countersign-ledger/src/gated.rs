@@ -348,6 +348,20 @@ pub fn in_state(conn: &Connection, state: GatedState) -> Result<Vec<GatedRecord>
     select_all(conn, "WHERE g.state = ?1 ORDER BY g.id", [state.as_str()])
 }
 
+/// An agent's calls on a server that it follows as tasks, newest first (its `tasks/list`).
+pub fn agent_tasks(
+    conn: &Connection,
+    agent_id: i64,
+    server_id: i64,
+    limit: usize,
+) -> Result<Vec<GatedRecord>> {
+    select_all(
+        conn,
+        "WHERE g.agent_id = ?1 AND g.server_id = ?2 AND g.mode = 'task' ORDER BY g.id DESC LIMIT ?3",
+        params![agent_id, server_id, limit.min(i64::MAX as usize) as i64],
+    )
+}
+
 /// The newest calls first.
 pub fn recent(conn: &Connection, limit: usize) -> Result<Vec<GatedRecord>> {
     select_all(

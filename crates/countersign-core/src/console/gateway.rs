@@ -948,6 +948,29 @@ impl Console {
         .await
     }
 
+    /// An agent's tasks on a server, newest first, each as [`Console::agent_task`] shows it
+    /// (its `tasks/list`): at most `limit`.
+    pub async fn agent_tasks(
+        &self,
+        agent_id: i64,
+        server_id: i64,
+        limit: usize,
+    ) -> Result<Vec<Value>> {
+        self.read(move |c| {
+            gated::agent_tasks(c, agent_id, server_id, limit)?
+                .iter()
+                .map(|call| {
+                    let upstream = match call.upstream_task {
+                        Some(row) => Some(tasks::get(c, row)?),
+                        None => None,
+                    };
+                    Ok(outcome::agent_task(call, upstream.as_ref()))
+                })
+                .collect()
+        })
+        .await
+    }
+
     /// The agent withdraws its call (`tasks/cancel`): one not yet sent (or whose upstream asked
     /// questions before running, not yet sent again) is `cancelled` and never runs; one running as an upstream task is cancelled upstream (cooperatively). `None`
     /// when that agent has no such task.

@@ -33,6 +33,20 @@ const MAX_SESSIONS: usize = 4096;
 pub(super) struct Session {
     pub(super) agent_id: i64,
     pub(super) server: String,
+    /// The agent declared `tasks` at `initialize`: its tools are listed as taskable.
+    pub(super) tasks: bool,
+}
+
+/// Whether the session this request names declared `tasks` at `initialize`.
+pub(super) fn declared_tasks(shared: &Shared, headers: &HeaderMap) -> bool {
+    let Some(session) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
+        return false;
+    };
+    shared
+        .sessions
+        .lock()
+        .ok()
+        .is_some_and(|s| s.get(session).is_some_and(|s| s.tasks))
 }
 
 /// How a call of this request waits for a person: held (a 2025-11-25 session, or a 2026-07-28
@@ -58,7 +72,12 @@ pub(super) fn mode(
                     rpc_error(&request.id, -32001, "Session not found; initialize again", None),
                 ));
             }
-            Ok(GatedMode::Held)
+            // A session agent that asks for a task (SEP-1686) follows it; any other waits.
+            if request.method == "tools/call" && super::session_tasks::asks_for_task(request) {
+                Ok(GatedMode::Task)
+            } else {
+                Ok(GatedMode::Held)
+            }
         }
         None if request.stateless => Ok(if request.declares_tasks() {
             GatedMode::Task
@@ -124,7 +143,7 @@ pub(super) fn initialize(
         .find(|v| **v == asked)
         .copied()
         .unwrap_or(SESSION_VERSIONS[0]);
-    // What the upstream offers, minus extensions (this generation has none, tasks included).
+    // What the upstream offers, minus extensions (this generation has none).
     let mut capabilities = Map::new();
     if let Some(Value::Object(upstream)) = &server.capabilities {
         for key in ["tools", "resources", "prompts", "completions", "logging"] {
@@ -136,6 +155,13 @@ pub(super) fn initialize(
     capabilities
         .entry("tools")
         .or_insert_with(|| json!({"listChanged": false}));
+    // Countersign's own tasks (the upstream's are followed by the engine, never shown).
+    capabilities.insert("tasks".into(), super::session_tasks::capability());
+    let tasks = request
+        .params
+        .get("capabilities")
+        .and_then(|c| c.get("tasks"))
+        .is_some();
     let session = countersign_core::gateway::new_task_id().replacen(TASK_PREFIX, "css-", 1);
     if let Ok(mut sessions) = shared.sessions.lock() {
         if sessions.len() >= MAX_SESSIONS {
@@ -148,6 +174,7 @@ pub(super) fn initialize(
             Session {
                 agent_id: agent.id,
                 server: server.name.clone(),
+                tasks,
             },
         );
     }
