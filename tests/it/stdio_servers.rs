@@ -298,3 +298,28 @@ async fn commands_that_cannot_serve_are_refused_with_their_reason_and_not_added(
     list.expect_code(0);
     assert_eq!(list.json(), serde_json::json!([]), "nothing half-added");
 }
+
+/// The Python `mcp` 2.3 SDK's stdio server answers the era probe as a 2026-07-28 server and then
+/// refuses `initialize` on that process; a fresh process that is sent `initialize` first serves
+/// the session generation, which Countersign speaks on stdio.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dual_era_python_sdk_server_is_added_and_called() {
+    let dir = DataDir::new("stdio-python");
+    let mark = marker("python");
+    let python = countersign_tests::peer::python().display().to_string();
+    let script = countersign_tests::peer::repo_root()
+        .join("tests/peers/mcp_stdio_server.py")
+        .display()
+        .to_string();
+    let said = add(&dir, "py", &mark, &[python, script]).await;
+    assert!(
+        said.contains("python-mcp-stdio") && said.contains("legacy 2025-11-25"),
+        "{said}"
+    );
+    let got = dir
+        .run(&["call", "py", "add", r#"{"a":2,"b":3}"#, "--json"])
+        .await;
+    got.expect_code(0);
+    assert_eq!(got.json()["result"]["structuredContent"]["result"], 5, "{}", got.stdout);
+    no_process_left(&mark).await;
+}

@@ -155,14 +155,16 @@ impl LegacyClient {
         Self::build(endpoint, options, session)
     }
 
-    /// Opens a session with a stdio server's running process: the specification's stdio
-    /// detection (`server/discover` first; any answer that is not a modern server's, or none
-    /// within the probe time, means a legacy server), then `initialize`. A modern server is
-    /// [`Error::ModernStdio`].
+    /// Opens a session with a stdio server's running process: with `probe`, the specification's
+    /// stdio detection first (`server/discover`; any answer that is not a modern server's, or
+    /// none within the probe time, means a legacy server; a modern one is
+    /// [`Error::ModernStdio`]), then `initialize`. [`crate::stdio::StdioServer::connect`] is
+    /// the usual way in.
     pub async fn connect_stdio(
         process: crate::stdio::StdioProcess,
         label: &str,
         options: ClientOptions,
+        probe: bool,
     ) -> Result<Self> {
         let session = LegacySession {
             session_id: None,
@@ -185,7 +187,9 @@ impl LegacyClient {
                 stdio: Some(process),
             }),
         };
-        client.probe_stdio().await?;
+        if probe {
+            client.probe_stdio().await?;
+        }
         client.initialize().await?;
         Ok(client)
     }

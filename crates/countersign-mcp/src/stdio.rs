@@ -12,8 +12,8 @@
 //! - `stdio/orphans.rs`: the sweep for processes a killed engine left;
 //! - `stdio/sys.rs`: the system calls the standard library lacks.
 //!
-//! The protocol on top is the legacy client's ([`crate::legacy::LegacyClient::connect_stdio`]),
-//! after the specification's stdio detection: `server/discover` first, then `initialize`.
+//! The protocol on top is the legacy client's ([`StdioServer::connect`]), after the
+//! specification's stdio detection: `server/discover` first, then `initialize`.
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -22,7 +22,9 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use crate::client::ClientOptions;
 use crate::error::{Error, Result};
+use crate::legacy::LegacyClient;
 use crate::sensitive::Sensitive;
 
 mod log;
@@ -293,6 +295,25 @@ impl StdioServer {
             command.env.extend(values);
         }
         Ok(command)
+    }
+
+    /// A session with this server: the stdio detection on its process, then `initialize`. A
+    /// server that answers the probe as a 2026-07-28 one is started afresh and asked to
+    /// `initialize` without a probe: dual-era servers (the Python SDK's) serve whichever
+    /// generation a process's first message speaks, and lock the process into it. Only a
+    /// server that refuses that too is [`Error::ModernStdio`].
+    pub async fn connect(&self, options: ClientOptions) -> Result<LegacyClient> {
+        let process = self.process().await?;
+        match LegacyClient::connect_stdio(process, self.label(), options.clone(), true).await {
+            Err(modern @ Error::ModernStdio { .. }) => {
+                self.stop().await;
+                let process = self.process().await?;
+                LegacyClient::connect_stdio(process, self.label(), options, false)
+                    .await
+                    .map_err(|_| modern)
+            }
+            other => other,
+        }
     }
 
     /// Stops the running process (SIGTERM to its group, SIGKILL after [`STOP_GRACE`]) and

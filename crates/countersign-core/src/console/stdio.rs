@@ -3,8 +3,8 @@
 
 use crate::actions;
 use crate::ledger::servers::{ServerRecord, StdioSpec};
+use crate::mcp;
 use crate::mcp::stdio::{StdioCommand, StdioServer};
-use crate::mcp::{self, LegacyClient};
 
 use super::view::{StdioAddRequest, StdioProcessView};
 use super::{Console, Error, Result};
@@ -83,9 +83,7 @@ impl Console {
         let mut command = command_of(spec);
         command.env.extend(secrets.iter().cloned());
         let server = StdioServer::new(name, command);
-        let process = server.process().await?;
-        let connected =
-            LegacyClient::connect_stdio(process, server.label(), self.config.client.clone()).await;
+        let connected = server.connect(self.config.client.clone()).await;
         let log = server.log();
         server.stop().await;
         match connected {

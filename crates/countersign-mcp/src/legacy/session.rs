@@ -166,10 +166,11 @@ impl LegacyClient {
             .await
     }
 
-    /// The stdio detection: `server/discover` as a modern client sends it. A result naming a
-    /// modern version, or -32022 naming one, is a modern server ([`Error::ModernStdio`]); any
-    /// other answer, or none within [`STDIO_PROBE_TIME`], is a legacy one. A process that ends
-    /// meanwhile is that error.
+    /// The stdio detection: `server/discover` as a modern client sends it. A result (or
+    /// -32022) naming 2026-07-28 and no session-era version is a modern-only server
+    /// ([`Error::ModernStdio`]); a dual-era one, any other answer, or none within
+    /// [`STDIO_PROBE_TIME`], goes on to `initialize`. A process that ends meanwhile is that
+    /// error.
     pub(crate) async fn probe_stdio(&self) -> Result<()> {
         let method = "server/discover";
         let id = self.next_id();
@@ -202,15 +203,18 @@ impl LegacyClient {
             Ok(Err(_)) | Ok(Ok(None)) => return Ok(()),
             Ok(Ok(Some(answer))) => answer,
         };
-        let modern = |versions: Option<&Value>| {
-            versions
-                .and_then(Value::as_array)
-                .is_some_and(|v| v.iter().any(|v| v == crate::wire::PROTOCOL_VERSION))
+        // Modern only when it names 2026-07-28 and none of ours: a dual-era server (the Python
+        // SDK's, rmcp's) is spoken to in the session era, which it serves too.
+        let modern_only = |versions: Option<&Value>| {
+            let versions = versions.and_then(Value::as_array);
+            let names = |v: &str| versions.is_some_and(|vs| vs.iter().any(|x| x == v));
+            names(crate::wire::PROTOCOL_VERSION) && !LEGACY_VERSIONS.iter().any(|v| names(v))
         };
         let is_modern = match &answer {
-            Ok(result) => modern(result.get("supportedVersions")),
+            Ok(result) => modern_only(result.get("supportedVersions")),
             Err(error) => {
-                error.code == -32022 && modern(error.data.as_ref().and_then(|d| d.get("supported")))
+                error.code == -32022
+                    && modern_only(error.data.as_ref().and_then(|d| d.get("supported")))
             }
         };
         if is_modern {

@@ -522,8 +522,8 @@ impl LegacyPeer {
     async fn initialize(&self) -> Result<LegacyClient> {
         let client = match &self.inner.stdio {
             Some(server) => {
-                let process = server.process().await?;
-                LegacyClient::connect_stdio(process, server.label(), self.inner.options.clone())
+                server
+                    .connect(self.inner.options.clone())
                     .await
                     .map_err(|e| match e {
                         // The new process ended before its session began: a failure to start
