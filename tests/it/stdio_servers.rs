@@ -320,6 +320,11 @@ async fn a_dual_era_python_sdk_server_is_added_and_called() {
         .run(&["call", "py", "add", r#"{"a":2,"b":3}"#, "--json"])
         .await;
     got.expect_code(0);
-    assert_eq!(got.json()["result"]["structuredContent"]["result"], 5, "{}", got.stdout);
+    assert_eq!(
+        got.json()["result"]["structuredContent"]["result"],
+        5,
+        "{}",
+        got.stdout
+    );
     no_process_left(&mark).await;
 }
