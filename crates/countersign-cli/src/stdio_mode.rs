@@ -86,13 +86,7 @@ pub(crate) async fn servers_add(
 /// A stdio server's command line as `servers list` shows it.
 pub(crate) fn command_line(record: &countersign_core::ledger::servers::ServerRecord) -> String {
     match &record.command {
-        Some(spec) => countersign_core::mcp::stdio::StdioCommand {
-            program: spec.program.clone(),
-            args: spec.args.clone(),
-            env: Vec::new(),
-            cwd: None,
-        }
-        .display(),
+        Some(spec) => spec.command().display(),
         None => record.url.clone(),
     }
 }

@@ -69,6 +69,27 @@ pub struct StdioSpec {
     pub cwd: Option<String>,
 }
 
+impl StdioSpec {
+    /// What to run, without the secret values (added as each process starts).
+    pub fn command(&self) -> countersign_mcp::stdio::StdioCommand {
+        countersign_mcp::stdio::StdioCommand {
+            program: self.program.clone(),
+            args: self.args.clone(),
+            env: self
+                .env
+                .iter()
+                .map(|(k, v)| {
+                    (
+                        k.clone(),
+                        countersign_mcp::sensitive::Sensitive::new(v.clone()),
+                    )
+                })
+                .collect(),
+            cwd: self.cwd.as_ref().map(std::path::PathBuf::from),
+        }
+    }
+}
+
 /// The `url` a stdio server is known by.
 pub fn stdio_url(name: &str) -> String {
     format!("stdio:{name}")

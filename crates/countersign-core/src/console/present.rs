@@ -224,13 +224,7 @@ pub fn server(
         })
     });
     let stdio = s.command.as_ref().map(|spec| StdioView {
-        command: mcp::stdio::StdioCommand {
-            program: spec.program.clone(),
-            args: spec.args.clone(),
-            env: Vec::new(),
-            cwd: None,
-        }
-        .display(),
+        command: spec.command().display(),
         cwd: spec.cwd.clone(),
         env: spec.env.keys().cloned().collect(),
         secret_env: spec.secret_env.clone(),

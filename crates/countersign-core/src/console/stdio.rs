@@ -4,7 +4,7 @@
 use crate::actions;
 use crate::ledger::servers::{ServerRecord, StdioSpec};
 use crate::mcp;
-use crate::mcp::stdio::{StdioCommand, StdioServer};
+use crate::mcp::stdio::StdioServer;
 
 use super::view::{StdioAddRequest, StdioProcessView};
 use super::{Console, Error, Result};
@@ -80,7 +80,7 @@ impl Console {
         spec: &StdioSpec,
         secrets: &[(String, mcp::sensitive::Sensitive<String>)],
     ) -> Result<mcp::Connection> {
-        let mut command = command_of(spec);
+        let mut command = spec.command();
         command.env.extend(secrets.iter().cloned());
         let server = StdioServer::new(name, command);
         let connected = server.connect(self.config.client.clone()).await;
@@ -147,19 +147,5 @@ impl Console {
             crash_loop: status.crash_loop,
             log: process.log(),
         })
-    }
-}
-
-/// The command a spec runs, without its secret values.
-pub(crate) fn command_of(spec: &StdioSpec) -> StdioCommand {
-    StdioCommand {
-        program: spec.program.clone(),
-        args: spec.args.clone(),
-        env: spec
-            .env
-            .iter()
-            .map(|(k, v)| (k.clone(), mcp::sensitive::Sensitive::new(v.clone())))
-            .collect(),
-        cwd: spec.cwd.as_ref().map(std::path::PathBuf::from),
     }
 }

@@ -69,16 +69,7 @@ pub fn make_peer(
     };
     if let Some(spec) = &server.command {
         // A stdio server is always this era's peer: the process is the session.
-        let command = mcp::stdio::StdioCommand {
-            program: spec.program.clone(),
-            args: spec.args.clone(),
-            env: spec
-                .env
-                .iter()
-                .map(|(k, v)| (k.clone(), mcp::sensitive::Sensitive::new(v.clone())))
-                .collect(),
-            cwd: spec.cwd.as_ref().map(std::path::PathBuf::from),
-        };
+        let command = spec.command();
         let mut process = mcp::stdio::StdioServer::new(&server.name, command);
         if !spec.secret_env.is_empty() {
             if let Some(secrets) = &config.env_secrets {
