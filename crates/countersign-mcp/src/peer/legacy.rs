@@ -126,7 +126,21 @@ struct Inner {
     stream: Mutex<Stream>,
     /// A stdio server: each process is one session, started by its supervisor.
     stdio: Option<crate::stdio::StdioServer>,
+    /// Each tool's `taskSupport` as the session last listed it, so a call is not preceded by
+    /// a whole `tools/list` every time (a big listing costs the server as much as the call).
+    task_support: Mutex<Option<ToolList>>,
 }
+
+/// What one `tools/list` said of each tool's `taskSupport`, in which session, and when.
+struct ToolList {
+    generation: u64,
+    at: tokio::time::Instant,
+    support: HashMap<String, TaskSupport>,
+}
+
+/// How long a listing is used before the next call lists again: a server may change a tool
+/// between restarts of a session without telling us.
+const TOOL_LIST_TTL: Duration = Duration::from_secs(60);
 
 /// The GET stream's state.
 #[derive(Default)]
@@ -209,6 +223,7 @@ impl LegacyPeer {
                 tasks: Mutex::new(HashMap::new()),
                 stream: Mutex::new(Stream::default()),
                 stdio: None,
+                task_support: Mutex::new(None),
             }),
         }
     }
@@ -233,6 +248,7 @@ impl LegacyPeer {
                 tasks: Mutex::new(HashMap::new()),
                 stream: Mutex::new(Stream::default()),
                 stdio: Some(server),
+                task_support: Mutex::new(None),
             }),
         }
     }
@@ -296,11 +312,10 @@ impl LegacyPeer {
     pub async fn call_tool(&self, call: &ToolCall) -> Result<CallOutcome> {
         let current = self.current().await?;
         let client = current.client;
-        let tools = client.list_tools().await?;
-        let as_task = tools
-            .iter()
-            .find(|t| t.name == call.name)
-            .is_some_and(|t| t.task_support != TaskSupport::Forbidden);
+        let support = self
+            .task_support(&client, current.generation, &call.name)
+            .await?;
+        let as_task = support.is_some_and(|s| s != TaskSupport::Forbidden);
         let task = as_task.then(TaskMetadata::default);
         match client
             .call_tool(&call.name, call.arguments.clone(), task)
@@ -320,6 +335,47 @@ impl LegacyPeer {
                 Ok(CallOutcome::Task(handle))
             }
         }
+    }
+
+    /// A tool's `taskSupport` (`None`: not listed), from the session's last listing while it
+    /// is fresh and names the tool, else from a new `tools/list`.
+    async fn task_support(
+        &self,
+        client: &LegacyClient,
+        generation: u64,
+        tool: &str,
+    ) -> Result<Option<TaskSupport>> {
+        {
+            let cached = self
+                .inner
+                .task_support
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            if let Some(list) = cached
+                .as_ref()
+                .filter(|l| l.generation == generation && l.at.elapsed() < TOOL_LIST_TTL)
+            {
+                if let Some(support) = list.support.get(tool) {
+                    return Ok(Some(*support));
+                }
+            }
+        }
+        let tools = client.list_tools().await?;
+        let support: HashMap<String, TaskSupport> = tools
+            .into_iter()
+            .map(|t| (t.name, t.task_support))
+            .collect();
+        let found = support.get(tool).copied();
+        *self
+            .inner
+            .task_support
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(ToolList {
+            generation,
+            at: tokio::time::Instant::now(),
+            support,
+        });
+        Ok(found)
     }
 
     /// `tasks/get` as a modern task (see the module doc).
