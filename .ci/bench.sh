@@ -10,8 +10,8 @@
 #                               the 2025-11-25 demo server, beside calm) at both N. About 11
 #                               minutes after the build, then the stdio tables (20 s idle windows).
 #   bash .ci/bench.sh --quick   what CI runs: N=1,000 for 20 s and a resume of 2,000 tasks, no
-#                               Python side, then the stdio tables with 5 s idle windows; about
-#                               60 s. Debug build, i.e. the one `.ci/test` has
+#                               Python side, then the stdio tables with 5 s idle windows (~20 s
+#                               more); about 55 s. Debug build, i.e. the one `.ci/test` has
 #                               just made (a release build of the workspace costs 6-9 minutes on
 #                               a 2-core machine, too much for a smoke run; CPU figures of a debug
 #                               build are ~7x those of release, and the table says which it is).
