@@ -47,14 +47,14 @@ fn meta() -> Value {
 }
 
 #[derive(Clone)]
-struct Agent {
-    http: reqwest::Client,
-    url: String,
-    token: Option<String>,
+pub(crate) struct Agent {
+    pub(crate) http: reqwest::Client,
+    pub(crate) url: String,
+    pub(crate) token: Option<String>,
 }
 
 impl Agent {
-    async fn call(&self, tool: &str, arguments: Value) -> Result<Value> {
+    pub(crate) async fn call(&self, tool: &str, arguments: Value) -> Result<Value> {
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                           "params": {"name": tool, "arguments": arguments, "_meta": meta()}});
         let mut request = self
@@ -77,7 +77,13 @@ impl Agent {
             .text()
             .await
             .map_err(|e| Error::Unexpected(format!("reading {}: {e}", self.url)))?;
-        let value: Value = serde_json::from_str(&text)
+        // An SSE body: the response is the data of its last event.
+        let body = text
+            .lines()
+            .rev()
+            .find_map(|l| l.strip_prefix("data:"))
+            .map_or(text.as_str(), str::trim);
+        let value: Value = serde_json::from_str(body)
             .map_err(|e| Error::Unexpected(format!("not JSON from {}: {e}: {text}", self.url)))?;
         value
             .get("result")
@@ -86,7 +92,7 @@ impl Agent {
     }
 }
 
-fn quantile(sorted: &[Duration], q: f64) -> Duration {
+pub(crate) fn quantile(sorted: &[Duration], q: f64) -> Duration {
     if sorted.is_empty() {
         return Duration::ZERO;
     }
@@ -94,7 +100,7 @@ fn quantile(sorted: &[Duration], q: f64) -> Duration {
     sorted[rank.min(sorted.len() - 1)]
 }
 
-fn ms(d: Duration) -> String {
+pub(crate) fn ms(d: Duration) -> String {
     format!("{:.3}", d.as_secs_f64() * 1000.0)
 }
 

@@ -10,7 +10,8 @@
 //! - `resume`: a fresh engine process on a ledger of unfinished tasks ([`resume`]).
 //!
 //! The fastmcp 4.1.4 Python client (`tests/peers/fastmcp_poll_client.py`) runs the same workload
-//! through the same phases ([`client`]) for the side-by-side. [`run`] sequences the phases,
+//! through the same phases ([`client`]) for the side-by-side. The `gateway` and `stdio`
+//! subcommands print their own tables ([`gateway`], [`stdio`]). [`run`] sequences the phases,
 //! [`report`] prints the table ([`eras`]: the legacy era beside the modern one); [`workload`]
 //! is the `bench_job` task mix, [`usage`] and [`clock`] read `/proc` and time, [`child`] is the
 //! line protocol that keeps every wait bounded and every child process tied to the driver's
@@ -27,6 +28,7 @@ mod report;
 mod resume;
 mod run;
 mod sources;
+mod stdio;
 mod steady;
 mod syncs;
 mod usage;
@@ -157,6 +159,29 @@ enum Mode {
         #[arg(long, default_value_t = 200)]
         asks: usize,
     },
+    /// What fronting a stdio server costs (real server-filesystem, real `countersign`
+    /// processes): an allowed `read_text_file` through `countersign gateway` vs. direct over
+    /// stdio, and `countersign watch` idle with 0 vs. N stdio servers. Prints tables.
+    Stdio {
+        /// Timed calls per side.
+        #[arg(long, default_value_t = 200)]
+        calls: usize,
+        /// Untimed calls per side before them.
+        #[arg(long, default_value_t = 50)]
+        warmup: usize,
+        /// Each idle engine's window, seconds.
+        #[arg(long, default_value_t = 20)]
+        idle_seconds: u64,
+        /// Stdio servers on the idle ledger that has them.
+        #[arg(long, default_value_t = 5)]
+        servers: usize,
+        /// The `countersign` binary. [default: next to this one]
+        #[arg(long)]
+        countersign: Option<PathBuf>,
+        /// Where `.ci/setup-tools.sh` installed Node and server-filesystem.
+        #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../../.ci/tools"))]
+        tools: PathBuf,
+    },
     /// (internal) A fresh engine process resuming a seeded ledger.
     #[command(hide = true)]
     Resume {
@@ -252,6 +277,26 @@ fn main() -> ExitCode {
             })
             .await
             .map(|()| ExitCode::SUCCESS),
+            Some(Mode::Stdio {
+                calls,
+                warmup,
+                idle_seconds,
+                servers,
+                countersign,
+                tools,
+            }) => match countersign.map_or_else(sibling_countersign, Ok) {
+                Ok(countersign) => stdio::run(stdio::Options {
+                    calls,
+                    warmup,
+                    idle: Duration::from_secs(idle_seconds),
+                    servers,
+                    countersign,
+                    tools,
+                })
+                .await
+                .map(|()| ExitCode::SUCCESS),
+                Err(e) => Err(e),
+            },
             None => drive(cli.run).await,
         }
     });
@@ -288,6 +333,12 @@ impl From<SteadyArgs> for steady::SteadyOptions {
             legacy: a.legacy,
         }
     }
+}
+
+/// The `countersign` binary of the same build: next to this one.
+fn sibling_countersign() -> Result<PathBuf> {
+    let exe = std::env::current_exe().map_err(|e| Error::io("finding this executable", e))?;
+    Ok(exe.with_file_name("countersign"))
 }
 
 fn plan(args: &RunArgs) -> Result<Plan> {

@@ -24,7 +24,7 @@ fn ticks_per_second() -> u64 {
 }
 
 /// utime + stime from the text of a `/proc/<pid>/stat` file.
-fn cpu_from_stat(stat: &str) -> Option<Duration> {
+pub(crate) fn cpu_from_stat(stat: &str) -> Option<Duration> {
     // The command name (field 2) may contain spaces and parentheses: count from the last ')'.
     let rest = &stat[stat.rfind(')')? + 1..];
     let fields: Vec<&str> = rest.split_whitespace().collect();
@@ -36,7 +36,7 @@ fn cpu_from_stat(stat: &str) -> Option<Duration> {
 }
 
 /// The value in KiB of a `Name:   123 kB` line of `/proc/<pid>/status`.
-fn status_kb(status: &str, name: &str) -> Option<u64> {
+pub(crate) fn status_kb(status: &str, name: &str) -> Option<u64> {
     status
         .lines()
         .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
