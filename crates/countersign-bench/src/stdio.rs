@@ -147,7 +147,7 @@ async fn measure(dir: &Path, options: &Options) -> Result<()> {
         &d,
     );
     row(
-        "direct, `tools/list` then the read (the gateway's two requests)",
+        "direct, `tools/list` then the read (a client that lists before each call)",
         &l,
     );
     row(
@@ -163,7 +163,6 @@ async fn measure(dir: &Path, options: &Options) -> Result<()> {
         );
     };
     added("added by the gateway (over the direct read)", &d);
-    added("of which not the server's (over its two requests)", &l);
 
     println!();
     let empty = idle(&dir.join("idle-0"), options, &files, 0).await?;
