@@ -377,6 +377,14 @@ async fn read_loop(
             }
         }
     }
+    // Its output ended, most likely because it exited: a moment for the exit status, so the
+    // requests that fail now can say how it ended.
+    let mut exited = exit.subscribe();
+    let _ = tokio::time::timeout(
+        std::time::Duration::from_secs(1),
+        exited.wait_for(Option::is_some),
+    )
+    .await;
     let mut routes = routes.lock().unwrap_or_else(|e| e.into_inner());
     routes.closed = true;
     routes.requests.clear();
